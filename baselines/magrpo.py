@@ -68,32 +68,51 @@ def completion_logprobs(
     temperature: float = 1.0,
     pad_token_id: int = 0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Training logprobs of the targets of right-padded Datums, shape ``(B, T)``, 0 on padding.
+    """Training logprobs of right-padded Datums' targets, over the columns that hold completions.
+
+    The model projects to the vocabulary only the last ``K`` columns, from the
+    earliest completion token of any row to the end (``logits_to_keep``): prompt
+    tokens need no logits, and a vocabulary-sized row per prompt token is most of
+    the memory of a long prompt.
 
     Returns:
-        ``(logprobs_B_T, batch)`` with ``batch`` holding ``advantages``,
-        ``weights``, ``mask`` and ``sampling_logprobs`` as ``(B, T)`` tensors.
+        ``(logprobs_B_K, batch)``: the logprobs, 0 on padding, and ``batch``
+        holding ``advantages``, ``weights``, ``mask``, ``sampling_logprobs`` and
+        ``attention_mask`` for the same ``(B, K)`` columns.
     """
     padded = pad_data(data_D, pad_token_id=pad_token_id)
-    attention_B_T = torch.from_numpy(padded.attention_mask_B_T).to(device)
-    logits = model(
-        input_ids=torch.from_numpy(padded.input_ids_B_T).to(device),
-        attention_mask=attention_B_T,
-        use_cache=False,
-    ).logits.float()
+    width = padded.input_ids_B_T.shape[1]
+    starts = [int(np.argmax(d.mask > 0)) if d.mask.any() else len(d) for d in data_D]
+    keep = max(1, width - min(starts))
+    inputs = {
+        "input_ids": torch.from_numpy(padded.input_ids_B_T).to(device),
+        "attention_mask": torch.from_numpy(padded.attention_mask_B_T).to(device),
+        "use_cache": False,
+    }
+    try:
+        logits = model(**inputs, logits_to_keep=keep).logits
+    except TypeError:  # a model without logits_to_keep: project every column
+        logits = model(**inputs).logits
+    logits = logits[:, -keep:].float()
     if temperature != 1.0:
         logits = logits / temperature
-    targets_B_T = torch.from_numpy(padded.target_tokens_B_T).to(device)
+    columns = slice(width - keep, width)
+    targets_B_K = torch.from_numpy(padded.target_tokens_B_T[:, columns]).to(device)
     # log softmax at the target only: no second vocabulary-sized tensor.
-    picked = logits.gather(-1, targets_B_T.unsqueeze(-1)).squeeze(-1)
-    logprobs_B_T = (picked - torch.logsumexp(logits, dim=-1)) * attention_B_T
-    batch = {
+    picked = logits.gather(-1, targets_B_K.unsqueeze(-1)).squeeze(-1)
+    arrays = {
         "advantages": padded.advantages_B_T,
         "weights": padded.weights_B_T,
         "mask": padded.mask_B_T,
         "sampling_logprobs": padded.logprobs_B_T,
+        "attention_mask": padded.attention_mask_B_T,
     }
-    return logprobs_B_T, {k: torch.from_numpy(v).to(device) for k, v in batch.items()}
+    batch = {
+        k: torch.from_numpy(np.ascontiguousarray(v[:, columns])).to(device)
+        for k, v in arrays.items()
+    }
+    logprobs_B_K = (picked - torch.logsumexp(logits, dim=-1)) * batch["attention_mask"]
+    return logprobs_B_K, batch
 
 
 def policy_gradient_loss(

@@ -97,9 +97,10 @@ def test_training_logprobs_match_the_samplers(tiny_model):
     sampled = batch["sampling_logprobs"][mask]
     assert len(trained) == sum(len(c.tokens) for c in completions)
     assert torch.allclose(trained, sampled, atol=1e-4)
-    # the shorter row's padding has logprob 0
-    short = min(range(2), key=lambda i: len(data[i]))
-    assert float(logprobs_B_T[short, len(data[short]) :].abs().sum()) == 0.0
+    # padding has logprob 0; only the columns from the first completion token on are kept
+    assert float(logprobs_B_T[batch["attention_mask"] == 0].abs().sum()) == 0.0
+    first = min(int(d.mask.argmax()) for d in data)
+    assert logprobs_B_T.shape == (2, max(len(d) for d in data) - first)
 
 
 def make_config(tmp_path, **overrides):
