@@ -100,7 +100,7 @@ def completion_logprobs(
     targets_B_K = torch.from_numpy(padded.target_tokens_B_T[:, columns]).to(device)
     # log softmax at the target only: no second vocabulary-sized tensor.
     picked = logits.gather(-1, targets_B_K.unsqueeze(-1)).squeeze(-1)
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "advantages": padded.advantages_B_T,
         "weights": padded.weights_B_T,
         "mask": padded.mask_B_T,
