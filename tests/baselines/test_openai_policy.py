@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
@@ -24,51 +19,6 @@ CHATS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    pytest.importorskip("vllm")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(tiny_model_dir), "--served-model-name", "tiny",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-        "--kv-cache-memory-bytes", str(256 << 20),
-        "--logprobs-mode", "processed_logprobs",
-    ]  # fmt: skip
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not start in 240 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield url + "/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def forward_logprobs(model, prompt, tokens):
     ids = torch.tensor([list(prompt) + list(tokens)])
     with torch.no_grad():
@@ -76,9 +26,9 @@ def forward_logprobs(model, prompt, tokens):
     return [logprobs[len(prompt) - 1 + i, t].item() for i, t in enumerate(tokens)]
 
 
-def test_token_completions_match_a_forward_pass(server, tiny_model):
+def test_token_completions_match_a_forward_pass(vllm_server, tiny_model):
     model, tokenizer = tiny_model
-    policy = OpenAIPolicy(server, "tiny", tokenizer=tokenizer, max_concurrency=4)
+    policy = OpenAIPolicy(vllm_server, "tiny", tokenizer=tokenizer, max_concurrency=4)
     completions = policy.sample([SampleRequest(c) for c in CHATS], SamplingParams(24, seed=0))
     for chat, c in zip(CHATS, completions, strict=True):
         assert c.prompt_tokens == policy.renderer(chat)
@@ -89,9 +39,9 @@ def test_token_completions_match_a_forward_pass(server, tiny_model):
         assert tokenizer.decode(c.tokens, skip_special_tokens=True).startswith(c.text)
 
 
-def test_stop_strings_over_http(server, tiny_model):
+def test_stop_strings_over_http(vllm_server, tiny_model):
     _, tokenizer = tiny_model
-    policy = OpenAIPolicy(server, "tiny", tokenizer=tokenizer)
+    policy = OpenAIPolicy(vllm_server, "tiny", tokenizer=tokenizer)
     requests = [SampleRequest(chat, stop=(" ",)) for chat in CHATS] * 3
     completions = policy.sample(requests, SamplingParams(48, seed=1))
     stopped = [c for c in completions if c.stop_reason == "stop"]
@@ -100,24 +50,24 @@ def test_stop_strings_over_http(server, tiny_model):
         assert c.text.endswith(" ") and c.text.count(" ") == 1
 
 
-def test_text_only_chat_mode(server):
-    policy = OpenAIPolicy(server, "tiny")
+def test_text_only_chat_mode(vllm_server):
+    policy = OpenAIPolicy(vllm_server, "tiny")
     (c,) = policy.sample([SampleRequest(CHATS[0])], SamplingParams(8, seed=0))
     assert c.prompt_tokens == ()
     assert isinstance(c.text, str) and len(c.tokens) == len(c.logprobs) <= 8
 
 
-def test_client_errors_are_clear(server, tiny_model):
-    policy = OpenAIPolicy(server, "no-such-model")
+def test_client_errors_are_clear(vllm_server, tiny_model, free_port):
+    policy = OpenAIPolicy(vllm_server, "no-such-model")
     with pytest.raises(ServerError, match="404"):
         policy.sample([SampleRequest(CHATS[0])], SamplingParams(4))
-    dead = OpenAIPolicy(f"http://127.0.0.1:{_free_port()}/v1", "tiny", retries=1, timeout=2)
+    dead = OpenAIPolicy(f"http://127.0.0.1:{free_port}/v1", "tiny", retries=1, timeout=2)
     with pytest.raises(ServerError, match="failed after 1 attempts"):
         dead.sample([SampleRequest(CHATS[0])], SamplingParams(4))
     with pytest.raises(ValueError, match="base_url must start with http"):
         OpenAIPolicy("localhost:8000", "tiny")
 
 
-def test_models_endpoint_lists_the_served_model(server):
-    with urllib.request.urlopen(server.removesuffix("/v1") + "/v1/models", timeout=5) as r:
+def test_models_endpoint_lists_the_served_model(vllm_server):
+    with urllib.request.urlopen(vllm_server.removesuffix("/v1") + "/v1/models", timeout=5) as r:
         assert "tiny" in json.dumps(json.loads(r.read()))

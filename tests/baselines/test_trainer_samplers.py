@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -28,53 +22,6 @@ def test_sampler_choice():
             resolve_sampler_kind("vllm", num_processes=2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def dev_server(tiny_model_dir, tmp_path_factory):
-    """``vllm serve`` of the tiny model with the development endpoints (weight reloads)."""
-    pytest.importorskip("vllm")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm-dev") / "server.log"
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(tiny_model_dir), "--served-model-name", "tiny",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-        "--kv-cache-memory-bytes", str(256 << 20),
-        "--logprobs-mode", "processed_logprobs",
-    ]  # fmt: skip
-    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not start in 240 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield url + "/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def forward_logprobs(model, prompt, tokens):
     ids = torch.tensor([list(prompt) + list(tokens)])
     with torch.no_grad():
@@ -84,12 +31,12 @@ def forward_logprobs(model, prompt, tokens):
 
 @pytest.mark.slow
 def test_remote_weight_sync_makes_the_server_sample_the_new_weights(
-    dev_server, tiny_model, tmp_path
+    vllm_server, tiny_model, tmp_path
 ):
     from baselines.policies import OpenAIPolicy
 
     model, tokenizer = tiny_model
-    policy = OpenAIPolicy(dev_server, "tiny", tokenizer=tokenizer)
+    policy = OpenAIPolicy(vllm_server, "tiny", tokenizer=tokenizer)
     request = [SampleRequest([{"role": "user", "content": "What is 17 * 23?"}])]
     params = SamplingParams(max_tokens=8, seed=3)
 
@@ -97,7 +44,7 @@ def test_remote_weight_sync_makes_the_server_sample_the_new_weights(
     with torch.no_grad():
         for parameter in changed.parameters():
             parameter.add_(0.05 * torch.randn_like(parameter))
-    sync = RemoteWeightSync(dev_server, tmp_path / "weights", changed.config)
+    sync = RemoteWeightSync(vllm_server, tmp_path / "weights", changed.config)
     sync(changed.state_dict())
     (after,) = policy.sample(request, params)
     expected = forward_logprobs(changed, after.prompt_tokens, after.tokens)
