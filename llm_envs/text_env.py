@@ -10,6 +10,8 @@ every family, so that they are written (and fixed) once:
 * the reset preamble: reseed only when a seed is given (or on the first
   reset), and warn about option keys the environment does not know (PettingZoo's
   ``api_test`` passes ``{"options": 1}``, so unknown keys must not raise);
+* the AEC step preamble: a clear error after the episode ended, PettingZoo's
+  dead step for an agent whose episode is over, and a type check of the action;
 * ``render()`` from the environment's ``transcript()``.
 """
 
@@ -33,7 +35,8 @@ class TextEnvMixin:
     """Shared plumbing of llm-envs environments; see the module docstring.
 
     Subclasses call :meth:`_init_text_env` in ``__init__``, :meth:`_begin_reset`
-    at the top of ``reset``, and implement :meth:`transcript`.
+    at the top of ``reset``, :meth:`_begin_step` at the top of an AEC ``step``,
+    and implement :meth:`transcript`.
     """
 
     render_mode: str | None
@@ -78,6 +81,31 @@ class TextEnvMixin:
                 stacklevel=3,
             )
         return options
+
+    def _begin_step(self, action: str | None) -> tuple[str, str] | None:
+        """Check an AEC step; return ``(agent, text)``, or ``None`` when the step is done already.
+
+        After the episode has ended (no agents left) stepping is an error that
+        says to reset. An agent whose episode is over takes PettingZoo's dead
+        step (its action must be ``None``), after which there is nothing left to
+        do. Any other agent must act with a string.
+        """
+        env: Any = self
+        if not env.agents:
+            raise RuntimeError(
+                "step() after the episode ended: every agent has taken its final step; "
+                "call reset() to start a new episode"
+            )
+        agent: str = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            env._was_dead_step(action)
+            return None
+        if not isinstance(action, str):
+            raise TypeError(
+                f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
+                "only agents whose episode has ended step with None"
+            )
+        return agent, action
 
     def transcript(self) -> str:
         """The episode so far as text."""

@@ -251,34 +251,24 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
 
     def step(self, action: str | None) -> None:
         """Record the acting agent's answer, apply the parse-error rule, and advance the debate."""
-        if not self.agents:
-            raise RuntimeError(
-                "step() after the episode ended: every agent has taken its final step; "
-                "call reset() to start a new debate"
-            )
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not isinstance(action, str):
-            raise TypeError(
-                f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
-                "only agents whose episode has ended step with None"
-            )
+        agent, text = begun
         author = self._index[agent]
         prompt = tuple(self.observe(agent)["messages"])
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         if self.config.observation_mode == "chat":
             # What the agent just answered becomes history: its prompt, then its answer.
-            self._chat[agent] = [*prompt, {"role": "assistant", "content": action}]
+            self._chat[agent] = [*prompt, {"role": "assistant", "content": text}]
 
         try:
-            response = parse_response(action, author)
+            response = parse_response(text, author)
             error = None
         except ParseError as exc:
             response, error = None, str(exc)
-        self.turns.append(RecordedTurn(author, self._round, action, response, error, prompt))
+        self.turns.append(RecordedTurn(author, self._round, text, response, error, prompt))
         if response is not None:
             self.votes.extend(response.votes)
         self._seen[agent] = len(self.turns)

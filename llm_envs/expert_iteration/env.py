@@ -488,26 +488,16 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
 
     def step(self, action: str | None) -> None:
         """Score the solver's attempt (or record the critic's feedback) and advance the episode."""
-        if not self.agents:
-            raise RuntimeError(
-                "step() after the episode ended: every agent has taken its final step; "
-                "call reset() to start a new episode"
-            )
-        agent = self.agent_selection
-        if self.terminations[agent] or self.truncations[agent]:
-            self._was_dead_step(action)
+        begun = self._begin_step(action)
+        if begun is None:
             return
-        if not isinstance(action, str):
-            raise TypeError(
-                f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
-                "only agents whose episode has ended step with None"
-            )
+        agent, text = begun
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         if agent == SOLVER:
-            self._solver_step(action)
+            self._solver_step(text)
         else:
-            self._critic_step(action)
+            self._critic_step(text)
         self._turn += 1
         for a in self.agents:
             self.infos[a] = {**self._context_info(a), **self._outcomes[a]}
