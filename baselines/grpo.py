@@ -21,8 +21,9 @@ The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
   sample through it);
 * always: ``num_generations`` = the number of debaters (debate) or episodes
   per problem, ``scale_rewards="none"`` (the seeds' mean baseline, no std
-  normalization), ``report_to="none"``, and a ``metrics.jsonl`` in the output
-  folder that ``python -m baselines.report`` plots.
+  normalization), ``report_to="none"``, and in the output folder a
+  ``metrics.jsonl`` and ``episodes/step_NNNNN.jsonl`` transcripts that
+  ``python -m baselines.report`` turns into plots and a transcript viewer.
 
 See ``docs/trl_grpo.md`` for what maps to what and when to use the
 importance-sampling trainer instead.
@@ -49,6 +50,7 @@ from baselines.grpo_adapters import (
     trainer_policy,
 )
 from baselines.models import DEFAULT_MODEL, resolve_model
+from baselines.report import EPISODES_DIR, METRICS_FILE
 
 __all__ = [
     "DebateRollout",
@@ -130,7 +132,13 @@ class GRPORunConfig:
         vllm_max_model_length: the longest prompt plus multi-turn completion the
             vLLM engine must hold.
         seed: seed of TRL, sampling and environment resets.
-        output_dir: where ``metrics.jsonl`` and the final model go.
+        output_dir: where ``metrics.jsonl``, the transcripts and the final model
+            go; a run starts its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` afresh.
+        save_episodes: transcripts (prompts, raw outputs, parsed fields,
+            rewards) of the first this many episodes of each step, written to
+            ``output_dir/episodes/step_NNNNN.jsonl`` for ``python -m
+            baselines.report``; a debate is one episode of all its agents; 0
+            writes none.
         save_model: save the trained model and tokenizer in ``output_dir`` at the end.
     """
 
@@ -155,12 +163,15 @@ class GRPORunConfig:
     vllm_max_model_length: int = 8192
     seed: int = 0
     output_dir: str = "runs/grpo"
+    save_episodes: int = 1
     save_model: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "items_per_step", "max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.save_episodes < 0:
+            raise ValueError(f"save_episodes must be >= 0 (0 saves none), got {self.save_episodes}")
         if self.env not in _TASKS:
             raise ValueError(f"env must be one of {sorted(_TASKS)}, got {self.env!r}")
         if self.task not in _TASKS[self.env]:
@@ -201,7 +212,11 @@ def _problems(cfg: GRPORunConfig) -> Sequence[Any]:
 
 def build_rollout(cfg: GRPORunConfig) -> EnvRollout:
     """The rollout function of ``cfg.env``, configured from ``cfg``."""
-    common: dict[str, Any] = {"max_tokens_per_turn": cfg.max_tokens, "seed": cfg.seed}
+    common: dict[str, Any] = {
+        "max_tokens_per_turn": cfg.max_tokens,
+        "seed": cfg.seed,
+        "save_episodes": cfg.save_episodes,
+    }
     if cfg.env == "debate":
         questions = None
         if cfg.task != "default":
@@ -289,12 +304,23 @@ def _metrics_callback(path: Path) -> Any:
 
 
 def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) -> Any:
-    """A ``trl.GRPOTrainer`` for ``cfg``: model, tokenizer, data set, rollout and reward."""
+    """A ``trl.GRPOTrainer`` for ``cfg``: model, tokenizer, data set, rollout and reward.
+
+    Args:
+        cfg: the run.
+        rollout_func: the rollout function; default :func:`build_rollout` of
+            ``cfg`` (a rollout you pass keeps its own ``save_episodes``).
+
+    The output folder's ``metrics.jsonl`` and ``episodes/step_*.jsonl`` of an
+    earlier run are removed, so its report shows this run only.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
     rollout_func = rollout_func or build_rollout(cfg)
+    for stale in (Path(cfg.output_dir) / EPISODES_DIR).glob("step_*.jsonl"):
+        stale.unlink()
     args = grpo_config(cfg, rollout_func.num_generations)
     path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -307,7 +333,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
         train_dataset=rollout_func.dataset(),
         rollout_func=rollout_func,
         args=args,
-        callbacks=[_metrics_callback(Path(cfg.output_dir) / "metrics.jsonl")],
+        callbacks=[_metrics_callback(Path(cfg.output_dir) / METRICS_FILE)],
     )
 
 
@@ -328,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"step {h['step']}: reward {h['reward']:+.3f} (std {h['reward_std']:.3f}), "
             f"model tokens {h.get('completions/mean_length', 0):.0f}"
         )
-    print(f"metrics: {Path(cfg.output_dir) / 'metrics.jsonl'}", file=sys.stderr)
+    print(f"metrics: {Path(cfg.output_dir) / METRICS_FILE}", file=sys.stderr)
     return history[-1] if history else {}
 
 

@@ -17,7 +17,10 @@ The rollout functions here:
    tokens (:mod:`baselines.grpo_assembly`);
 4. return the environment's return (step rewards + final reward) as the extra
    field ``env_reward``, read by the reward function :func:`env_reward`, and
-   per-completion metrics as ``env_metrics``, which :func:`env_reward` logs.
+   per-completion metrics as ``env_metrics``, which :func:`env_reward` logs;
+5. with ``save_episodes > 0``, write the first episodes' transcripts
+   (:class:`~llm_envs.records.EpisodeRecord`) of each training step to
+   ``OUTPUT_DIR/episodes/step_NNNNN.jsonl`` for ``python -m baselines.report``.
 
 A rollout function never parses environment text: rewards and metrics come
 from the environment's rewards and infos.
@@ -26,10 +29,12 @@ from the environment's rewards and infos.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from baselines.grpo_assembly import AssembledCompletion, SampledTurn, assemble_completion
@@ -42,6 +47,7 @@ from baselines.policies.base import (
     StopReason,
 )
 from baselines.policies.vllm_policy import VLLMPolicy
+from baselines.report import EPISODES_DIR
 from baselines.rollouts import rollout
 from baselines.types import Tokens, Trajectory
 from llm_envs.contract import CONTEXT_KEYS, LOSS_WEIGHT
@@ -215,6 +221,19 @@ class EnvRollout:
         close_final_turn: end a final action that stopped on a stop string with
             the template's end-of-turn token (masked), so TRL's truncation check
             (``mask_truncated_completions``) does not drop it.
+        save_episodes: at each training step, write the records
+            (``env.unwrapped.record()``: prompts, raw outputs, parsed fields,
+            rewards) of the first this many episodes of the step's first rollout
+            to ``trainer.args.output_dir/episodes/step_NNNNN.jsonl``, ``NNNNN``
+            being the step that trains on them (the ``iteration`` of
+            ``metrics.jsonl``). Only the main process writes; evaluation rollouts
+            (model in eval mode) and environments without ``record()`` are not
+            saved; 0 saves nothing.
+
+    Attributes:
+        episodes_played: episodes played so far (the next reset seed is ``seed + episodes_played``).
+        last_output: what the last call returned to TRL (``None`` before the
+            first), to inspect a completion and its ``env_mask``.
     """
 
     num_generations: int
@@ -226,15 +245,21 @@ class EnvRollout:
         policy: Policy | None = None,
         seed: int = 0,
         close_final_turn: bool = True,
+        save_episodes: int = 0,
     ) -> None:
         if max_tokens_per_turn < 1:
             raise ValueError(f"max_tokens_per_turn must be >= 1, got {max_tokens_per_turn}")
+        if not isinstance(save_episodes, int) or save_episodes < 0:
+            raise ValueError(f"save_episodes must be an int >= 0, got {save_episodes!r}")
         self.max_tokens_per_turn = max_tokens_per_turn
         self.policy = policy
         self.seed = seed
         self.close_final_turn = close_final_turn
+        self.save_episodes = save_episodes
         self.episodes_played = 0
+        self.last_output: dict[str, list[Any]] | None = None
         self._pool: list[Any] = []
+        self._saved_step: int | None = None
 
     # -- to implement
     def dataset_prompts(self) -> list[str]:
@@ -278,6 +303,7 @@ class EnvRollout:
         with sampler as policy:
             recorder = _RecordingPolicy(policy)
             results = rollout(plan.envs, recorder, params, seeds=seeds, options=plan.options)
+        self._save_episodes(trainer, plan.envs)
         tokenizer = trainer.processing_class
         eos = ChatRenderer(tokenizer).eos_token_ids
         out: dict[str, list[Any]] = {
@@ -306,7 +332,30 @@ class EnvRollout:
             out["env_mask"].append(done.env_mask)
             out["env_reward"].append(trajectory.step_reward + result.final_rewards[agent])
             out["env_metrics"].append(_metrics(trajectory, done))
+        self.last_output = out
         return out
+
+    def _save_episodes(self, trainer: Any, envs: Sequence[Any]) -> None:
+        """Write the first :attr:`save_episodes` transcripts of a training step (see the class)."""
+        if self.save_episodes == 0 or not trainer.model.training:
+            return
+        if not trainer.accelerator.is_main_process:
+            return
+        # TRL samples before the optimizer step: the step that trains on this batch is the next.
+        step = int(trainer.state.global_step) + 1
+        if step == self._saved_step:  # several generation batches per step: keep the first
+            return
+        self._saved_step = step
+        records = []
+        for env in envs[: self.save_episodes]:
+            base = getattr(env, "unwrapped", env)
+            if hasattr(base, "record"):
+                records.append({**base.record(), "iteration": step})
+        if records:
+            folder = Path(trainer.args.output_dir) / EPISODES_DIR
+            folder.mkdir(parents=True, exist_ok=True)
+            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            (folder / f"step_{step:05d}.jsonl").write_text(lines, encoding="utf-8")
 
 
 def _sampled_turns(

@@ -105,6 +105,9 @@ def test_rollouts_per_env():
 )
 def test_a_tiny_run_end_to_end(tmp_path, env_flags):
     pytest.importorskip("trl")
+    stale = tmp_path / "episodes" / "step_00099.jsonl"  # an earlier, longer run's transcript
+    stale.parent.mkdir()
+    stale.write_text("{}\n")
     last = main(
         [
             *env_flags,
@@ -116,6 +119,13 @@ def test_a_tiny_run_end_to_end(tmp_path, env_flags):
     assert "reward" in last
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines[0]["iteration"] == 1 and "rewards/env_reward/mean" in lines[0]
+    # Transcripts of the step (save_episodes=1), for envs that keep records; none left over.
+    assert not stale.exists()
+    saved = sorted(p.name for p in (tmp_path / "episodes").iterdir())
+    if env_flags[1] != "code_collab":
+        assert saved == ["step_00001.jsonl"]
+        (record,) = [json.loads(line) for line in (tmp_path / "episodes" / saved[0]).open()]
+        assert record["iteration"] == 1 and record["turns"]
 
 
 def test_the_docs_show_the_current_flags():
