@@ -1,4 +1,4 @@
-"""The test harness that runs inside each sandboxed process, and the test rewriting it relies on.
+"""The test harness that runs inside each sandboxed process.
 
 A run executes the untrusted program, then the setup, then each test, and
 reports every step as a record on a file descriptor that only the harness
@@ -11,15 +11,21 @@ writes to (never stdout). The harness is hardened against the program it runs:
 * Tests run in a namespace of their own, with a pristine builtins snapshot and
   copies of the pre-imported standard modules, so ``math.isclose = lambda *a: True``
   or ``len = ...`` in the program does not reach them.
-* Test asserts are rewritten (:func:`prepare_tests`) so that every value the
-  program produces is checked before an operator or a truth test touches it:
-  operands of comparisons, arithmetic, ``not``/``and``/``or`` and the asserted
-  value itself must be plain built-in values (exact types, recursively); values
-  passed between calls must be of types the program cannot redefine. An object
-  whose ``__eq__`` always returns True, or an ``int`` subclass, fails the test.
+* Test asserts are rewritten by the worker
+  (:func:`llm_envs.sandbox._compile.prepare_tests`) so that every value the
+  program produces is checked here before an operator or a truth test touches
+  it: operands of comparisons, arithmetic, ``not``/``and``/``or`` and the
+  asserted value itself must be plain built-in values (exact types,
+  recursively); values passed between calls must be of types the program
+  cannot redefine. An object whose ``__eq__`` always returns True, or an
+  ``int`` subclass, fails the test.
 * An audit hook blocks the introspection that would reach the harness's state:
   frames (``sys._getframe``, ``tb_frame``...), tracing, the garbage collector's
   object lists, ``ctypes``, signal handlers, and other audit hooks.
+
+Every run is forked from a process that imported this module, so what it
+imports is in the memory of every run: only what the run itself needs (the
+worker's compiler, with ``ast``, lives in :mod:`llm_envs.sandbox._compile`).
 
 This module must never import anything outside the standard library (it runs
 in a bare ``-I -S`` interpreter), never look anything up in a shared module at
@@ -28,7 +34,6 @@ run time, and never trust a value the program produced without checking its type
 
 from __future__ import annotations
 
-import ast
 import builtins
 import collections
 import decimal
@@ -38,9 +43,7 @@ import os
 import re
 import sys
 import types
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn
 
 # A private builtins mapping for this module: functions defined below resolve
@@ -49,15 +52,17 @@ from typing import Any, NamedTuple, NoReturn
 globals()["__builtins__"] = dict(vars(builtins))
 
 __all__ = [
+    "COMPARE_NAME",
+    "COMPARISONS",
+    "LENIENT_NAME",
     "RESULT_FD",
+    "STRICT_NAME",
     "ChildJob",
-    "PreparedTests",
     "UntrustedValue",
     "build_module_snapshot",
-    "check_test_syntax",
     "prepare_process",
-    "prepare_tests",
     "run_child",
+    "warm_up",
 ]
 
 #: The descriptor a run writes its records to (the worker dup2s its results file here).
@@ -67,9 +72,10 @@ _REPR_LIMIT = 200
 _CHECK_BUDGET = 1_000_000
 _PY_TPFLAGS_IMMUTABLETYPE = 1 << 8
 
-_STRICT = "__sandbox_strict__"
-_LENIENT = "__sandbox_lenient__"
-_COMPARE = "__sandbox_compare__"
+#: The names under which rewritten tests call the harness's checks.
+STRICT_NAME = "__sandbox_strict__"
+LENIENT_NAME = "__sandbox_lenient__"
+COMPARE_NAME = "__sandbox_compare__"
 
 # Bound once, before any program runs (see the module docstring).
 _write = os.write
@@ -214,18 +220,9 @@ _OPERATORS: tuple[Callable[[Any, Any], Any], ...] = (
     lambda item, container: not operator.contains(container, item),
 )
 _SYMBOLS = ("==", "!=", "<", "<=", ">", ">=", "is", "is not", "in", "not in")
-_CMP_INDEX: dict[type[ast.cmpop], int] = {
-    ast.Eq: 0,
-    ast.NotEq: 1,
-    ast.Lt: 2,
-    ast.LtE: 3,
-    ast.Gt: 4,
-    ast.GtE: 5,
-    ast.Is: 6,
-    ast.IsNot: 7,
-    ast.In: 8,
-    ast.NotIn: 9,
-}
+#: The comparison operators a rewritten test passes to ``__sandbox_compare__``, by
+#: their index in _OPERATORS and _SYMBOLS.
+COMPARISONS = _SYMBOLS
 # The description of the last failed comparison, for the test's failure message.
 _last_failure: list[str | None] = [None]
 
@@ -247,168 +244,6 @@ def _compare(left: object, right: object, op: int) -> bool:
     if not result:
         _last_failure[0] = f"assert {_short_repr(left)} {_SYMBOLS[op]} {_short_repr(right)}"
     return result
-
-
-# --- test rewriting -------------------------------------------------------------------------
-
-
-def _wrap(name: str, node: ast.expr) -> ast.expr:
-    call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[node], keywords=[])
-    return ast.copy_location(call, node)
-
-
-class _ValueGuard(ast.NodeTransformer):
-    """Wraps every place in an assert's expression where a program-made value is used.
-
-    Operators and truth tests get the strict check (plain built-in values only);
-    values flowing into calls, attribute lookups, subscripts and iteration get
-    the lenient one (no type the program defined), and so does every call's
-    result.
-    """
-
-    def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        self.generic_visit(node)
-        node.left = _wrap(_STRICT, node.left)
-        node.comparators = [_wrap(_STRICT, value) for value in node.comparators]
-        return node
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
-        self.generic_visit(node)
-        node.left = _wrap(_STRICT, node.left)
-        node.right = _wrap(_STRICT, node.right)
-        return node
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
-        self.generic_visit(node)
-        node.operand = _wrap(_STRICT, node.operand)
-        return node
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
-        self.generic_visit(node)
-        node.values = [_wrap(_STRICT, value) for value in node.values]
-        return node
-
-    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
-        self.generic_visit(node)
-        node.test = _wrap(_STRICT, node.test)
-        return node
-
-    def visit_Call(self, node: ast.Call) -> ast.expr:
-        self.generic_visit(node)
-        node.args = [
-            arg if isinstance(arg, ast.Starred) else _wrap(_LENIENT, arg) for arg in node.args
-        ]
-        for keyword in node.keywords:
-            keyword.value = _wrap(_LENIENT, keyword.value)
-        return _wrap(_LENIENT, node)
-
-    def visit_Starred(self, node: ast.Starred) -> ast.expr:
-        self.generic_visit(node)
-        node.value = _wrap(_LENIENT, node.value)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = _wrap(_LENIENT, node.value)
-        return node
-
-    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = _wrap(_LENIENT, node.value)
-        return node
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
-        self.generic_visit(node)
-        node.iter = _wrap(_LENIENT, node.iter)
-        node.ifs = [_wrap(_STRICT, condition) for condition in node.ifs]
-        return node
-
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:
-        self.generic_visit(node)
-        node.value = _wrap(_LENIENT, node.value)
-        return node
-
-
-class _AssertRewriter(ast.NodeTransformer):
-    """Rewrites every ``assert`` (at any depth) so that it judges only checked values."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
-        test = node.test
-        if node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1:
-            # `assert a == b` -> `assert __sandbox_compare__(a, b, 0)`: the comparison
-            # runs on checked values and a failure says what the values were.
-            guard = _ValueGuard()
-            operands = [guard.visit(test.left), guard.visit(test.comparators[0])]
-            op = ast.Constant(_CMP_INDEX[type(test.ops[0])])
-            call = ast.Call(
-                func=ast.Name(id=_COMPARE, ctx=ast.Load()), args=[*operands, op], keywords=[]
-            )
-            node.test = ast.copy_location(call, test)
-        else:
-            node.test = _wrap(_STRICT, _ValueGuard().visit(test))
-        return node
-
-
-@dataclass(frozen=True)
-class PreparedTests:
-    """Compiled, rewritten setup and tests, ready to run in many processes.
-
-    Attributes:
-        setup: the setup's code object.
-        tests: one code object per test snippet.
-    """
-
-    setup: types.CodeType
-    tests: tuple[types.CodeType, ...]
-
-
-def _parse(source: str, where: str) -> ast.Module:
-    try:
-        with warnings.catch_warnings():
-            # Benchmark tests use old string escapes; their warnings are not ours to show.
-            warnings.simplefilter("ignore")
-            return ast.parse(source, filename=f"<{where}>")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        raise ValueError(f"{where} is not valid Python: {type(error).__name__}: {error}") from None
-
-
-def check_test_syntax(setup: str, tests: Sequence[str]) -> None:
-    """Raise ValueError naming the first of ``setup``/``tests`` that does not parse.
-
-    Example:
-        >>> check_test_syntax("", ["assert f(1) == 2", "assert f("])  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: tests[1] is not valid Python: SyntaxError: '(' was never closed ...
-    """
-    _parse(setup, "setup")
-    for index, test in enumerate(tests):
-        _parse(test, f"tests[{index}]")
-
-
-def _compile_rewritten(source: str, where: str) -> types.CodeType:
-    tree = _AssertRewriter().visit(_parse(source, where))
-    ast.fix_missing_locations(tree)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        code: types.CodeType = _compile(tree, f"<{where}>", "exec", dont_inherit=True, optimize=0)
-    return code
-
-
-def prepare_tests(setup: str, tests: Sequence[str]) -> PreparedTests:
-    """Parse, rewrite (see the module docstring) and compile a setup and its tests.
-
-    Raises:
-        ValueError: naming the snippet that is not valid Python.
-    """
-    return PreparedTests(
-        setup=_compile_rewritten(setup, "setup"),
-        tests=tuple(
-            _compile_rewritten(test, f"tests[{index}]") for index, test in enumerate(tests)
-        ),
-    )
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -561,7 +396,10 @@ class ChildJob(NamedTuple):
     """What one sandboxed process runs (a plain tuple, so the worker can marshal it).
 
     Attributes:
-        program: the untrusted source.
+        program: the untrusted program, compiled by the worker (a code object),
+            or its source when it is too large for the worker to compile.
+        notes: what compiling it in the worker printed (warnings); the run writes
+            it to its stderr, where compiling here would have printed it.
         setup: the compiled, rewritten setup.
         tests: one compiled, rewritten code object per test.
         entry_point: a program name the tests may see even if it shadows a builtin.
@@ -569,7 +407,8 @@ class ChildJob(NamedTuple):
         recursion_limit: restored before every test.
     """
 
-    program: str
+    program: str | types.CodeType
+    notes: str
     setup: types.CodeType
     tests: tuple[types.CodeType, ...]
     entry_point: str | None
@@ -599,6 +438,93 @@ def prepare_process(hidden_modules: Sequence[str]) -> None:
     vars(sys).update(__stdout__=_STDIO[0], __stderr__=_STDIO[1])
 
 
+def _recorder(token: str, fd: int) -> Callable[..., None]:
+    """The function that writes this run's records (see :func:`run_child`) to ``fd``."""
+
+    def record(kind: str, index: int = 0, error_type: str = "", message: str = "") -> None:
+        line = "\n%s %d %s %d %s %s\n" % (  # noqa: UP031 (str.format is a method lookup)
+            token,
+            _getpid(),
+            kind,
+            index,
+            error_type.encode("utf-8", "replace").hex() or "-",
+            message.encode("utf-8", "replace").hex() or "-",
+        )
+        # (Not contextlib.suppress: its code looks builtins up in the program's reach.)
+        try:  # noqa: SIM105
+            _write(fd, line.encode("ascii"))
+        except OSError:
+            pass  # the program closed or replaced the descriptor: its records are lost
+
+    return record
+
+
+def _run(job: ChildJob, record: Callable[..., None]) -> None:
+    """Run the program, the setup and each test, recording every step; return at the end.
+
+    A step that ends the run (the program does not compile, raises while loading,
+    or the setup raises) is recorded and the function returns.
+    """
+    program = job.program
+    if isinstance(program, str):  # (the worker's value: trusted)
+        try:
+            code = _compile(program, "<program>", "exec", dont_inherit=True, optimize=0)
+        except BaseException as error:  # SyntaxError, ValueError (NUL), RecursionError...
+            name, message = _describe(error)
+            if isinstance(error, SyntaxError):  # (compile raises only the builtin kinds)
+                message = f"{error.msg} (line {error.lineno})"
+            record("P", 0, name, message)
+            return
+    else:
+        code = program
+
+    module = _ModuleType("solution")
+    _sys_modules["solution"] = module
+    namespace = module.__dict__
+    namespace["__builtins__"] = _real_builtins
+    try:
+        _exec(code, namespace)
+    except BaseException as error:
+        record("E", 0, *_describe(error))
+        return
+    record("L")
+
+    tests_namespace: dict[str, Any] = {}
+    for name, value in list(_dict_items(namespace)):
+        if type(name) is not str or name[:2] == "__":
+            continue
+        if name in _PRISTINE_BUILTINS and name != job.entry_point:
+            continue  # a program's `len = ...` must not reach the tests
+        if type(value) is _ModuleType:
+            value = _SNAPSHOT_BY_MODULE.get(value, value)
+        tests_namespace[name] = value
+    tests_namespace["__builtins__"] = _TEST_BUILTINS
+    tests_namespace["__name__"] = "__sandbox_tests__"
+    tests_namespace[STRICT_NAME] = _strict
+    tests_namespace[LENIENT_NAME] = _lenient
+    tests_namespace[COMPARE_NAME] = _compare
+
+    _setrecursionlimit(job.recursion_limit)
+    try:
+        _exec(job.setup, tests_namespace)
+    except BaseException as error:
+        record("F", 0, *_describe(error))
+        return
+    record("S")
+
+    tests = job.tests
+    for index in range(len(tests)):
+        _last_failure[0] = None
+        _setrecursionlimit(job.recursion_limit)
+        try:
+            _exec(tests[index], tests_namespace)
+        except BaseException as error:
+            record("X", index, *_describe(error))
+            continue
+        record("T", index)
+    record("D")
+
+
 def run_child(job: ChildJob) -> NoReturn:
     """Run one program and its tests in this (confined, prepared) process, then exit.
 
@@ -612,79 +538,71 @@ def run_child(job: ChildJob) -> NoReturn:
     Args:
         job: what to run.
     """
-    token = job.token
-
-    def record(kind: str, index: int = 0, error_type: str = "", message: str = "") -> None:
-        line = "\n%s %d %s %d %s %s\n" % (  # noqa: UP031 (str.format is a method lookup)
-            token,
-            _getpid(),
-            kind,
-            index,
-            error_type.encode("utf-8", "replace").hex() or "-",
-            message.encode("utf-8", "replace").hex() or "-",
-        )
-        # (Not contextlib.suppress: its code looks builtins up in the program's reach.)
-        try:  # noqa: SIM105
-            _write(RESULT_FD, line.encode("ascii"))
-        except OSError:
-            pass  # the program closed or replaced the descriptor: its records are lost
-
     try:
         _addaudithook(_audit)
-
-        try:
-            code = _compile(job.program, "<program>", "exec", dont_inherit=True, optimize=0)
-        except BaseException as error:  # SyntaxError, ValueError (NUL), RecursionError...
-            name, message = _describe(error)
-            if isinstance(error, SyntaxError):  # (compile raises only the builtin kinds)
-                message = f"{error.msg} (line {error.lineno})"
-            record("P", 0, name, message)
-            _exit(0)
-
-        module = _ModuleType("solution")
-        _sys_modules["solution"] = module
-        namespace = module.__dict__
-        namespace["__builtins__"] = _real_builtins
-        try:
-            _exec(code, namespace)
-        except BaseException as error:
-            record("E", 0, *_describe(error))
-            _exit(0)
-        record("L")
-
-        tests_namespace: dict[str, Any] = {}
-        for name, value in list(_dict_items(namespace)):
-            if type(name) is not str or name[:2] == "__":
-                continue
-            if name in _PRISTINE_BUILTINS and name != job.entry_point:
-                continue  # a program's `len = ...` must not reach the tests
-            if type(value) is _ModuleType:
-                value = _SNAPSHOT_BY_MODULE.get(value, value)
-            tests_namespace[name] = value
-        tests_namespace["__builtins__"] = _TEST_BUILTINS
-        tests_namespace["__name__"] = "__sandbox_tests__"
-        tests_namespace[_STRICT] = _strict
-        tests_namespace[_LENIENT] = _lenient
-        tests_namespace[_COMPARE] = _compare
-
-        _setrecursionlimit(job.recursion_limit)
-        try:
-            _exec(job.setup, tests_namespace)
-        except BaseException as error:
-            record("F", 0, *_describe(error))
-            _exit(0)
-        record("S")
-
-        tests = job.tests
-        for index in range(len(tests)):
-            _last_failure[0] = None
-            _setrecursionlimit(job.recursion_limit)
-            try:
-                _exec(tests[index], tests_namespace)
-            except BaseException as error:
-                record("X", index, *_describe(error))
-                continue
-            record("T", index)
-        record("D")
+        if job.notes:
+            try:  # noqa: SIM105 (see _recorder)
+                _write(2, job.notes.encode("utf-8", "backslashreplace"))
+            except OSError:
+                pass
+        _run(job, _recorder(job.token, RESULT_FD))
     finally:
         _exit(0)
+
+
+# A job in the form the worker sends: the tests are written as the worker's rewriting
+# (llm_envs.sandbox._compile) turns `assert f(2) == 4`, `assert f(1)` and a failing
+# `assert f(3) == 5` into code that calls the checks.
+_WARM_UP_PROGRAM = """\
+import math
+from typing import List
+
+
+def f(x: int) -> int:
+    values: List[int] = [x, 1]
+    return int(math.fabs(sum(values) + x - 1))
+"""
+_WARM_UP_SETUP = "import math\ncandidate = f"
+_WARM_UP_TESTS = (
+    f"assert {COMPARE_NAME}({LENIENT_NAME}(candidate({LENIENT_NAME}(2))), 4, 0)",
+    f"assert {STRICT_NAME}({LENIENT_NAME}(candidate({LENIENT_NAME}(1))))",
+    f"assert {COMPARE_NAME}({LENIENT_NAME}(candidate({LENIENT_NAME}(3))), 5, 0)",
+    f"assert {COMPARE_NAME}({LENIENT_NAME}({LENIENT_NAME}(math).isclose("
+    f"{LENIENT_NAME}(1.0), {LENIENT_NAME}(1.0))), True, 0)",
+)
+#: How often :func:`warm_up` runs its job: enough for the interpreter to specialize
+#: the harness's code (Python 3.11 quickens a function after 8 calls, and then
+#: specializes each instruction after a few more executions).
+WARM_UP_ROUNDS = 64
+
+
+def warm_up(fd: int) -> None:
+    """Run a small trusted job through the harness, in the process runs are forked from.
+
+    Each run starts from this process's memory, and every page a run writes costs
+    a copy-on-write fault. Code the interpreter has not specialized yet writes to
+    its own code objects as it executes (counters, quickened instructions), and
+    first lookups fill the type attribute cache; doing both here, once, leaves
+    runs fewer pages to copy. The job's records go to ``fd`` (a ``/dev/null``),
+    and no state of it is left behind.
+
+    Args:
+        fd: a writable descriptor that discards what is written.
+    """
+    program = _compile(_WARM_UP_PROGRAM, "<program>", "exec", dont_inherit=True, optimize=0)
+    setup = _compile(_WARM_UP_SETUP, "<setup>", "exec", dont_inherit=True, optimize=0)
+    tests = tuple(
+        _compile(test, f"<tests[{index}]>", "exec", dont_inherit=True, optimize=0)
+        for index, test in enumerate(_WARM_UP_TESTS)
+    )
+    limit = sys.getrecursionlimit()
+    job = ChildJob(program, "", setup, tests, None, "0" * 24, limit)
+    for _ in range(WARM_UP_ROUNDS):
+        _run(job, _recorder(job.token, fd))
+        for event, arguments in (("exec", (program,)), ("import", ("math",)), ("open", ("a",))):
+            _audit(event, arguments)
+        _test_import("math")
+        _test_import("collections", fromlist=("Counter",))
+    _sys_modules.pop("solution", None)
+    _last_failure[0] = None
+    sys.setrecursionlimit(limit)

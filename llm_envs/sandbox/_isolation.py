@@ -17,8 +17,10 @@ what the kernel and its privileges allow and reports the result as
 * rlimits: address space, CPU time, file size, processes, open files, no core dumps.
 
 This module only uses the standard library (it runs in a bare interpreter
-started with ``-I -S``). It must never be imported by the caller's process: it
-loads ``ctypes`` and changes process-wide state.
+started with ``-I -S``), and not ``dataclasses``: every run is forked from a
+process that imported this module, and ``dataclasses`` would bring ``inspect``
+and ``ast`` into the memory of every run. It must never be imported by the
+caller's process: it loads ``ctypes`` and changes process-wide state.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ import signal
 import stat
 import struct
 import sysconfig
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
+    "ChildrenListing",
     "LandlockPaths",
     "NamespaceState",
+    "RunSignalFilter",
     "build_landlock_ruleset",
     "build_nested_ruleset",
     "children_of_self",
@@ -170,8 +173,7 @@ def drop_capabilities() -> None:
     _check(_LIBC.capset(header, data), "capset")
 
 
-@dataclass(frozen=True)
-class NamespaceState:
+class NamespaceState(NamedTuple):
     """Which namespaces :func:`enter_namespaces` created.
 
     Attributes:
@@ -314,8 +316,7 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-@dataclass(frozen=True)
-class LandlockPaths:
+class LandlockPaths(NamedTuple):
     """The filesystem a sandboxed run may touch.
 
     Attributes:
@@ -587,6 +588,55 @@ def install_signal_filter(*, allow: list[int] | None = None, deny: list[int] | N
     return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog) == 0
 
 
+class RunSignalFilter:
+    """The signal filter of a run (see :func:`install_signal_filter`), compiled once.
+
+    A run's filter allows signals to the run itself (``kill(pid)``, its process
+    group ``kill(-pid)`` and ``kill(0)``), so it depends on the run's pid: the
+    program is built here with a placeholder pid, and :meth:`install` writes the
+    run's pid into it, instead of building the program in every run.
+    """
+
+    # No pid reaches this value (the kernel's pid_max is at most 2**22), and neither
+    # it nor its negation is another constant of the program.
+    _PLACEHOLDER = 0x3FFFFFF1
+
+    def __init__(self) -> None:
+        machine = os.uname().machine
+        if machine not in _SYSCALLS:
+            raise OSError(errno.ENOSYS, f"no seccomp signal filter for {machine}")
+        arch, numbers = _SYSCALLS[machine]
+        placeholder = self._PLACEHOLDER
+        program = _signal_filter(
+            arch,
+            numbers,
+            machine == "x86_64",
+            allow=[0, placeholder, -placeholder],
+            deny=[],
+        )
+        instruction = struct.Struct("HBBI")
+        self._pid_offsets = []
+        self._group_offsets = []
+        for offset in range(0, len(program), instruction.size):
+            k = instruction.unpack_from(program, offset)[3]
+            if k == placeholder:
+                self._pid_offsets.append(offset + 4)
+            elif k == -placeholder & 0xFFFFFFFF:
+                self._group_offsets.append(offset + 4)
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._fprog = struct.pack(
+            "HxxxxxxP", len(program) // instruction.size, ctypes.addressof(self._buffer)
+        )
+
+    def install(self, pid: int) -> bool:
+        """Install the filter for the calling process, whose pid is ``pid``; whether it worked."""
+        for offset in self._pid_offsets:
+            struct.pack_into("I", self._buffer, offset, pid)
+        for offset in self._group_offsets:
+            struct.pack_into("I", self._buffer, offset, -pid & 0xFFFFFFFF)
+        return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._fprog) == 0
+
+
 def restrict_self(ruleset_fd: int) -> None:
     """Apply a Landlock ruleset to this process and all its future descendants.
 
@@ -640,6 +690,36 @@ def count_user_tasks(uid: int) -> int:
         except (KeyError, ValueError, IndexError):
             continue
     return total
+
+
+class ChildrenListing:
+    """The children of this (single-threaded) process, read cheaply many times.
+
+    Keeps ``/proc/self/task/<pid>/children`` open and re-reads it with one
+    ``pread`` per call (the kernel regenerates it at offset 0): the worker asks
+    after every run. Where the file is missing, :func:`children_of_self` scans.
+    Create it in the process it describes, after any ``/proc`` remount.
+    """
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        try:
+            self._fd = os.open(f"/proc/self/task/{self._pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, errno.EACCES):
+                raise
+            self._fd = -1
+
+    def pids(self) -> list[int]:
+        """The pids of this process's children, zombies included."""
+        if self._fd < 0 or os.getpid() != self._pid:
+            return children_of_self()
+        size = 1 << 16
+        while True:
+            data = os.pread(self._fd, size, 0)
+            if len(data) < size:
+                return [int(child) for child in data.split()]
+            size *= 4
 
 
 def children_of_self() -> list[int]:

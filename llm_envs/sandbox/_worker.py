@@ -47,17 +47,24 @@ import signal
 import struct
 import sys
 import time
-import traceback
+import types
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from llm_envs.sandbox import _harness, _isolation
+
+if TYPE_CHECKING:
+    from llm_envs.sandbox._compile import CompiledProgram, PreparedTests
 
 __all__ = ["PRELOADED_MODULES", "main"]
 
 #: Standard modules imported before forking, so runs don't pay for them: what
-#: HumanEval, MBPP and typical model-written solutions import.
+#: HumanEval, MBPP and typical model-written solutions import. Every module here
+#: is in the memory of every run, and a fork and an exit cost time in proportion
+#: to that memory: ``dataclasses`` is left out (it brings ``inspect``, ``ast``,
+#: ``dis`` and ``tokenize``, 1.2 MiB that every run would copy page tables for),
+#: so a program that imports it pays for the import instead (a few milliseconds).
 PRELOADED_MODULES = (
     "abc",
     "array",
@@ -68,7 +75,6 @@ PRELOADED_MODULES = (
     "collections.abc",
     "contextlib",
     "copy",
-    "dataclasses",
     "datetime",
     "decimal",
     "enum",
@@ -98,6 +104,7 @@ _OWN_MODULES = (
     "llm_envs.sandbox._worker",
     "llm_envs.sandbox._harness",
     "llm_envs.sandbox._isolation",
+    "llm_envs.sandbox._compile",
     "ctypes",
     "_ctypes",
     "ctypes._endian",
@@ -108,6 +115,7 @@ _RECORD_BYTES = 20_000
 _OPEN_FILES = 256
 _PREPARED_CACHE_SIZE = 2048
 _JOB_PIPE_BYTES = 1 << 20
+_FIRST_READ_BYTES = 64 * 1024  # most jobs (program, tests, marshalled) are a few KiB
 
 # The spawner's (and so every run's) descriptors. 0-2 are stdin (/dev/null) and
 # the run's stdout and stderr files; RESULT_FD (3) its records file.
@@ -118,6 +126,13 @@ _FIRST_FREE_FD = 7
 _KILL_GRACE_MS = 10_000  # how long a killed run may take to exit
 _INT = struct.Struct("<i")
 _JOB_HEADER = struct.Struct("<ii")
+
+
+def _format_exception(limit: int) -> str:
+    """The exception being handled, with its traceback (``traceback`` is imported only here)."""
+    import traceback
+
+    return traceback.format_exc(limit=limit)
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:
@@ -190,16 +205,29 @@ def _describe_exit(status: int) -> str:
     )
 
 
-def _read_job() -> tuple[bytes, bytes]:
-    """Wait for one job on the job pipe; its two marshalled parts (see ``Worker.run``)."""
-    header = _read_exact(_JOB_FD, _JOB_HEADER.size)
-    if header is None:
-        os._exit(73)  # the worker is gone
-    head_size, tests_size = _JOB_HEADER.unpack(header)
-    data = _read_exact(_JOB_FD, head_size + tests_size)
-    if data is None:
-        os._exit(73)
-    return data[:head_size], data[head_size:]
+def _read_job(capacity: int) -> tuple[memoryview, memoryview]:
+    """Wait for one job on the job pipe; its two marshalled parts (see ``Worker.run``).
+
+    The worker writes a job with one ``write``, which a reader usually receives
+    whole: one ``read`` (of at most ``capacity`` bytes), more only when it came in
+    parts. (A buffer as large as the pipe would cost a large allocation per run.)
+    """
+    data = os.read(_JOB_FD, min(capacity, _FIRST_READ_BYTES))
+    if len(data) < _JOB_HEADER.size:
+        rest = _read_exact(_JOB_FD, _JOB_HEADER.size - len(data))
+        if rest is None:
+            os._exit(73)  # the worker is gone
+        data += rest
+    head_size, tests_size = _JOB_HEADER.unpack_from(data)
+    missing = _JOB_HEADER.size + head_size + tests_size - len(data)
+    if missing > 0:
+        rest = _read_exact(_JOB_FD, missing)
+        if rest is None:
+            os._exit(73)
+        data += rest
+    view = memoryview(data)
+    middle = _JOB_HEADER.size + head_size
+    return view[_JOB_HEADER.size : middle], view[middle:]
 
 
 def _open_pidfd(pid: int) -> int:
@@ -211,9 +239,15 @@ def _open_pidfd(pid: int) -> int:
 
 def _kill_run(run: int) -> None:
     """SIGKILL a run and its process group (a run may have moved itself to another group)."""
-    for kill, target in ((os.kill, run), (os.killpg, run)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            kill(target, signal.SIGKILL)
+    # (try/except rather than contextlib.suppress: this runs after every run.)
+    try:  # noqa: SIM105
+        os.kill(run, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:  # noqa: SIM105
+        os.killpg(run, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _wait_status(pid: int) -> int:
@@ -308,6 +342,8 @@ class Worker:
         self.signal_filter = (
             not self.namespaces.pid and self.landlock_abi < 6 and self._probe_signal_filter()
         )
+        # Compiled here once; each run only writes its pid into it.
+        self.run_signal_filter = _isolation.RunSignalFilter() if self.signal_filter else None
 
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.stdout_fd = os.memfd_create("sandbox-stdout")
@@ -340,11 +376,19 @@ class Worker:
         # then leaves their pages alone instead of copying them.
         gc.collect()
         gc.freeze()
+        self.children = _isolation.ChildrenListing()
         self.spawner_pid = 0
         self.status_read = -1
         # The run whose exit status the spawner reported but this process has not read.
         self.unread_status: int | None = None
         self._start_spawner()
+        # The compiler (with ``ast``) is imported only now: the spawner, and so every
+        # run, is forked without it in memory.
+        from llm_envs.sandbox import _compile
+
+        self.prepare_tests: Callable[[str, tuple[str, ...]], PreparedTests] = _compile.prepare_tests
+        self.compile_program: Callable[[str], CompiledProgram] = _compile.compile_program
+        self.compile_limit = _compile.COMPILE_IN_WORKER_LIMIT
 
     # --- start-up --------------------------------------------------------------------------
 
@@ -416,7 +460,7 @@ class Worker:
                 _wait_status(self.spawner_pid)
         # Its runs are this process's children now; one waiting for a job would take
         # the next run's job.
-        for orphan in _isolation.children_of_self():
+        for orphan in self.children.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(orphan, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
@@ -480,6 +524,11 @@ class Worker:
         nested = not _isolation.install_signal_filter(deny=guard)
 
         _harness.prepare_process(_OWN_MODULES)
+        # Specialize the harness's code here, once, rather than in every run (records
+        # go to /dev/null); then make what it left permanent for the collector.
+        _harness.warm_up(0)
+        gc.collect()
+        gc.freeze()
         # Every run starts from this state (runs fork without at-fork handlers, which
         # would reseed): runs are reproducible, on whichever worker they land.
         random.seed(0)
@@ -490,12 +539,13 @@ class Worker:
         # job wakes its run directly.
         fork = _isolation.fork_without_handlers
         read, write, pack = os.read, os.write, _INT.pack
+        run_main = self._make_run_main(spawner, nested)
         pending = select.poll()
         pending.register(_JOB_FD, select.POLLIN)
         while True:
             run = fork()
             if run == 0:
-                self._run_main(spawner, nested)
+                run_main()
             write(_STATUS_FD, pack(run))
             status = _wait_status(run)
             # A job its run died before reading must not reach the next run.
@@ -507,32 +557,59 @@ class Worker:
                     break
             write(_STATUS_FD, pack(status))
 
-    def _run_main(self, spawner: int, nested: bool) -> NoReturn:
-        """A run's process: wait for the job, finish the confinement, run the harness."""
-        try:
-            os.setpgid(0, 0)
-            if not self.namespaces.pid:
-                # Dies with its spawner. (In a PID namespace the kernel kills every run
-                # with the worker, and the worker kills runs a dead spawner left.)
-                _isolation.set_parent_death_signal()
-                if os.getppid() != spawner:
-                    os._exit(71)  # the spawner died between fork and prctl
-            os.close(_STATUS_FD)
-            head, tests = _read_job()
-            os.close(_JOB_FD)
-            program, entry_point, token, recursion_limit, cpu_seconds = marshal.loads(head)
-            setup, test_codes = marshal.loads(tests)
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-            if nested and self.nested_ruleset_fd is not None:
-                _isolation.restrict_self(_NESTED_RULESET_FD)
-            if self.signal_filter:
-                _isolation.install_signal_filter(allow=[os.getpid(), -os.getpid()])
-            if self.nested_ruleset_fd is not None:
-                os.close(_NESTED_RULESET_FD)
-            job = _harness.ChildJob(program, setup, test_codes, entry_point, token, recursion_limit)
-        except BaseException:
-            os._exit(72)
-        _harness.run_child(job)
+    def _make_run_main(self, spawner: int, nested: bool) -> Callable[[], NoReturn]:
+        """The function a run's process calls: wait for the job, finish the confinement, run it.
+
+        Everything it needs is looked up here, once, in the spawner: each lookup a
+        run made itself would be work, and pages written, in every run.
+        """
+        setpgid, close, getpid, getppid, exit_ = (
+            os.setpgid,
+            os.close,
+            os.getpid,
+            os.getppid,
+            os._exit,
+        )
+        loads, setrlimit, cpu_limit = marshal.loads, resource.setrlimit, resource.RLIMIT_CPU
+        new_job, child_job, run_child = tuple.__new__, _harness.ChildJob, _harness.run_child
+        dies_with_spawner = not self.namespaces.pid
+        set_death_signal = _isolation.set_parent_death_signal
+        job_size = self.job_capacity + _JOB_HEADER.size
+        has_nested_ruleset = self.nested_ruleset_fd is not None
+        enter_nested = nested and has_nested_ruleset
+        restrict_self = _isolation.restrict_self
+        signal_filter = self.run_signal_filter
+
+        def run_main() -> NoReturn:
+            try:
+                setpgid(0, 0)
+                if dies_with_spawner:
+                    # Dies with its spawner. (In a PID namespace the kernel kills every
+                    # run with the worker, and the worker kills runs a dead spawner left.)
+                    set_death_signal()
+                    if getppid() != spawner:
+                        exit_(71)  # the spawner died between fork and prctl
+                close(_STATUS_FD)
+                head, tests = _read_job(job_size)
+                close(_JOB_FD)
+                program, notes, entry_point, token, recursion_limit, cpu_seconds = loads(head)
+                setup, test_codes = loads(tests)
+                setrlimit(cpu_limit, (cpu_seconds, cpu_seconds))
+                if enter_nested:
+                    restrict_self(_NESTED_RULESET_FD)
+                if signal_filter is not None:
+                    signal_filter.install(getpid())
+                if has_nested_ruleset:
+                    close(_NESTED_RULESET_FD)
+                job = new_job(
+                    child_job,
+                    (program, notes, setup, test_codes, entry_point, token, recursion_limit),
+                )
+            except BaseException:
+                exit_(72)
+            run_child(job)
+
+        return run_main
 
     def hello(self) -> dict[str, Any]:
         """The first frame: what this worker enforces, and its own memory footprint."""
@@ -555,14 +632,14 @@ class Worker:
             try:
                 reply = self.run(request)
             except Exception:
-                reply = {"internal_error": traceback.format_exc(limit=5)}
+                reply = {"internal_error": _format_exception(5)}
             _send(self.proto_out, reply)
 
     def _prepare(self, setup: str, tests: tuple[str, ...]) -> bytes:
         key = (setup, tests)
         prepared = self.prepared.get(key)
         if prepared is None:
-            compiled = _harness.prepare_tests(setup, tests)
+            compiled = self.prepare_tests(setup, tests)
             prepared = marshal.dumps((compiled.setup, compiled.tests))
             self.prepared[key] = prepared
             if len(self.prepared) > _PREPARED_CACHE_SIZE:
@@ -579,10 +656,21 @@ class Worker:
         except ValueError as error:
             return {"invalid": str(error)}
         timeout = float(request["timeout"])
+        source: str = request["program"]
+        program: str | types.CodeType = source
+        notes = ""
+        if len(source) <= self.compile_limit:
+            # Compiled here, not in the run: compiling allocates more than running a
+            # typical solution, and every page a run writes costs a fault. Nothing runs.
+            compiled = self.compile_program(source)
+            if compiled.code is None:
+                return self._not_compiled(len(tests), compiled)
+            program, notes = compiled.code, compiled.warnings
         token = os.urandom(12).hex()
         head = marshal.dumps(
             (
-                request["program"],
+                program,
+                notes,
                 request["entry_point"],
                 token,
                 sys.getrecursionlimit(),
@@ -627,6 +715,19 @@ class Worker:
             duration=duration,
         )
         return reply
+
+    def _not_compiled(self, total: int, compiled: CompiledProgram) -> dict[str, Any]:
+        """The reply for a program that does not compile: nothing was run."""
+        stderr = compiled.warnings.encode("utf-8", "backslashreplace")
+        return {
+            "status": "syntax_error",
+            "error": compiled.error,
+            "outcomes": [["not_run", None, None]] * total,
+            "stdout": "",
+            "stderr": stderr[: self.output_limit].decode("utf-8", "replace"),
+            "output_truncated": len(stderr) > self.output_limit,
+            "duration": 0.0,
+        }
 
     def _waiting_run(self) -> int | None:
         """The pid of the run the spawner forked ahead, waiting for its job (None: no spawner)."""
@@ -695,7 +796,7 @@ class Worker:
                 continue
             if pid:
                 continue
-            orphans = [pid for pid in _isolation.children_of_self() if pid != self.spawner_pid]
+            orphans = [pid for pid in self.children.pids() if pid != self.spawner_pid]
             if not orphans:
                 return
             for orphan in orphans:
@@ -807,7 +908,7 @@ def main(config_json: str) -> None:
     try:
         worker = Worker(json.loads(config_json), proto_in, proto_out)
     except BaseException:
-        _send(proto_out, {"startup_error": traceback.format_exc(limit=8)})
+        _send(proto_out, {"startup_error": _format_exception(8)})
         raise SystemExit(1) from None
     _send(proto_out, worker.hello())
     worker.serve()

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from llm_envs.sandbox import _harness
+from llm_envs.sandbox import _compile
 from llm_envs.sandbox.report import (
     ProgramStatus,
     Protections,
@@ -99,6 +99,11 @@ for name in ("llm_envs", "llm_envs.sandbox"):
 from llm_envs.sandbox._worker import main
 main(sys.argv[2])
 """
+
+
+# Decoding replies: a dict lookup rather than an Enum call per value.
+_PROGRAM_STATUSES = {status.value: status for status in ProgramStatus}
+_PLAIN_OUTCOMES = {status.value: TestOutcome(status) for status in TestStatus}
 
 
 class SandboxError(RuntimeError):
@@ -539,7 +544,7 @@ class Sandbox:
                 self._syntax_checked.move_to_end(key)
                 return
         try:
-            _harness.check_test_syntax(setup, tests)
+            _compile.check_test_syntax(setup, tests)
         except ValueError as error:
             raise ValueError(f"{error} ({where})") from None
         with self._condition:
@@ -729,12 +734,14 @@ class Sandbox:
             return ValueError(str(message["invalid"]))
         if "internal_error" in message:
             return SandboxError(f"sandbox worker error:\n{message['internal_error']}")
+        outcomes = []
+        for status, error_type, text in message["outcomes"]:
+            # Outcomes without details are immutable values: one shared instance each.
+            shared = _PLAIN_OUTCOMES.get(status) if error_type is None and text is None else None
+            outcomes.append(shared or TestOutcome(TestStatus(status), error_type, text))
         return TestReport(
-            status=ProgramStatus(message["status"]),
-            outcomes=tuple(
-                TestOutcome(TestStatus(status), error_type, text)
-                for status, error_type, text in message["outcomes"]
-            ),
+            status=_PROGRAM_STATUSES[message["status"]],
+            outcomes=tuple(outcomes),
             error=message["error"],
             stdout=message["stdout"],
             stderr=message["stderr"],

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob, TestStatus
-from llm_envs.sandbox._harness import check_test_syntax, prepare_tests
+from llm_envs.sandbox._compile import check_test_syntax, prepare_tests
 from llm_envs.tasks import CodeProblem, load_coophumaneval, load_humaneval, load_mbpp
 
 # The data's code uses old string escapes; those warnings are not the sandbox's.

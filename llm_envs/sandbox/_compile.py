@@ -1,0 +1,269 @@
+"""Compiling in the worker: test rewriting, and programs compiled before their run starts.
+
+The worker compiles each test suite once (rewritten, see :func:`prepare_tests`)
+and each program before handing it to its run (:func:`compile_program`), so a
+run only unmarshals code objects: compiling allocates far more than executing
+a typical solution, and every page a run writes after its fork costs a
+copy-on-write fault. Compiling never executes the program.
+
+This module is only imported by the worker (after its spawner has forked, so
+runs do not carry ``ast`` in their memory) and by the caller's process for
+:func:`check_test_syntax`; the harness that runs in each run does not import
+it. It only uses the standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+import warnings
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from llm_envs.sandbox._harness import COMPARE_NAME, COMPARISONS, LENIENT_NAME, STRICT_NAME
+
+__all__ = [
+    "COMPILE_IN_WORKER_LIMIT",
+    "CompiledProgram",
+    "PreparedTests",
+    "check_test_syntax",
+    "compile_program",
+    "prepare_tests",
+]
+
+#: Programs up to this many characters are compiled by the worker; longer ones
+#: are compiled by their run, under its resource limits and timeout (compiling
+#: takes time and memory roughly in proportion to the source: this bounds what
+#: the worker spends on one untrusted source outside those limits).
+COMPILE_IN_WORKER_LIMIT = 64 * 1024
+
+# The operator argument of the harness's comparison: its index in _harness.COMPARISONS.
+_CMP_INDEX: dict[type[ast.cmpop], int] = {
+    operator: COMPARISONS.index(symbol)
+    for operator, symbol in (
+        (ast.Eq, "=="),
+        (ast.NotEq, "!="),
+        (ast.Lt, "<"),
+        (ast.LtE, "<="),
+        (ast.Gt, ">"),
+        (ast.GtE, ">="),
+        (ast.Is, "is"),
+        (ast.IsNot, "is not"),
+        (ast.In, "in"),
+        (ast.NotIn, "not in"),
+    )
+}
+
+
+# --- programs -------------------------------------------------------------------------------
+
+
+class CompiledProgram(NamedTuple):
+    """A program compiled by the worker, or why it does not compile.
+
+    Attributes:
+        code: the module code object (None when the program does not compile).
+        error: ``"<error type>: <message>"`` when it does not compile, as a run
+            reports it (a ``SyntaxError`` says its line).
+        warnings: what compiling printed (``SyntaxWarning`` lines, as Python's
+            default warning display writes them): the run writes it to its stderr.
+    """
+
+    code: types.CodeType | None
+    error: str | None
+    warnings: str
+
+
+def compile_program(source: str) -> CompiledProgram:
+    """Compile an untrusted program the way its run would, without executing it.
+
+    Warnings go through the worker's filters, which are Python's defaults as in
+    every run, and come back as text.
+
+    Example:
+        >>> compile_program("x = 1").error is None
+        True
+        >>> compile_program("def f(:").error
+        'SyntaxError: invalid syntax (line 1)'
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            code = compile(source, "<program>", "exec", dont_inherit=True, optimize=0)
+        except Exception as error:  # SyntaxError, ValueError (NUL), RecursionError...
+            if isinstance(error, SyntaxError):
+                message = f"{error.msg} (line {error.lineno})"
+            else:
+                message = str(error)[:1000]
+            return CompiledProgram(None, f"{type(error).__name__}: {message}", _shown(caught))
+    return CompiledProgram(code, None, _shown(caught))
+
+
+def _shown(caught: list[warnings.WarningMessage]) -> str:
+    return "".join(
+        warnings.formatwarning(item.message, item.category, item.filename, item.lineno, "")
+        for item in caught
+    )
+
+
+# --- test rewriting -------------------------------------------------------------------------
+
+
+def _wrap(name: str, node: ast.expr) -> ast.expr:
+    call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[node], keywords=[])
+    return ast.copy_location(call, node)
+
+
+class _ValueGuard(ast.NodeTransformer):
+    """Wraps every place in an assert's expression where a program-made value is used.
+
+    Operators and truth tests get the strict check (plain built-in values only);
+    values flowing into calls, attribute lookups, subscripts and iteration get
+    the lenient one (no type the program defined), and so does every call's
+    result.
+    """
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        node.left = _wrap(STRICT_NAME, node.left)
+        node.comparators = [_wrap(STRICT_NAME, value) for value in node.comparators]
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        node.left = _wrap(STRICT_NAME, node.left)
+        node.right = _wrap(STRICT_NAME, node.right)
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        node.operand = _wrap(STRICT_NAME, node.operand)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        self.generic_visit(node)
+        node.values = [_wrap(STRICT_NAME, value) for value in node.values]
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
+        self.generic_visit(node)
+        node.test = _wrap(STRICT_NAME, node.test)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        node.args = [
+            arg if isinstance(arg, ast.Starred) else _wrap(LENIENT_NAME, arg) for arg in node.args
+        ]
+        for keyword in node.keywords:
+            keyword.value = _wrap(LENIENT_NAME, keyword.value)
+        return _wrap(LENIENT_NAME, node)
+
+    def visit_Starred(self, node: ast.Starred) -> ast.expr:
+        self.generic_visit(node)
+        node.value = _wrap(LENIENT_NAME, node.value)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _wrap(LENIENT_NAME, node.value)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _wrap(LENIENT_NAME, node.value)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
+        self.generic_visit(node)
+        node.iter = _wrap(LENIENT_NAME, node.iter)
+        node.ifs = [_wrap(STRICT_NAME, condition) for condition in node.ifs]
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:
+        self.generic_visit(node)
+        node.value = _wrap(LENIENT_NAME, node.value)
+        return node
+
+
+class _AssertRewriter(ast.NodeTransformer):
+    """Rewrites every ``assert`` (at any depth) so that it judges only checked values."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        test = node.test
+        if node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1:
+            # `assert a == b` -> `assert __sandbox_compare__(a, b, 0)`: the comparison
+            # runs on checked values and a failure says what the values were.
+            guard = _ValueGuard()
+            operands = [guard.visit(test.left), guard.visit(test.comparators[0])]
+            op = ast.Constant(_CMP_INDEX[type(test.ops[0])])
+            call = ast.Call(
+                func=ast.Name(id=COMPARE_NAME, ctx=ast.Load()), args=[*operands, op], keywords=[]
+            )
+            node.test = ast.copy_location(call, test)
+        else:
+            node.test = _wrap(STRICT_NAME, _ValueGuard().visit(test))
+        return node
+
+
+class PreparedTests(NamedTuple):
+    """Compiled, rewritten setup and tests, ready to run in many processes.
+
+    Attributes:
+        setup: the setup's code object.
+        tests: one code object per test snippet.
+    """
+
+    setup: types.CodeType
+    tests: tuple[types.CodeType, ...]
+
+
+def _parse(source: str, where: str) -> ast.Module:
+    try:
+        with warnings.catch_warnings():
+            # Benchmark tests use old string escapes; their warnings are not ours to show.
+            warnings.simplefilter("ignore")
+            return ast.parse(source, filename=f"<{where}>")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise ValueError(f"{where} is not valid Python: {type(error).__name__}: {error}") from None
+
+
+def check_test_syntax(setup: str, tests: Sequence[str]) -> None:
+    """Raise ValueError naming the first of ``setup``/``tests`` that does not parse.
+
+    Example:
+        >>> check_test_syntax("", ["assert f(1) == 2", "assert f("])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: tests[1] is not valid Python: SyntaxError: '(' was never closed ...
+    """
+    _parse(setup, "setup")
+    for index, test in enumerate(tests):
+        _parse(test, f"tests[{index}]")
+
+
+def _compile_rewritten(source: str, where: str) -> types.CodeType:
+    tree = _AssertRewriter().visit(_parse(source, where))
+    ast.fix_missing_locations(tree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code: types.CodeType = compile(tree, f"<{where}>", "exec", dont_inherit=True, optimize=0)
+    return code
+
+
+def prepare_tests(setup: str, tests: Sequence[str]) -> PreparedTests:
+    """Parse, rewrite and compile a setup and its tests.
+
+    Every ``assert`` is rewritten so that it judges only checked values (see
+    :mod:`llm_envs.sandbox._harness`); the sources themselves are not changed.
+
+    Raises:
+        ValueError: naming the snippet that is not valid Python.
+    """
+    return PreparedTests(
+        setup=_compile_rewritten(setup, "setup"),
+        tests=tuple(
+            _compile_rewritten(test, f"tests[{index}]") for index, test in enumerate(tests)
+        ),
+    )
