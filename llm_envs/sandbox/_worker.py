@@ -349,6 +349,11 @@ class Worker:
         self.stdout_fd = os.memfd_create("sandbox-stdout")
         self.stderr_fd = os.memfd_create("sandbox-stderr")
         self.results_fd = os.memfd_create("sandbox-results")
+        # Appending (set again before every run, which can clear it): a run and the
+        # processes it forks share these files' offset, and a memfd's writes do not
+        # serialize on it; without O_APPEND two concurrent writers land at the same
+        # offset and one's records are overwritten.
+        self.append_flags = fcntl.fcntl(self.results_fd, fcntl.F_GETFL) | os.O_APPEND
         self.job_read, self.job_write = os.pipe()
         # (Where the system's maximum is lower, jobs are limited to what fits.)
         with contextlib.suppress(OSError):
@@ -686,6 +691,7 @@ class Worker:
         for fd in (self.stdout_fd, self.stderr_fd, self.results_fd):
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
+            fcntl.fcntl(fd, fcntl.F_SETFL, self.append_flags)
         _remove_tree_contents(self.run_dir)
         os.chmod(self.run_dir, 0o700)
         child = self._waiting_run()

@@ -275,6 +275,45 @@ def test_a_fork_that_answers_differently_cannot_report_for_the_run(pool: Sandbox
     assert report.status is ProgramStatus.OK
 
 
+def test_a_forked_writer_does_not_overwrite_the_runs_records(pool: Sandbox) -> None:
+    # A copy forked at load time writes to the records file while the run's tests
+    # write theirs; both share the file's offset. Every record of the run must land.
+    program = """
+        import os
+        def add(a, b):
+            return a + b
+        if os.fork() == 0:
+            for _ in range(2000):
+                try:
+                    os.write(3, b"\\nnot a record, written concurrently\\n")
+                except OSError:
+                    break
+            os._exit(0)
+    """
+    for _ in range(5):
+        report = pool.run_tests(textwrap.dedent(program), TESTS, setup=SETUP)
+        assert report.status is ProgramStatus.OK, report
+        assert report.passed == len(TESTS), report
+
+
+def test_a_run_that_moves_its_output_offsets_does_not_affect_the_next(pool: Sandbox) -> None:
+    # The output files outlive the run: clearing their append mode and seeking far
+    # away must not push the next run's records and output past what is read.
+    program = """
+        import fcntl, os
+        for fd in (1, 2, 3):
+            fcntl.fcntl(fd, fcntl.F_SETFL, os.O_RDWR)
+            os.lseek(fd, 10**8, os.SEEK_SET)
+        def add(a, b):
+            return 0
+    """
+    run(pool, program)  # (its own records are lost: it scores 0, killed)
+    printed = pool.run_tests(
+        "print('hello')\ndef add(a, b):\n    return a + b\n", TESTS, setup=SETUP
+    )
+    assert printed.stdout == "hello\n" and printed.passed == len(TESTS)
+
+
 # --- reaching the harness through introspection -----------------------------------------
 
 INTROSPECTION = {
