@@ -77,8 +77,10 @@ from llm_envs.code_collab.feedback import (
 )
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, first_prompt
 from llm_envs.contract import STOP, TURN, Message, Observation
+from llm_envs.records import EpisodeRecord
+from llm_envs.records import TurnRecord as RecordTurn
 from llm_envs.rewards.code import CodeEvaluation, clean_code, evaluate_many
-from llm_envs.sandbox import Sandbox
+from llm_envs.sandbox import Sandbox, TestReport, TestStatus
 from llm_envs.tasks.problems import CodeProblem
 from llm_envs.text_env import RENDER_MODES, TextEnvMixin
 
@@ -464,6 +466,77 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         return self.fork()
 
+    # ----------------------------------------------------------------- records
+
+    def record(self) -> EpisodeRecord:
+        """The episode as a JSON-ready :class:`~llm_envs.records.EpisodeRecord`.
+
+        One entry per agent and turn (round = 1-based turn): the chat the agent
+        was shown, its raw text and, in ``details``, the code the env took from
+        it (``code``, with its ``syntax_error``) and the ``feedback`` it got for
+        the next turn. The joint action's outcome sits on the ``main`` agent's
+        entry: the assembled ``program``, ``tests`` (passed / total), one line
+        per test in ``test_results``, the ``sandbox_status`` and its error, and
+        the ``reward`` (shift included) with its parts.
+        """
+        turns: list[RecordTurn] = []
+        for record in self.history:
+            evaluation = record.evaluation
+            program, report, parts = evaluation.program, evaluation.report, evaluation.reward
+            for agent in self.possible_agents:
+                function = program.aux if agent == HELPER else program.main
+                details: dict[str, Any] = {
+                    "code": function.source or None,
+                    "syntax_error": (
+                        function.syntax_error.describe() if function.syntax_error else None
+                    ),
+                }
+                if agent == MAIN:
+                    details |= {
+                        "program": program.source or None,
+                        "tests": f"{parts.passed}/{parts.total_tests} passed",
+                        "test_results": _test_lines(self.problem, report),
+                        "sandbox_status": report.status.value if report else "not_run",
+                        "sandbox_error": report.error if report else None,
+                        "reward": record.reward,
+                        "reward_parts": (
+                            f"level1 {parts.level1:g}, level2 {parts.level2:g}, "
+                            f"level3 {parts.level3:g}, bonus {parts.bonus:g}"
+                        ),
+                        "calls_aux": bool(program.aux_usage and program.aux_usage.calls_aux),
+                    }
+                details["feedback"] = record.feedback.get(agent)
+                turns.append(
+                    {
+                        "agent": agent,
+                        "round": record.turn + 1,
+                        # The chat alternates user and assistant: turn t was sampled
+                        # on its first 2t + 1 messages.
+                        "prompt": [
+                            _copy_message(m) for m in self._chats[agent][: 2 * record.turn + 1]
+                        ],
+                        "text": record.actions.get(agent, ""),
+                        "details": details,
+                    }
+                )
+        last = self.history[-1].evaluation.reward if self.history else None
+        summary: dict[str, Any] = {
+            "task_id": self.problem.task_id,
+            "entry_point": self.problem.entry_point,
+            "external_mode": self.config.external_mode,
+            "turns": len(self.history),
+            "rewards": [r.reward for r in self.history],
+            "pass_rates": [r.evaluation.reward.pass_rate for r in self.history],
+            "final_pass_rate": last.pass_rate if last else None,
+            "solved": bool(last and last.total_tests and last.passed == last.total_tests),
+        }
+        return {
+            "env": self.metadata["name"],
+            "title": f"{self.problem.task_id} ({self.problem.entry_point})",
+            "summary": summary,
+            "turns": turns,
+        }
+
     # ------------------------------------------------------------------ render
 
     def transcript(self) -> str:
@@ -495,6 +568,18 @@ def _role(agent: str) -> Role:
 
 def _copy_message(message: Message) -> Message:
     return {"role": message["role"], "content": message["content"]}
+
+
+def _test_lines(problem: CodeProblem, report: TestReport | None) -> list[str]:
+    # One line per test: its outcome, the error of a failure, and the test itself.
+    # No report: the program did not compile or had no entry point, so nothing ran.
+    if report is None:
+        return [f"{TestStatus.NOT_RUN.value}: {test}" for test in problem.tests]
+    lines = []
+    for test, outcome in zip(problem.tests, report.outcomes, strict=False):
+        error = f" ({outcome.error_type}: {outcome.message})" if outcome.error_type else ""
+        lines.append(f"{outcome.status.value}{error}: {test}")
+    return lines
 
 
 def _outcome_info(evaluation: CodeEvaluation) -> dict[str, Any]:

@@ -379,3 +379,38 @@ def test_render_modes(x_or_y):
     loud = parallel_env(problems=[x_or_y], render_mode="ansi")
     loud.reset(seed=0)
     assert loud.render() == "Problem CoopHumanEval/0 (entry point x_or_y)"
+
+
+def test_record_shows_code_tests_and_feedback_per_turn(x_or_y):
+    import json
+
+    game = parallel_env(problems=[x_or_y], num_turns=2)
+    game.reset(seed=0)
+    game.step({"helper": IS_BIG, "main": USES_AUX})
+    game.step(
+        {"helper": "no code here", "main": "def x_or_y(n, x, y):\n    return x if aux(n) else"}
+    )
+    record = json.loads(json.dumps(game.record()))
+    assert record["env"] == "code_collab_v0" and record["title"] == "CoopHumanEval/0 (x_or_y)"
+    summary = record["summary"]
+    assert summary["rewards"] == [pytest.approx(3.4), pytest.approx(0.6)]
+    assert summary["pass_rates"] == [0.4, 0.0] and summary["solved"] is False
+    assert [(t["agent"], t["round"]) for t in record["turns"]] == [
+        ("helper", 1), ("main", 1), ("helper", 2), ("main", 2)
+    ]  # fmt: skip
+    helper1, main1, helper2, main2 = (t["details"] for t in record["turns"])
+    # Turn 1: the wrong aux passes the tests on 1 and 13 only; the feedback shows the first.
+    assert helper1["code"] == IS_BIG and "Revise your `aux(...)`" in helper1["feedback"]
+    assert main1["tests"] == "2/5 passed" and main1["sandbox_status"] == "ok"
+    assert main1["test_results"][0].startswith("failed (AssertionError: assert 12 == 34): ")
+    assert main1["test_results"][3] == "passed: assert candidate(1, 100, 200) == 200"
+    assert main1["program"] == f"{IS_BIG}\n\n{USES_AUX}\n" and main1["reward"] == pytest.approx(3.4)
+    # Turn 2: prose and a broken main; nothing runs, and the last turn gets no feedback.
+    assert helper2["code"] is None and main2["syntax_error"].startswith("line 2")
+    assert main2["test_results"] == [f"not_run: {t}" for t in x_or_y.tests]
+    assert main2["feedback"] is None and "program" in main2
+    # Each turn's prompt is the chat the agent was sampled on.
+    prompts = [t["prompt"] for t in record["turns"]]
+    assert [len(p) for p in prompts] == [1, 1, 3, 3]
+    assert prompts[2][1] == {"role": "assistant", "content": IS_BIG}
+    assert prompts[2][2]["content"] == helper1["feedback"]
