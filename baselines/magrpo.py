@@ -20,7 +20,10 @@ optimizer. One iteration:
    prompt tokens excluded; gradient clipping, one optimizer step.
 4. *Log* one JSON line to ``OUTPUT_DIR/metrics.jsonl`` (per-turn reward, pass rate,
    reward levels and bonus; per-agent loss and gradient norm), evaluate on
-   held-out problems with near-greedy decoding when due, checkpoint.
+   held-out problems with near-greedy decoding when due, checkpoint. Transcripts
+   (``save_episodes``) go to ``OUTPUT_DIR/episodes/``: one root-to-leaf episode
+   of each of the first trees, and the evaluation episodes, for
+   ``python -m baselines.report OUTPUT_DIR``.
 
 A trainer never parses the env's text: rewards and their breakdown come from
 the env's infos.
@@ -43,7 +46,14 @@ from baselines.cli import parse_config
 from baselines.data import pad_data, trajectory_to_data
 from baselines.magrpo_config import MAGRPOConfig
 from baselines.magrpo_credit import NodeCredit, iter_credit, tree_credit
-from baselines.magrpo_tree import TreeNode, credit_node, grow_trees, iter_nodes, tree_metrics
+from baselines.magrpo_tree import (
+    TreeNode,
+    credit_node,
+    grow_trees,
+    iter_nodes,
+    path_record,
+    tree_metrics,
+)
 from baselines.models import resolve_model
 from baselines.policies.base import Completion, Policy, SamplingParams
 from baselines.types import Datum, Trajectory, Transition
@@ -56,6 +66,7 @@ __all__ = [
     "completion_logprobs",
     "main",
     "policy_gradient_loss",
+    "shared_prompt_logprobs",
     "train",
 ]
 
@@ -115,6 +126,84 @@ def completion_logprobs(
     return logprobs_B_K, batch
 
 
+def shared_prompt_logprobs(
+    model: Any,
+    prompt_tokens: Sequence[int],
+    completions_K: Sequence[Sequence[int]],
+    device: torch.device,
+    *,
+    temperature: float = 1.0,
+    pad_token_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training logprobs of K completions of one prompt, the prompt run through the model once.
+
+    The G completions an agent samples at a tree node share their prompt, which
+    is most of each sequence (the problem, and at later turns the history and
+    the feedback). The prompt goes through the model once; its key/value cache
+    is repeated for the K completions, which attend to it. Gradients flow
+    through the cache into the prompt's forward pass, so logprobs and gradients
+    are those of K separate prompt + completion rows (up to float rounding),
+    for about ``P + K * C`` instead of ``K * (P + C)`` tokens.
+
+    Args:
+        model: a causal LM whose forward returns a ``past_key_values`` cache with
+            ``batch_repeat_interleave`` (any Hugging Face transformers model).
+        prompt_tokens: the prompt, P >= 1 tokens.
+        completions_K: the completions, each of at least one token.
+        device: where the model is.
+        temperature: the sampling temperature; logits are divided by it.
+        pad_token_id: the token that fills the rows of shorter completions.
+
+    Returns:
+        ``(logprobs_K_C, mask_K_C)``: each completion token's logprob (right
+        padded to the longest, C, with 0) and 1.0 on real tokens.
+    """
+    if not prompt_tokens or not completions_K or not all(completions_K):
+        raise ValueError("need a non-empty prompt and at least one completion, none empty")
+    num, width = len(completions_K), max(len(c) for c in completions_K)
+    prompt = torch.tensor([list(prompt_tokens)], device=device)
+    length = prompt.shape[1]
+    try:
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+    except TypeError:  # a model without logits_to_keep
+        out = model(input_ids=prompt, use_cache=True)
+    # The prompt's last position predicts every completion's first token.
+    logits = out.logits[:, -1:].float().expand(num, -1, -1)
+    if width > 1:
+        cache = out.past_key_values
+        if not hasattr(cache, "batch_repeat_interleave"):
+            raise TypeError(
+                f"{type(model).__name__} returns no repeatable key/value cache "
+                f"({type(cache).__name__}); set share_prompts=False"
+            )
+        cache.batch_repeat_interleave(num)
+        inputs = torch.full((num, width - 1), pad_token_id, dtype=torch.long)
+        attention = torch.zeros((num, length + width - 1), dtype=torch.long)
+        attention[:, :length] = 1
+        for row, tokens in enumerate(completions_K):
+            inputs[row, : len(tokens) - 1] = torch.tensor(list(tokens[:-1]))
+            attention[row, length : length + len(tokens) - 1] = 1
+        positions = torch.arange(length, length + width - 1).expand(num, -1)
+        rest = model(
+            input_ids=inputs.to(device),
+            attention_mask=attention.to(device),
+            position_ids=positions.to(device),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits.float()
+        logits = torch.cat([logits, rest], dim=1)
+    if temperature != 1.0:
+        logits = logits / temperature
+    targets_K_C = torch.zeros((num, width), dtype=torch.long)
+    mask_K_C = torch.zeros((num, width))
+    for row, tokens in enumerate(completions_K):
+        targets_K_C[row, : len(tokens)] = torch.tensor(list(tokens))
+        mask_K_C[row, : len(tokens)] = 1.0
+    targets_K_C, mask_K_C = targets_K_C.to(device), mask_K_C.to(device)
+    picked = logits.gather(-1, targets_K_C.unsqueeze(-1)).squeeze(-1)
+    return (picked - torch.logsumexp(logits, dim=-1)) * mask_K_C, mask_K_C
+
+
 def policy_gradient_loss(
     logprobs_B_T: torch.Tensor,
     advantages_B_T: torch.Tensor,
@@ -149,6 +238,20 @@ def _microbatches(lengths_D: Sequence[int], max_tokens: int) -> list[list[int]]:
         else:
             batches.append([index])
     return batches
+
+
+def _prompt_groups(
+    items: Sequence[tuple[Completion, float]], max_tokens: int
+) -> Iterator[tuple[tuple[int, ...], list[tuple[Completion, float]]]]:
+    # Completions of one node share their prompt; a group costs P + K * longest tokens.
+    groups: dict[tuple[int, ...], list[tuple[Completion, float]]] = {}
+    for completion, advantage in items:
+        groups.setdefault(completion.prompt_tokens, []).append((completion, advantage))
+    for prompt, members in groups.items():
+        members.sort(key=lambda item: -len(item[0].tokens))
+        per_chunk = max(1, (max_tokens - len(prompt)) // len(members[0][0].tokens))
+        for start in range(0, len(members), per_chunk):
+            yield prompt, members[start : start + per_chunk]
 
 
 def _datum(completion: Completion, advantage: float) -> Datum | None:
@@ -186,6 +289,8 @@ class MAGRPOTrainer:
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
         torch.manual_seed(config.seed)
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
         self.device = torch.device("cuda" if cuda else "cpu")
@@ -298,6 +403,17 @@ class MAGRPOTrainer:
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(dict(metrics), sort_keys=True) + "\n")
 
+    def write_episodes(self, name: str, records: Sequence[Mapping[str, Any]]) -> Path | None:
+        """Write episode records to ``OUTPUT_DIR/episodes/{name}.jsonl`` (for the report)."""
+        if not records:
+            return None
+        folder = self.output_dir / "episodes"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.jsonl"
+        lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        path.write_text(lines, encoding="utf-8")
+        return path
+
     def save_checkpoint(self, iteration: int) -> Path:
         """Save every agent's model, tokenizer and optimizer after ``iteration`` iterations."""
         folder = self.output_dir / "checkpoints"
@@ -390,29 +506,21 @@ class MAGRPOTrainer:
             num_completions = len(items)
             # A completion with A = 0 adds exactly nothing to the gradient; it still
             # counts in the mean, so the loss scale does not depend on skipping it.
-            data = [d for c, a in items if a != 0.0 and (d := _datum(c, a)) is not None]
+            trained = [(c, a) for c, a in items if a != 0.0 and c.tokens]
             metrics[f"{name}/completions"] = float(num_completions)
-            metrics[f"{name}/trained_completions"] = float(len(data))
+            metrics[f"{name}/trained_completions"] = float(len(trained))
             metrics[f"{name}/advantage_abs"] = float(np.mean([abs(a) for _, a in items] or [0]))
             metrics[f"{name}/completion_tokens"] = float(np.mean([len(c.tokens) for c, _ in items]))
-            if not data:
+            if not trained:
                 metrics[f"{name}/loss"] = 0.0
                 metrics[f"{name}/grad_norm"] = 0.0
                 continue
             optimizer.zero_grad(set_to_none=True)
-            loss_total, diff_sum, tokens = 0.0, 0.0, 0.0
-            for batch in _microbatches([len(d) for d in data], config.max_tokens_per_microbatch):
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
-                    logprobs_B_T, inputs = completion_logprobs(
-                        model,
-                        [data[i] for i in batch],
-                        self.device,
-                        temperature=config.temperature,
-                        pad_token_id=self.pad_token_id,
-                    )
-                loss = policy_gradient_loss(
-                    logprobs_B_T, inputs["advantages"], inputs["weights"], num_completions
-                )
+            loss_total, diff_sum, tokens, forward_tokens = 0.0, 0.0, 0.0, 0
+            for logprobs_B_T, advantages_B_T, mask_B_T, sampled_B_T, width in self._forward(
+                model, trained
+            ):
+                loss = policy_gradient_loss(logprobs_B_T, advantages_B_T, mask_B_T, num_completions)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
                         f"{agent}'s loss is {float(loss)}; lower learning_rate or check the "
@@ -420,11 +528,11 @@ class MAGRPOTrainer:
                     )
                 loss.backward()
                 loss_total += float(loss.detach())
+                forward_tokens += width
                 with torch.no_grad():
-                    mask = inputs["mask"]
-                    diff = (logprobs_B_T.detach() - inputs["sampling_logprobs"]).abs() * mask
+                    diff = (logprobs_B_T.detach() - sampled_B_T).abs() * mask_B_T
                     diff_sum += float(diff.sum())
-                    tokens += float(mask.sum())
+                    tokens += float(mask_B_T.sum())
             parameters = [p for p in model.parameters() if p.grad is not None]
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             grad_norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
@@ -434,13 +542,62 @@ class MAGRPOTrainer:
             metrics[f"{name}/grad_norm"] = float(grad_norm)
             # Mean |training - sampling| logprob per trained token: ~0 when on-policy.
             metrics[f"{name}/sample_train_logprob_diff"] = diff_sum / max(tokens, 1.0)
+            metrics[f"{name}/forward_tokens"] = float(forward_tokens)
         return metrics
+
+    def _forward(
+        self, model: Any, trained: Sequence[tuple[Completion, float]]
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+        """Microbatches' ``(logprobs, advantages, mask, sampling logprobs, tokens run)``.
+
+        Each tensor is ``(rows, columns)`` over completion tokens (advantages set on
+        the mask); the generator yields after each forward pass, so the caller's
+        backward frees the graph before the next one.
+        """
+        config = self.config
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast)
+        if config.share_prompts:
+            for prompt, chunk in _prompt_groups(trained, config.max_tokens_per_microbatch):
+                completions = [c for c, _ in chunk]
+                with autocast:
+                    logprobs_K_C, mask_K_C = shared_prompt_logprobs(
+                        model,
+                        prompt,
+                        [c.tokens for c in completions],
+                        self.device,
+                        temperature=config.temperature,
+                        pad_token_id=self.pad_token_id,
+                    )
+                sampled_K_C = torch.zeros_like(mask_K_C)
+                for row, c in enumerate(completions):
+                    sampled_K_C[row, : len(c.logprobs)] = torch.tensor(c.logprobs)
+                advantages_K = torch.tensor([a for _, a in chunk], device=self.device)
+                width = len(prompt) + sum(len(c.tokens) for c in completions)
+                yield logprobs_K_C, advantages_K[:, None] * mask_K_C, mask_K_C, sampled_K_C, width
+            return
+        data = [d for c, a in trained if (d := _datum(c, a)) is not None]
+        for batch in _microbatches([len(d) for d in data], config.max_tokens_per_microbatch):
+            with autocast:
+                logprobs_B_T, inputs = completion_logprobs(
+                    model,
+                    [data[i] for i in batch],
+                    self.device,
+                    temperature=config.temperature,
+                    pad_token_id=self.pad_token_id,
+                )
+            width = sum(len(data[i]) for i in batch)
+            mask_B_T = inputs["weights"]
+            yield logprobs_B_T, inputs["advantages"], mask_B_T, inputs["sampling_logprobs"], width
 
     # ------------------------------------------------------------- evaluation
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
-        """One near-greedy episode per held-out problem; ``eval/turn_{t}/...`` metrics."""
+    def evaluate(self, iteration: int | None = None) -> dict[str, float]:
+        """One near-greedy episode per held-out problem; ``eval/turn_{t}/...`` metrics.
+
+        With ``iteration`` and ``save_episodes`` > 0, the episodes' records go to
+        ``episodes/eval_{iteration}.jsonl``.
+        """
         config = self.config
         if not self.eval_problems:
             return {}
@@ -454,6 +611,11 @@ class MAGRPOTrainer:
         )
         # A chain is a tree with G = 1: the same code runs training and evaluation.
         chains = grow_trees(roots, self.samplers, params, group_size=1, num_turns=config.num_turns)
+        if iteration is not None and config.save_episodes:
+            records = [
+                {**path_record(chain), "iteration": iteration, "phase": "eval"} for chain in chains
+            ]
+            self.write_episodes(f"eval_{iteration:05d}", records)
         metrics = tree_metrics(chains, prefix="eval")
         last = f"eval/turn_{config.num_turns}"
         for key in ("reward", "pass_rate", "solved"):
@@ -473,11 +635,17 @@ class MAGRPOTrainer:
         start = time.perf_counter()
         metrics: dict[str, Any] = {"iteration": iteration}
         if self._eval_due(iteration):
-            metrics.update(self.evaluate())
+            metrics.update(self.evaluate(iteration))
             metrics["time/eval"] = time.perf_counter() - start
         sample_start = time.perf_counter()
         trees, credits = self.sample_trees(iteration)
         metrics["time/sample"] = time.perf_counter() - sample_start
+        saved = min(self.config.save_episodes, len(trees))
+        records = [
+            {**path_record(tree, credit), "iteration": iteration, "phase": "train"}
+            for tree, credit in zip(trees[:saved], credits[:saved], strict=True)
+        ]
+        self.write_episodes(f"iter_{iteration:05d}", records)
         metrics.update(tree_metrics(trees, credits, prefix="env"))
         train_start = time.perf_counter()
         metrics.update(self.optimize(self._examples(trees, credits)))
@@ -504,7 +672,8 @@ class MAGRPOTrainer:
             ):
                 self.save_checkpoint(done)
         if self.eval_problems and config.eval_every > 0:
-            self._log({"iteration": config.num_iterations, **self.evaluate()})
+            final = config.num_iterations
+            self._log({"iteration": final, **self.evaluate(final)})
         for agent, model in self.models.items():
             model.save_pretrained(self.output_dir / "final_model" / agent)
             self.tokenizer.save_pretrained(self.output_dir / "final_model" / agent)

@@ -76,6 +76,11 @@ class MAGRPOConfig:
             0 disables clipping (the norm is still logged).
         max_tokens_per_microbatch: most tokens (padding included) per forward
             pass; gradients accumulate over microbatches.
+        share_prompts: train the completions of one node (which share their
+            prompt) on one forward pass of the prompt, its key/value cache
+            repeated for them: the same gradient for about ``P + G * C`` instead
+            of ``G * (P + C)`` tokens. False runs each prompt + completion as its
+            own row (for a model without a repeatable cache).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
         precision: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or
             ``bf16``; weights and optimizer states stay fp32.
@@ -85,14 +90,24 @@ class MAGRPOConfig:
             from its last checkpoint.
         save_every: save a checkpoint every this many iterations (and after the
             last); 0 saves only after the last.
+        save_episodes: transcripts for ``python -m baselines.report``: each
+            iteration, one episode of each of the first this many trees (the
+            path through every node's first joint action: prompts, code, test
+            results, feedback, advantages) goes to
+            ``OUTPUT_DIR/episodes/iter_NNNNN.jsonl``, and every evaluation
+            episode to ``episodes/eval_NNNNN.jsonl``; 0 writes none.
         eval_every: evaluate before every this many iterations' training and
             after the last; 0 never evaluates.
+        num_threads: CPU threads of torch (``torch.set_num_threads``); 0 keeps
+            torch's default (one per core). On a CPU shared with other jobs, 1
+            is often several times faster: threads of one operation wait for
+            each other whenever one of them is descheduled.
         progress: show a progress bar.
     """
 
     model: str = DEFAULT_MODEL
     dataset: DatasetName = "coophumaneval"
-    eval_problems: int = 4
+    eval_problems: int = 2
     num_agents: int = 2
     num_turns: int = 2
     external_mode: ExternalMode = "level_feedback"
@@ -103,8 +118,8 @@ class MAGRPOConfig:
     discount: float = 0.9
     return_reduction: ReturnReduction = "mean"
     problems_per_iteration: int = 1
-    num_iterations: int = 4
-    max_tokens: int = 96
+    num_iterations: int = 2
+    max_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
     eval_temperature: float = 1e-4
@@ -112,12 +127,15 @@ class MAGRPOConfig:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     max_tokens_per_microbatch: int = 4096
+    share_prompts: bool = True
     device: DeviceName = "auto"
     precision: Precision = "auto"
     seed: int = 0
     output_dir: str = "runs/magrpo"
     save_every: int = 0
-    eval_every: int = 4
+    save_episodes: int = 1
+    eval_every: int = 2
+    num_threads: int = 0
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -145,7 +163,15 @@ class MAGRPOConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("eval_problems", "num_iterations", "save_every", "eval_every"):
+        nonnegative = (
+            "eval_problems",
+            "num_iterations",
+            "save_every",
+            "save_episodes",
+            "eval_every",
+            "num_threads",
+        )
+        for name in nonnegative:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")

@@ -12,7 +12,9 @@
    all programs of the level as one batch;
 3. a node gets one child per joint action (the stepped fork) unless it is on the
    last turn or its joint actions' mean reward exceeds the termination threshold
-   (:func:`baselines.magrpo_credit.should_expand`).
+   (:func:`baselines.magrpo_credit.should_expand`); a node that does not expand
+   keeps its stepped forks, so :func:`leaf_path` can read back the episode of any
+   root-to-leaf path (for transcripts).
 
 Without termination a tree has ``B**t`` nodes at turn t and ``B**T`` leaf joint
 actions, ``B = G`` (align) or ``G**N`` (cross).
@@ -49,6 +51,8 @@ __all__ = [
     "credit_node",
     "grow_trees",
     "iter_nodes",
+    "leaf_path",
+    "path_record",
     "tree_metrics",
 ]
 
@@ -83,6 +87,9 @@ class TreeNode:
         rewards_J: the team reward of each joint action (shift included).
         infos_J: the outcome infos of each joint action (the same for every agent).
         children_J: each joint action's child node; empty when the node did not expand.
+        ended_envs_J: when the node did not expand, each joint action's stepped
+            fork: the environment at the end of that branch, whose history holds
+            the whole root-to-leaf episode (see :func:`leaf_path`); else empty.
         stopped: the node was not on the last turn but did not expand, because its
             joint actions' mean reward exceeded the termination threshold.
     """
@@ -95,6 +102,7 @@ class TreeNode:
     rewards_J: list[float] = field(default_factory=list)
     infos_J: list[dict[str, Any]] = field(default_factory=list)
     children_J: list[TreeNode] = field(default_factory=list)
+    ended_envs_J: list[CodeCollabEnv] = field(default_factory=list)
     stopped: bool = False
 
     @property
@@ -199,6 +207,7 @@ def grow_trees(
                 next_level.extend(node.children_J)
             else:
                 node.stopped = turn + 1 < num_turns
+                node.ended_envs_J = [fork for fork, _ in stepped]
         level = next_level
         if not level:
             break
@@ -209,6 +218,71 @@ def _env(node: TreeNode) -> CodeCollabEnv:
     if node.env is None:
         raise RuntimeError(f"node at turn {node.turn} has no environment (already expanded)")
     return node.env
+
+
+def leaf_path(root: TreeNode, joint: int = 0) -> tuple[list[TreeNode], CodeCollabEnv]:
+    """Follow joint action ``joint`` at every node from ``root`` to the end of its branch.
+
+    Returns:
+        The nodes on the path (root first) and the environment after the last
+        node's joint action ``joint``: its ``history`` and ``record()`` hold the
+        path's episode, every turn of it.
+
+    Raises:
+        ValueError: the tree has not been grown, or ``joint`` is not a joint
+            action of some node on the path.
+    """
+    path, node = [root], root
+    while True:
+        if not 0 <= joint < len(node.joint_indices_J):
+            raise ValueError(
+                f"joint={joint} is not a joint action of the node at turn {node.turn}, which "
+                f"has {len(node.joint_indices_J)}; grow the tree first, or pick a smaller index"
+            )
+        if not node.expanded:
+            return path, node.ended_envs_J[joint]
+        node = node.children_J[joint]
+        path.append(node)
+
+
+def path_record(
+    root: TreeNode, credit: NodeCredit | None = None, *, joint: int = 0
+) -> dict[str, Any]:
+    """The episode along :func:`leaf_path` as an :class:`~llm_envs.records.EpisodeRecord`.
+
+    The env's record (prompts, code, test results, feedback per turn and agent),
+    with each completion's ``stop_reason`` and ``completion_tokens`` added to its
+    turn's details, and with ``credit`` (the tree's :class:`NodeCredit`) its
+    ``advantage`` and ``return`` too. The summary gains ``path_joint_action``
+    (``joint``) and ``tree_joint_actions`` (how many the tree stepped).
+    """
+    nodes, env = leaf_path(root, joint)
+    record: dict[str, Any] = dict(env.unwrapped.record())
+    agents = list(env.possible_agents)
+    added: dict[tuple[int, str], dict[str, Any]] = {}
+    node_credit = credit
+    for node in nodes:
+        combo = node.joint_indices_J[joint]
+        for a, agent in enumerate(agents):
+            g = combo[a]
+            completion = node.completions[agent][g]
+            extra: dict[str, Any] = {
+                "stop_reason": completion.stop_reason,
+                "completion_tokens": len(completion.tokens),
+            }
+            if node_credit is not None:
+                extra["advantage"] = node_credit.advantages_A_G[a][g]
+                extra["return"] = node_credit.returns_A_G[a][g]
+            added[(node.turn + 1, agent)] = extra
+        node_credit = node_credit.children_J[joint] if node_credit is not None else None
+    for turn in record["turns"]:
+        turn["details"] = {**turn["details"], **added.get((turn["round"], turn["agent"]), {})}
+    record["summary"] = {
+        **record["summary"],
+        "path_joint_action": joint,
+        "tree_joint_actions": sum(len(n.rewards_J) for n in iter_nodes(root)),
+    }
+    return record
 
 
 def iter_nodes(node: TreeNode) -> Iterator[TreeNode]:

@@ -17,8 +17,10 @@ from baselines.magrpo import (  # noqa: E402
     _datum,
     completion_logprobs,
     policy_gradient_loss,
+    shared_prompt_logprobs,
 )
 from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
+from baselines.report import write_report  # noqa: E402
 from llm_envs.tasks import load_coophumaneval  # noqa: E402
 
 
@@ -39,11 +41,13 @@ def fresh_models(tiny_model_dir, agents=("helper", "main")):
 
 
 class HalfSolved:
-    """Samples with a real policy; every odd request's text is replaced by ``answer``.
+    """Samples with a real policy; every even request's text is replaced by ``answer``.
 
     The random tiny model writes no code, so all its joint actions score 0 and every
     advantage is 0. Replacing half of the main agent's completions with a solution
-    (tokenized, as a scripted sampler would) makes the rewards differ.
+    (tokenized, as a scripted sampler would) makes the rewards differ. The solutions
+    are the first of each node's G completions, so the saved transcripts (the first
+    joint action of every node) show them.
     """
 
     def __init__(self, inner, tokenizer, answer: str) -> None:
@@ -54,7 +58,7 @@ class HalfSolved:
         tokens = tuple(self.tokenizer.encode(self.answer, add_special_tokens=False))
         return [
             Completion(c.prompt_tokens, tokens, (0.0,) * len(tokens), self.answer, "eos")
-            if i % 2
+            if i % 2 == 0
             else c
             for i, c in enumerate(got)
         ]
@@ -101,6 +105,41 @@ def test_training_logprobs_match_the_samplers(tiny_model):
     assert float(logprobs_B_T[batch["attention_mask"] == 0].abs().sum()) == 0.0
     first = min(int(d.mask.argmax()) for d in data)
     assert logprobs_B_T.shape == (2, max(len(d) for d in data) - first)
+
+
+def test_shared_prompt_gives_the_logprobs_and_gradients_of_separate_rows(tiny_model_dir):
+    # Three completions of one prompt, of different lengths (one of a single token):
+    # the prompt run once with its cache repeated must match three full rows.
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    prompt = tuple(range(5, 17))
+    completions = [(40, 41, 42, 43), (50,), (60, 61)]
+    advantages = [1.5, -0.5, -1.0]
+    data = [
+        _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
+        for c, a in zip(completions, advantages, strict=True)
+    ]
+
+    def gradients(loss):
+        model.zero_grad()
+        loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    separate, batch = completion_logprobs(model, data, torch.device("cpu"), temperature=0.7)
+    shared, mask = shared_prompt_logprobs(
+        model, prompt, completions, torch.device("cpu"), temperature=0.7
+    )
+    assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]
+    assert torch.allclose(shared, separate, atol=1e-5)  # the same (rows, columns) layout
+    expected = gradients(policy_gradient_loss(separate, batch["advantages"], batch["weights"], 3))
+    advantages_K_C = torch.tensor(advantages)[:, None] * mask
+    got = gradients(policy_gradient_loss(shared, advantages_K_C, mask, 3))
+    assert expected.keys() == got.keys() and len(got) > 10
+    for name, grad in expected.items():
+        assert torch.allclose(got[name], grad, atol=1e-5, rtol=1e-4), name
+    with pytest.raises(ValueError, match="none empty"):
+        shared_prompt_logprobs(model, prompt, [(1,), ()], torch.device("cpu"))
 
 
 def make_config(tmp_path, **overrides):
@@ -185,6 +224,34 @@ def test_two_step_run_updates_both_agents_and_writes_metrics(tmp_path, tiny_mode
         assert (run / "checkpoints" / "iteration_000002" / agent / "optimizer.pt").is_file()
     assert json.loads((run / "config.json").read_text())["joint_mode"] == "align"
 
+    # Transcripts: one episode of each iteration's tree, the evaluation episodes.
+    episodes = run / "episodes"
+    assert sorted(p.name for p in episodes.iterdir()) == [
+        "eval_00000.jsonl", "eval_00002.jsonl", "iter_00000.jsonl", "iter_00001.jsonl"
+    ]  # fmt: skip
+    (record,) = [
+        json.loads(line) for line in (episodes / "iter_00000.jsonl").read_text().split("\n") if line
+    ]
+    assert record["iteration"] == 0 and record["phase"] == "train"
+    assert record["title"] == "CoopHumanEval/0 (x_or_y)"
+    assert [(t["agent"], t["round"]) for t in record["turns"]] == [
+        ("helper", 1), ("main", 1), ("helper", 2), ("main", 2)
+    ]  # fmt: skip
+    main1 = record["turns"][1]["details"]
+    assert main1["code"] == SOLUTION and main1["tests"] == "5/5 passed"
+    # 2.1 against its sibling's 0, and both children earn (2.1, 0): A = (2.1 - 0) / 2
+    assert main1["advantage"] == pytest.approx(1.05)
+    (evaluated,) = [
+        json.loads(line) for line in (episodes / "eval_00002.jsonl").read_text().split("\n") if line
+    ]
+    assert evaluated["phase"] == "eval" and evaluated["summary"]["task_id"] == "CoopHumanEval/1"
+    assert "advantage" not in evaluated["turns"][0]["details"]
+
+    index = write_report(run)
+    page = (index.parent / "iter_00000.html").read_text()
+    assert "def x_or_y(n, x, y):" in page and "passed: assert candidate(7, 34, 12) == 34" in page
+    assert "Static and execution diagnostics" in page  # the feedback before turn 2
+
 
 @pytest.mark.slow
 def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
@@ -196,8 +263,11 @@ def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
         num_turns=1,
         num_iterations=1,
         eval_every=0,
+        save_episodes=0,
+        share_prompts=False,  # one row per prompt + completion
     )
     trainer.run()
+    assert not (tmp_path / "run" / "episodes").exists()
     (row,) = [
         json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     ]
@@ -213,6 +283,7 @@ def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
         num_turns=1,
         num_iterations=2,
         eval_every=0,
+        share_prompts=False,
     )
     assert resumed.start_iteration == 1
     for key, value in resumed.models["main"].state_dict().items():
@@ -273,4 +344,16 @@ def test_command_line_builds_the_config():
     assert (
         parse_config(MAGRPOConfig, ["--termination-threshold", "none"]).termination_threshold
         is None
+    )
+
+
+def test_the_docs_show_the_current_flags():
+    from pathlib import Path
+
+    from baselines.cli import config_table
+
+    page = (Path(__file__).parents[2] / "docs" / "magrpo.md").read_text()
+    assert config_table(MAGRPOConfig) in page, (
+        "docs/magrpo.md is out of date: paste `python -m baselines.cli "
+        "baselines.magrpo_config:MAGRPOConfig` into its Flags section"
     )

@@ -7,7 +7,15 @@ from collections.abc import Sequence
 import pytest
 
 from baselines.magrpo_credit import tree_credit, tree_shape
-from baselines.magrpo_tree import TreeNode, credit_node, grow_trees, iter_nodes, tree_metrics
+from baselines.magrpo_tree import (
+    TreeNode,
+    credit_node,
+    grow_trees,
+    iter_nodes,
+    leaf_path,
+    path_record,
+    tree_metrics,
+)
 from baselines.policies.base import Completion, SampleRequest, SamplingParams
 from llm_envs.code_collab import parallel_env
 from llm_envs.tasks import load_coophumaneval
@@ -218,6 +226,45 @@ def test_tree_metrics_report_levels_and_bonus(x_or_y):
     assert metrics["eval/turn_1/reward"] == pytest.approx(3.4)
     assert metrics["eval/turn_1/calls_aux"] == 1.0
     assert "eval/turn_1/return" not in metrics  # no credits given
+
+
+def test_path_record_is_the_episode_along_one_branch_with_its_credit(x_or_y):
+    # The termination tree above: joint action 0 (right aux) stops after turn 2 with the
+    # problem solved; joint action 1 (wrong aux) goes on to turn 3.
+    samplers = {"helper": Scripted([RIGHT_AUX, WRONG_AUX]), "main": Scripted([USES_AUX])}
+    (tree,) = grow_trees(
+        roots(x_or_y, num_turns=3),
+        samplers,
+        SamplingParams(),
+        group_size=2,
+        num_turns=3,
+        termination_threshold=3.8,
+    )
+    nodes, env = leaf_path(tree)
+    assert nodes == [tree, tree.children_J[0]] and len(env.history) == 2
+    nodes, env = leaf_path(tree, joint=1)
+    assert [n.turn for n in nodes] == [0, 1, 2] and len(env.history) == 3
+    credit = tree_credit(credit_node(tree), discount=0.9)
+
+    record = path_record(tree, credit)
+    assert record["env"] == "code_collab_v0" and record["summary"]["rewards"] == [4.0, 4.0]
+    assert record["summary"]["tree_joint_actions"] == 2 + 4 + 4
+    assert [(t["agent"], t["round"]) for t in record["turns"]] == [
+        ("helper", 1), ("main", 1), ("helper", 2), ("main", 2)
+    ]  # fmt: skip
+    helper1, main1, helper2, main2 = (t["details"] for t in record["turns"])
+    assert helper1["code"] == RIGHT_AUX and main1["tests"] == "5/5 passed"
+    assert all(line.startswith("passed: assert") for line in main1["test_results"])
+    # credit of the path's completions: the root's joint action 0 (7.6 vs 9.214)
+    assert helper1["advantage"] == pytest.approx(-0.807) and main1["return"] == pytest.approx(7.6)
+    assert helper2["advantage"] == pytest.approx(0.0) and main2["return"] == pytest.approx(4.0)
+    assert helper1["stop_reason"] == "eos" and helper1["completion_tokens"] == 4
+    # without credit (evaluation), the same episode without advantages
+    plain = path_record(tree, joint=1)
+    assert plain["summary"]["rewards"] == pytest.approx([3.4, 3.4, 3.4])
+    assert "advantage" not in plain["turns"][0]["details"]
+    with pytest.raises(ValueError, match="joint=2 is not a joint action"):
+        leaf_path(tree, joint=2)
 
 
 @pytest.mark.parametrize(
