@@ -6,7 +6,7 @@ A run directory holds ``metrics.jsonl`` (one JSON object per iteration, with an
 ``iteration`` key and flat metric names such as ``env/all/reward/total``) and
 ``episodes/*.jsonl`` (one :class:`~llm_envs.records.EpisodeRecord` per line,
 each with the ``iteration`` it was sampled at). The report is a folder with
-one PNG per metric group, ``index.html`` (the plots and a list of episodes)
+one PNG per metric group (a panel per metric), ``index.html`` (the plots and a list of episodes)
 and one HTML page per episode file: per round and per agent, the prompt it was
 shown, what the environment read from its answer (parsed fields, votes, parse
 errors, test results, feedback), and its raw output.
@@ -42,9 +42,10 @@ METRICS_FILE = "metrics.jsonl"
 EPISODES_DIR = "episodes"
 """Folder of a run holding ``*.jsonl`` files of episode records."""
 
-# Which metrics share a plot: the first matching prefix wins; the rest go to "other".
+# Which metrics share a figure: the first matching prefix wins; the rest go to "other".
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("reward", ("env/all/reward", "reward", "eval/")),
+    ("reward", ("env/all/reward", "reward")),
+    ("eval", ("eval/",)),
     ("env", ("env/",)),
     ("optim", ("optim/", "loss")),
     ("tokens", ("tokens/", "env/all/ac_tokens", "env/all/ob_tokens")),
@@ -88,8 +89,19 @@ def _group_of(name: str) -> str:
     return "other"
 
 
+#: Panels per figure row, and most panels per figure (a larger group is split).
+_PANEL_COLUMNS = 4
+_PANELS_PER_FIGURE = 32
+
+
 def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write one PNG per metric group (reward, env, optim, tokens, time, other).
+    """Write the metric curves as PNG files: one per group, one small panel per metric.
+
+    Groups, in order: ``reward``, ``eval``, ``env``, ``optim``, ``tokens``,
+    ``time`` and ``other`` (see ``_GROUPS``). A panel is titled with its
+    metric's full name and has its own y scale, so a metric near 0 is not
+    flattened by one near 100. A group of more than 32 metrics is split over
+    ``{group}.png``, ``{group}_2.png``...
 
     Returns:
         The written files, in group order.
@@ -98,6 +110,7 @@ def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,21 +127,35 @@ def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list
             ys.append(float(value))
     written = []
     for group in [g for g, _ in _GROUPS] + ["other"]:
-        curves = series.get(group)
-        if not curves:
-            continue
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        for name, (xs, ys) in sorted(curves.items()):
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=name)
-        ax.set_xlabel("iteration")
-        ax.set_title(group)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        path = out / f"{group}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        names = sorted(series.get(group, {}))
+        for page, first in enumerate(range(0, len(names), _PANELS_PER_FIGURE)):
+            chunk = names[first : first + _PANELS_PER_FIGURE]
+            columns = min(_PANEL_COLUMNS, len(chunk))
+            lines = math.ceil(len(chunk) / columns)
+            fig, axes = plt.subplots(
+                lines,
+                columns,
+                figsize=(3.3 * columns, 0.4 + 2.3 * lines),
+                squeeze=False,
+                layout="constrained",
+            )
+            for ax, name in zip(axes.flat, chunk, strict=False):
+                xs, ys = series[group][name]
+                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3)
+                ax.set_title(name, fontsize=8)
+                ax.tick_params(labelsize=7)
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations
+                ax.grid(alpha=0.3)
+            for ax in list(axes.flat)[len(chunk) :]:
+                ax.set_visible(False)
+            for ax in axes[-1]:
+                ax.set_xlabel("iteration", fontsize=7)
+            suffix = f"_{page + 1}" if page else ""
+            fig.suptitle(group + (f" ({page + 1})" if page else ""), fontsize=11)
+            path = out / f"{group}{suffix}.png"
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            written.append(path)
     return written
 
 

@@ -62,3 +62,14 @@ def test_report_errors_and_cli(tmp_path, run_dir, capsys):
         load_metrics(tmp_path / "bad" / "metrics.jsonl")
     main([str(run_dir), "--out", str(tmp_path / "out")])
     assert capsys.readouterr().out.strip().endswith("index.html")
+
+
+def test_plots_put_evaluation_apart_and_split_large_groups(tmp_path):
+    from baselines.report import plot_metrics
+
+    env = {f"env/turn_{t}/pass_rate": t for t in range(40)}
+    rows = [{"iteration": i, "eval/reward/total": 0.5, **env} for i in range(3)]
+    written = plot_metrics(rows, tmp_path)
+    # evaluation has its own figure, not the training reward's; 40 panels make two figures
+    assert [p.name for p in written] == ["eval.png", "env.png", "env_2.png"]
+    assert all(p.stat().st_size > 5_000 for p in written)
