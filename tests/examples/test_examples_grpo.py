@@ -9,25 +9,9 @@ linking a transcript page of that step, and the printed summary.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 TINY = ["--model", "tiny", "--steps", "1", "--max-tokens", "8", "--seed", "3"]
-
-
-def run_example(name: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout
 
 
 def check_run(run_dir: Path, out: str) -> str:
@@ -42,25 +26,25 @@ def check_run(run_dir: Path, out: str) -> str:
     return page.read_text()
 
 
-def test_grpo_debate(tmp_path):
+def test_grpo_debate(tmp_path, run_example):
     run_dir = tmp_path / "debate"
     out = run_example(
         "grpo_debate.py",
         *TINY,
         *["--agents", "2", "--rounds", "1", "--questions-per-step", "1"],
         *["--output-dir", str(run_dir)],
-    )
+    ).stdout
     page = check_run(run_dir, out)
     assert "agent_0" in page  # the step's first debate
 
 
-def test_grpo_expert_iteration(tmp_path):
+def test_grpo_expert_iteration(tmp_path, run_example):
     run_dir = tmp_path / "expert_iteration"
     out = run_example(
         "grpo_expert_iteration.py",
         *TINY,
         *["--generations", "2", "--problems-per-step", "1", "--output-dir", str(run_dir)],
-    )
+    ).stdout
     page = check_run(run_dir, out)
     assert page.count("<h2>") == 2 and "two_turn_feedback" in page  # the whole group
     # The printed completion: attempt 1 and the feedback masked, attempt 2 trained.

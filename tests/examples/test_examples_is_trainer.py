@@ -11,27 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # The smallest run: a random two-layer model, one group, two iterations, 8 tokens per turn.
 TINY = ["--model", "tiny", "--iterations", "2", "--groups", "1", "--max-tokens", "8"]
 TINY += ["--sampler", "transformers", "--eval-groups", "1"]
-
-
-def run_example(name: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout
 
 
 def check_run(run_dir: Path, out: str, iterations: int) -> None:
@@ -47,13 +31,13 @@ def check_run(run_dir: Path, out: str, iterations: int) -> None:
     assert f"report: {index}" in out
 
 
-def test_debate_self_play_trains_and_reports(tmp_path):
+def test_debate_self_play_trains_and_reports(tmp_path, run_example):
     run_dir = tmp_path / "debate"
     out = run_example(
         "debate_self_play.py",
         *TINY,
         *["--agents", "2", "--rounds", "1", "--output-dir", str(run_dir)],
-    )
+    ).stdout
     check_run(run_dir, out, iterations=2)
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env"] == "debate"
@@ -62,14 +46,14 @@ def test_debate_self_play_trains_and_reports(tmp_path):
     assert re.search(r"eval reward vs the initial model: -?[\d.]+ -> -?[\d.]+", out)
 
 
-def test_expert_iteration_mixed_shows_the_context_swap(tmp_path):
+def test_expert_iteration_mixed_shows_the_context_swap(tmp_path, run_example):
     run_dir = tmp_path / "expert_iteration"
     out = run_example(
         "expert_iteration_mixed.py",
         *TINY,
         *["--mix", "iid=1", "answer_hint=1", "two_turn_feedback=1"],
         *["--output-dir", str(run_dir)],
-    )
+    ).stdout
     check_run(run_dir, out, iterations=2)
     config = json.loads((run_dir / "config.json").read_text())
     assert config["strategy_mix"] == {"iid": 1, "answer_hint": 1, "two_turn_feedback": 1}
@@ -94,13 +78,7 @@ def test_expert_iteration_mixed_shows_the_context_swap(tmp_path):
     assert re.search(r"held-out iid accuracy \(eval/correct\): [\d.]+ -> [\d.]+", out)
 
 
-def test_expert_iteration_mixed_rejects_a_malformed_mix():
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "expert_iteration_mixed.py"), "--mix", "iid"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+def test_expert_iteration_mixed_rejects_a_malformed_mix(run_example):
+    done = run_example("expert_iteration_mixed.py", "--mix", "iid", timeout=120, ok=False)
     assert done.returncode == 2
     assert "expected strategy=int, e.g. iid=2, got 'iid'" in done.stderr

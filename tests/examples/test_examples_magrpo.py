@@ -12,28 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 TINY = ["--model", "tiny", "--iterations", "2", "--problems", "1", "--group-size", "2"]
 TINY += ["--turns", "2", "--max-tokens", "8", "--eval-problems", "1", "--threads", "1"]
 
 
-def test_magrpo_coophumaneval_trains_and_reports(tmp_path):
+def test_magrpo_coophumaneval_trains_and_reports(tmp_path, run_example):
     run_dir = tmp_path / "magrpo"
-    script = ROOT / "examples" / "magrpo_coophumaneval.py"
-    done = subprocess.run(
-        [sys.executable, str(script), *TINY, "--output-dir", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    out = done.stdout
+    out = run_example("magrpo_coophumaneval.py", *TINY, "--output-dir", str(run_dir)).stdout
 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows if "env/all/reward/total" in r] == [0, 1]

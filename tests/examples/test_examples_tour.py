@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_tour_plays_each_family_and_prints_their_rewards():
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "tour.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+def test_tour_plays_each_family_and_prints_their_rewards(run_example):
+    out = run_example("tour.py", timeout=120).stdout
     for section in ("Debate-v0", "ExpertIteration-v0", "CodeCollab-v0"):
         assert section in out
     # debate: three leave-one-out win rates in [0, 1]
