@@ -48,7 +48,7 @@ A real run on a GPU (bf16, and TRL's colocated vLLM engine when vLLM is installe
     python examples/grpo_expert_iteration.py --model Qwen/Qwen2.5-1.5B-Instruct \
         --task gsm8k --steps 200 --problems-per-step 8 --generations 8 --max-tokens 512 --save-model
 
-Measured: the defaults take about X minutes on a 2-core CPU (load average Y).
+Measured: the defaults take about 2.5 minutes on a 2-core CPU (144 s, load average 2.7).
 """
 
 from __future__ import annotations

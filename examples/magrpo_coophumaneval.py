@@ -19,10 +19,10 @@ CPU, SmolLM2-135M-Instruct (the defaults: 2 iterations, 1 problem each, G = 2,
 
     python examples/magrpo_coophumaneval.py
 
-measured at 11 min 20 s wall time on 2 CPU cores shared with other jobs (load
-average 6 to 9, ``--threads 1``); expect a few minutes on an idle machine.
-``--threads 1`` helps whenever the cores are shared: torch's threads otherwise
-wait on each other.
+measured at 3 min 10 s on 2 CPU cores (load average 2.4, torch's default
+threads), 11 min 20 s on the same cores shared with other jobs (load average 6
+to 9, ``--threads 1``). ``--threads 1`` helps whenever the cores are shared:
+torch's threads otherwise wait on each other.
 
 GPU, a real run with a code model (hundreds of iterations, G = 4, cross mode):
 
