@@ -60,6 +60,7 @@ __all__ = [
     "assemble_completion",
     "closing_tokens",
     "env_tokens_between",
+    "mask_runs",
 ]
 
 ENV_LOGPROB = 0.0
@@ -319,3 +320,32 @@ def assemble_completion(
         elif close_final_turn:
             out.extend(closing_tokens(tokenizer, turn, eos_token_ids=eos), None, 0)
     return out
+
+
+def mask_runs(
+    tokenizer: Any, completion_ids: Sequence[int], env_mask: Sequence[int]
+) -> list[tuple[int, int, str]]:
+    """A completion as its runs of trained and masked tokens, for people to read.
+
+    Returns:
+        ``(mask, num_tokens, text)`` per maximal run of equal ``env_mask``
+        values, in order: ``mask`` 1 for tokens the loss trains on (the agent's
+        own samples), 0 for context (what the environment said in between, and a
+        closing end of turn); ``text`` is the run decoded with its special tokens.
+
+    Raises:
+        ValueError: ``completion_ids`` and ``env_mask`` differ in length.
+    """
+    if len(completion_ids) != len(env_mask):
+        raise ValueError(
+            f"completion_ids has {len(completion_ids)} tokens but env_mask {len(env_mask)}: "
+            "pass one TRL completion's completion_ids and env_mask"
+        )
+    runs: list[tuple[int, int, str]] = []
+    start = 0
+    for end in range(1, len(env_mask) + 1):
+        if end == len(env_mask) or env_mask[end] != env_mask[start]:
+            ids = list(completion_ids[start:end])
+            runs.append((int(env_mask[start]), len(ids), _decode(tokenizer, ids)))
+            start = end
+    return runs

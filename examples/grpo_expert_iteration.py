@@ -54,14 +54,13 @@ Measured: the defaults take about 2.5 minutes on a 2-core CPU (144 s, load avera
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 from collections.abc import Sequence
-from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
 from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
+from baselines.grpo_assembly import mask_runs
 from baselines.models import DEFAULT_MODEL
 from baselines.report import write_report
 
@@ -79,16 +78,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-model", action="store_true", help="save the trained model too")
     return parser.parse_args(argv)
-
-
-def show_completion(tokenizer: Any, completion_ids: list[int], env_mask: list[int]) -> None:
-    """Print a completion as its runs of trained (env_mask 1) and masked (env_mask 0) tokens."""
-    runs = itertools.groupby(zip(completion_ids, env_mask, strict=True), key=lambda t: t[1])
-    for trained, run in runs:
-        ids = [token for token, _ in run]
-        label = "trained" if trained else "masked: context only"
-        print(f"--- env_mask {trained} ({label}), {len(ids)} tokens ---")
-        print(tokenizer.decode(ids, skip_special_tokens=False))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -124,7 +113,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\nOne episode of the last step as TRL saw it (reward {out['env_reward'][0]:g}):")
     print(f"--- prompt, {len(out['prompt_ids'][0])} tokens ---")
     print(tokenizer.decode(out["prompt_ids"][0], skip_special_tokens=False))
-    show_completion(tokenizer, out["completion_ids"][0], out["env_mask"][0])
+    for mask, size, text in mask_runs(tokenizer, out["completion_ids"][0], out["env_mask"][0]):
+        label = "trained" if mask else "masked: context only"
+        print(f"--- env_mask {mask} ({label}), {size} tokens ---")
+        print(text)
 
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     report = write_report(config.output_dir)

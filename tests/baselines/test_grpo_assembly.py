@@ -17,6 +17,7 @@ from baselines.grpo_assembly import (
     assemble_completion,
     closing_tokens,
     env_tokens_between,
+    mask_runs,
 )
 from baselines.policies import ChatRenderer
 
@@ -211,6 +212,30 @@ def test_assemble_three_turns_masks_env_tokens_and_untrained_turns(tokenizer):
         at += following
     assert at == n
     assert done.num_text_deltas == 0
+
+
+def test_mask_runs_reads_back_the_trained_and_masked_runs(tokenizer):
+    tok = tokenizer
+    chat = [SYSTEM, QUESTION]
+    first = [*encode(tok, "<a>5</a>"), special(tok, "<|im_end|>")]
+    second = encode(tok, "<a>4</a>")
+    turns = [
+        turn(tok, chat, first, "<a>5</a>", trained=False),
+        turn(tok, follow_up(chat, "<a>5</a>"), second, "<a>4</a>", "stop"),
+    ]
+    done = assemble_completion(tok, turns)
+
+    runs = mask_runs(tok, done.completion_ids, done.env_mask)
+    # attempt 1 (untrained) and the follow-up question are one masked run, then the
+    # trained answer, then the closing end of turn
+    assert [mask for mask, _, _ in runs] == [0, 1, 0]
+    assert sum(size for _, size, _ in runs) == len(done.completion_ids)
+    assert runs[0][2].startswith("<a>5</a><|im_end|>") and "Are you sure?" in runs[0][2]
+    assert runs[1][2] == "<a>4</a>" and runs[2][2] == "<|im_end|>"
+    assert "".join(text for _, _, text in runs) == decode(tok, done.completion_ids)
+    with pytest.raises(ValueError, match="has 2 tokens but env_mask 1"):
+        mask_runs(tok, [1, 2], [1])
+    assert mask_runs(tok, [], []) == []
 
 
 def test_assemble_without_turns_is_an_error(tokenizer):

@@ -9,6 +9,7 @@ linking a transcript page of that step, and the printed summary.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 TINY = ["--model", "tiny", "--steps", "1", "--max-tokens", "8", "--seed", "3"]
@@ -51,3 +52,22 @@ def test_grpo_expert_iteration(tmp_path, run_example):
     masked = out.index("--- env_mask 0")
     assert "Feedback on your answer" in out[masked:]
     assert out.index("--- env_mask 1") > masked
+
+
+def test_grpo_code_collab(tmp_path, run_example):
+    run_dir = tmp_path / "code_collab"
+    out = run_example(
+        "grpo_code_collab.py",
+        *TINY,
+        *["--generations", "2", "--turns", "2", "--output-dir", str(run_dir)],
+    ).stdout
+    page = check_run(run_dir, out)
+    # The whole group of the step's problem: the code per turn, the tests, the feedback.
+    assert page.count("<h2>") == 2 and "code_collab_v0 · HumanEval/" in page
+    assert "not_run: assert" in page or "passed: assert" in page or "failed (" in page
+    assert "Static and execution diagnostics" in page  # the feedback before turn 2
+    # The printed completion: turn 1 trained, the feedback masked, turn 2 trained.
+    assert [int(m) for m in re.findall(r"--- env_mask (\d)", out)][:3] == [1, 0, 1]
+    masked = out.index("--- env_mask 0")
+    assert "Static and execution diagnostics" in out[masked:]
+    assert re.search(r"step  return  pass_rate \(last turn\)\n +1 +-?[\d.]+ +[\d.]+", out)
