@@ -159,7 +159,26 @@ def plot_metrics(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list
     return written
 
 
+def _is_chat(value: Any) -> bool:
+    """A list of ``{"role", "content"}`` messages (a prompt, or a training context)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in value)
+    )
+
+
+def _chat_html(messages: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(
+        f"<b>{html.escape(str(m.get('role', '')))}</b>"
+        f"<pre>{html.escape(str(m.get('content', '')))}</pre>"
+        for m in messages
+    )
+
+
 def _value_html(value: Any) -> str:
+    if _is_chat(value):
+        return f"<details><summary>{len(value)} messages</summary>{_chat_html(value)}</details>"
     if isinstance(value, str):
         return (
             f"<pre>{html.escape(value)}</pre>"
@@ -193,10 +212,7 @@ def episode_html(record: Mapping[str, Any], heading: str = "") -> str:
             parts.append(f"<h3>Round {html.escape(str(current_round))}</h3>")
         details = dict(turn.get("details", {}))
         error = details.pop("parse_error", None) or details.pop("error", None)
-        prompt = "".join(
-            f"<b>{html.escape(m.get('role', ''))}</b><pre>{html.escape(m.get('content', ''))}</pre>"
-            for m in turn.get("prompt", [])
-        )
+        prompt = _chat_html(turn.get("prompt", []))
         error_html = f'<p class="error-text">{html.escape(str(error))}</p>' if error else ""
         parts.append(
             f'<div class="turn{" error" if error else ""}">'

@@ -73,3 +73,30 @@ def test_plots_put_evaluation_apart_and_split_large_groups(tmp_path):
     # evaluation has its own figure, not the training reward's; 40 panels make two figures
     assert [p.name for p in written] == ["eval.png", "env.png", "env_2.png"]
     assert all(p.stat().st_size > 5_000 for p in written)
+
+
+def test_a_training_context_shows_as_a_chat_not_as_json():
+    from baselines.report import episode_html
+
+    record = {
+        "title": "swap",
+        "turns": [
+            {
+                "agent": "solver",
+                "round": 2,
+                "prompt": [{"role": "user", "content": "What is 2 * 4?"}],
+                "text": "8",
+                "details": {
+                    "loss_weight": 1.0,
+                    "training_messages": [
+                        {"role": "user", "content": "What is <2> * 4?"},
+                        {"role": "assistant", "content": "15"},
+                    ],
+                },
+            }
+        ],
+    }
+    page = episode_html(record)
+    assert "<summary>2 messages</summary>" in page
+    assert "<b>assistant</b><pre>15</pre>" in page and "What is &lt;2&gt; * 4?" in page
+    assert '"role"' not in page  # not dumped as JSON
