@@ -60,6 +60,7 @@ __all__ = [
     "assemble_completion",
     "closing_tokens",
     "env_tokens_between",
+    "format_completion",
     "mask_runs",
 ]
 
@@ -349,3 +350,35 @@ def mask_runs(
             runs.append((int(env_mask[start]), len(ids), _decode(tokenizer, ids)))
             start = end
     return runs
+
+
+def format_completion(
+    tokenizer: Any,
+    prompt_ids: Sequence[int],
+    completion_ids: Sequence[int],
+    env_mask: Sequence[int],
+    *,
+    prompt_chars: int | None = None,
+) -> str:
+    """One TRL generation as text: its prompt, then each run of :func:`mask_runs` under a header.
+
+    Args:
+        tokenizer: the tokenizer that made the ids.
+        prompt_ids: one generation's prompt, as a rollout function hands it to
+            TRL (e.g. ``rollout.last_output["prompt_ids"][0]``).
+        completion_ids: that generation's completion.
+        env_mask: that completion's mask (1: trained, 0: context).
+        prompt_chars: show only the prompt's last this many characters (None: all).
+
+    Returns:
+        Lines ``--- prompt, N tokens ---`` and ``--- env_mask M (trained|masked:
+        context only), N tokens ---``, each followed by its decoded text.
+    """
+    prompt = _decode(tokenizer, prompt_ids)
+    cut = prompt_chars is not None and len(prompt) > prompt_chars
+    lines = [f"--- prompt, {len(prompt_ids)} tokens{' (its end)' if cut else ''} ---"]
+    lines.append(prompt[-prompt_chars:] if cut and prompt_chars else prompt)
+    for mask, size, text in mask_runs(tokenizer, completion_ids, env_mask):
+        label = "trained" if mask else "masked: context only"
+        lines += [f"--- env_mask {mask} ({label}), {size} tokens ---", text]
+    return "\n".join(lines)

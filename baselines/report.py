@@ -30,6 +30,7 @@ __all__ = [
     "EPISODES_DIR",
     "METRICS_FILE",
     "episode_html",
+    "first_and_last",
     "load_metrics",
     "main",
     "plot_metrics",
@@ -80,6 +81,25 @@ def load_metrics(path: str | Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number} is not JSON: {exc}") from exc
     return rows
+
+
+def first_and_last(rows: Sequence[Mapping[str, Any]], key: str) -> str:
+    """``"0.250 -> 0.500"``: a metric's first and last finite values in ``rows``.
+
+    ``"not logged"`` when no row has a finite value for ``key``.
+
+    Example:
+        >>> first_and_last([{"r": 0.25}, {}, {"r": float("nan")}, {"r": 0.5}], "r")
+        '0.250 -> 0.500'
+    """
+    values = [
+        float(row[key])
+        for row in rows
+        if isinstance(row.get(key), int | float)
+        and not isinstance(row[key], bool)
+        and math.isfinite(row[key])
+    ]
+    return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "not logged"
 
 
 def _group_of(name: str) -> str:

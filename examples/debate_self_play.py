@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from baselines.is_config import ISTrainerConfig
 from baselines.is_trainer import train
 from baselines.models import DEFAULT_MODEL
-from baselines.report import load_metrics, write_report
+from baselines.report import first_and_last, load_metrics, write_report
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -81,11 +81,6 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         seed=args.seed,
         output_dir=args.output_dir,
     )
-
-
-def first_and_last(rows: list[dict[str, float]], key: str) -> str:
-    values = [row[key] for row in rows if math.isfinite(row.get(key, math.nan))]
-    return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "not logged"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

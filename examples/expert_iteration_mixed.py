@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,7 +49,7 @@ from typing import Any
 from baselines.is_config import ISTrainerConfig
 from baselines.is_trainer import train
 from baselines.models import DEFAULT_MODEL
-from baselines.report import EPISODES_DIR, load_metrics, write_report
+from baselines.report import EPISODES_DIR, first_and_last, load_metrics, write_report
 
 DEFAULT_MIX = {"iid": 2, "answer_hint": 1, "two_turn_feedback": 1}
 # Help makes samples less like what the model does alone: hinted ones weigh half.
@@ -167,11 +166,6 @@ def show_context_swap(run_dir: Path, iteration: int = 0) -> None:
         show_messages("sampled on", turn["prompt"])
         show_messages("trained on", details.get("training_messages"))
         print(f"    completion (the same in both): {short(turn['text'])}")
-
-
-def first_and_last(rows: list[dict[str, float]], key: str) -> str:
-    values = [row[key] for row in rows if math.isfinite(row.get(key, math.nan))]
-    return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "not logged"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -60,7 +60,7 @@ from collections.abc import Sequence
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
 from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
-from baselines.grpo_assembly import mask_runs
+from baselines.grpo_assembly import format_completion
 from baselines.models import DEFAULT_MODEL
 from baselines.report import write_report
 
@@ -109,14 +109,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     out = rollout.last_output  # what the rollout function handed TRL at the last step
     assert out is not None
-    tokenizer = trainer.processing_class
     print(f"\nOne episode of the last step as TRL saw it (reward {out['env_reward'][0]:g}):")
-    print(f"--- prompt, {len(out['prompt_ids'][0])} tokens ---")
-    print(tokenizer.decode(out["prompt_ids"][0], skip_special_tokens=False))
-    for mask, size, text in mask_runs(tokenizer, out["completion_ids"][0], out["env_mask"][0]):
-        label = "trained" if mask else "masked: context only"
-        print(f"--- env_mask {mask} ({label}), {size} tokens ---")
-        print(text)
+    first = [out[key][0] for key in ("prompt_ids", "completion_ids", "env_mask")]
+    print(format_completion(trainer.processing_class, *first))
 
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     report = write_report(config.output_dir)

@@ -17,6 +17,7 @@ from baselines.grpo_assembly import (
     assemble_completion,
     closing_tokens,
     env_tokens_between,
+    format_completion,
     mask_runs,
 )
 from baselines.policies import ChatRenderer
@@ -236,6 +237,19 @@ def test_mask_runs_reads_back_the_trained_and_masked_runs(tokenizer):
     with pytest.raises(ValueError, match="has 2 tokens but env_mask 1"):
         mask_runs(tok, [1, 2], [1])
     assert mask_runs(tok, [], []) == []
+
+    text = format_completion(tok, done.prompt_ids, done.completion_ids, done.env_mask)
+    headers = [line for line in text.splitlines() if line.startswith("--- ")]
+    assert headers == [
+        f"--- prompt, {len(done.prompt_ids)} tokens ---",
+        f"--- env_mask 0 (masked: context only), {runs[0][1]} tokens ---",
+        f"--- env_mask 1 (trained), {runs[1][1]} tokens ---",
+        f"--- env_mask 0 (masked: context only), {runs[2][1]} tokens ---",
+    ]
+    assert "What is 2 + 2?" in text
+    tail = format_completion(tok, done.prompt_ids, [], [], prompt_chars=10)
+    prompt = decode(tok, done.prompt_ids)
+    assert tail.splitlines()[0].endswith("tokens (its end) ---") and tail.endswith(prompt[-10:])
 
 
 def test_assemble_without_turns_is_an_error(tokenizer):

@@ -100,3 +100,11 @@ def test_a_training_context_shows_as_a_chat_not_as_json():
     assert "<summary>2 messages</summary>" in page
     assert "<b>assistant</b><pre>15</pre>" in page and "What is &lt;2&gt; * 4?" in page
     assert '"role"' not in page  # not dumped as JSON
+
+
+def test_first_and_last_skips_missing_and_non_finite_values():
+    from baselines.report import first_and_last
+
+    rows = [{"x": 1}, {"r": float("inf")}, {"r": -0.5}, {"r": 0.125}, {"r": True}, {}]
+    assert first_and_last(rows, "r") == "-0.500 -> 0.125"
+    assert first_and_last(rows, "missing") == "not logged"
