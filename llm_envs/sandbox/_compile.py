@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from llm_envs.sandbox._harness import COMPARE_NAME, COMPARISONS, LENIENT_NAME, STRICT_NAME
+from llm_envs.sandbox._judge import COMPARE_NAME, COMPARISONS
 
 __all__ = [
     "COMPILE_IN_WORKER_LIMIT",
@@ -108,102 +108,26 @@ def _shown(caught: list[warnings.WarningMessage]) -> str:
 # --- test rewriting -------------------------------------------------------------------------
 
 
-def _wrap(name: str, node: ast.expr) -> ast.expr:
-    call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[node], keywords=[])
-    return ast.copy_location(call, node)
+class _AssertRewriter(ast.NodeTransformer):
+    """Rewrites ``assert a <op> b`` (at any depth) so that a failure says what the values were.
 
-
-class _ValueGuard(ast.NodeTransformer):
-    """Wraps every place in an assert's expression where a program-made value is used.
-
-    Operators and truth tests get the strict check (plain built-in values only);
-    values flowing into calls, attribute lookups, subscripts and iteration get
-    the lenient one (no type the program defined), and so does every call's
-    result.
+    ``assert f(3) == 5`` becomes ``assert __sandbox_compare__(f(3), 5, 0)``: the
+    judge's comparison remembers ``assert 6 == 5`` when it is false. This only
+    shapes the failure message; the tests run in the judge, where every value
+    the program returned is already plain data.
     """
 
-    def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        self.generic_visit(node)
-        node.left = _wrap(STRICT_NAME, node.left)
-        node.comparators = [_wrap(STRICT_NAME, value) for value in node.comparators]
-        return node
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
-        self.generic_visit(node)
-        node.left = _wrap(STRICT_NAME, node.left)
-        node.right = _wrap(STRICT_NAME, node.right)
-        return node
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
-        self.generic_visit(node)
-        node.operand = _wrap(STRICT_NAME, node.operand)
-        return node
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
-        self.generic_visit(node)
-        node.values = [_wrap(STRICT_NAME, value) for value in node.values]
-        return node
-
-    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
-        self.generic_visit(node)
-        node.test = _wrap(STRICT_NAME, node.test)
-        return node
-
-    def visit_Call(self, node: ast.Call) -> ast.expr:
-        self.generic_visit(node)
-        node.args = [
-            arg if isinstance(arg, ast.Starred) else _wrap(LENIENT_NAME, arg) for arg in node.args
-        ]
-        for keyword in node.keywords:
-            keyword.value = _wrap(LENIENT_NAME, keyword.value)
-        return _wrap(LENIENT_NAME, node)
-
-    def visit_Starred(self, node: ast.Starred) -> ast.expr:
-        self.generic_visit(node)
-        node.value = _wrap(LENIENT_NAME, node.value)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = _wrap(LENIENT_NAME, node.value)
-        return node
-
-    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            node.value = _wrap(LENIENT_NAME, node.value)
-        return node
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.comprehension:
-        self.generic_visit(node)
-        node.iter = _wrap(LENIENT_NAME, node.iter)
-        node.ifs = [_wrap(STRICT_NAME, condition) for condition in node.ifs]
-        return node
-
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:
-        self.generic_visit(node)
-        node.value = _wrap(LENIENT_NAME, node.value)
-        return node
-
-
-class _AssertRewriter(ast.NodeTransformer):
-    """Rewrites every ``assert`` (at any depth) so that it judges only checked values."""
-
     def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        self.generic_visit(node)
         test = node.test
         if node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1:
-            # `assert a == b` -> `assert __sandbox_compare__(a, b, 0)`: the comparison
-            # runs on checked values and a failure says what the values were.
-            guard = _ValueGuard()
-            operands = [guard.visit(test.left), guard.visit(test.comparators[0])]
             op = ast.Constant(_CMP_INDEX[type(test.ops[0])])
             call = ast.Call(
-                func=ast.Name(id=COMPARE_NAME, ctx=ast.Load()), args=[*operands, op], keywords=[]
+                func=ast.Name(id=COMPARE_NAME, ctx=ast.Load()),
+                args=[test.left, test.comparators[0], op],
+                keywords=[],
             )
             node.test = ast.copy_location(call, test)
-        else:
-            node.test = _wrap(STRICT_NAME, _ValueGuard().visit(test))
         return node
 
 
@@ -213,10 +137,13 @@ class PreparedTests(NamedTuple):
     Attributes:
         setup: the setup's code object.
         tests: one code object per test snippet.
+        names: every name the setup and tests load (globals, and attribute names:
+            a superset), which the judge asks the program about.
     """
 
     setup: types.CodeType
     tests: tuple[types.CodeType, ...]
+    names: frozenset[str]
 
 
 def _parse(source: str, where: str) -> ast.Module:
@@ -252,18 +179,33 @@ def _compile_rewritten(source: str, where: str) -> types.CodeType:
     return code
 
 
-def prepare_tests(setup: str, tests: Sequence[str]) -> PreparedTests:
-    """Parse, rewrite and compile a setup and its tests.
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
 
-    Every ``assert`` is rewritten so that it judges only checked values (see
-    :mod:`llm_envs.sandbox._harness`); the sources themselves are not changed.
+
+def prepare_tests(setup: str, tests: Sequence[str]) -> PreparedTests:
+    """Parse, rewrite and compile a setup and its tests; the names they use.
+
+    Every ``assert a <op> b`` is rewritten so that its failure message shows the
+    values (see :class:`_AssertRewriter`); the sources themselves are not changed.
 
     Raises:
         ValueError: naming the snippet that is not valid Python.
+
+    Example:
+        >>> prepared = prepare_tests("candidate = add", ["assert candidate(1, 2) == 3"])
+        >>> sorted(prepared.names)
+        ['__sandbox_compare__', 'add', 'candidate']
     """
-    return PreparedTests(
-        setup=_compile_rewritten(setup, "setup"),
-        tests=tuple(
-            _compile_rewritten(test, f"tests[{index}]") for index, test in enumerate(tests)
-        ),
+    setup_code = _compile_rewritten(setup, "setup")
+    test_codes = tuple(
+        _compile_rewritten(test, f"tests[{index}]") for index, test in enumerate(tests)
     )
+    names = _names(setup_code)
+    for code in test_codes:
+        names |= _names(code)
+    return PreparedTests(setup=setup_code, tests=test_codes, names=frozenset(names))

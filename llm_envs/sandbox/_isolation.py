@@ -36,6 +36,7 @@ import sysconfig
 from typing import Any, NamedTuple
 
 __all__ = [
+    "DENIED_SYSCALLS",
     "ChildrenListing",
     "LandlockPaths",
     "NamespaceState",
@@ -245,7 +246,8 @@ def mount_private_proc_and_tmp(scratch: str, size_bytes: int) -> bool:
     if libc_mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return False
     proc_ok = libc_mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) == 0
-    options = f"size={size_bytes},mode=0755".encode()
+    # The inode cap bounds what a run can leave behind (and what cleaning it costs).
+    options = f"size={size_bytes},nr_inodes=16384,mode=0755".encode()
     tmp_ok = libc_mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
     return proc_ok and tmp_ok
 
@@ -481,15 +483,44 @@ _SYSCALLS = {
         0xC000003E,
         {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
          "rt_tgsigqueueinfo": 297, "fcntl": 72, "ptrace": 101, "process_vm_readv": 310,
-         "process_vm_writev": 311, "pidfd_send_signal": 424, "pidfd_getfd": 438},
+         "process_vm_writev": 311, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+         "socket": 41, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
+         "semget": 64, "mq_open": 240, "io_uring_setup": 425, "userfaultfd": 323,
+         "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
+         "perf_event_open": 298},
     ),
     "aarch64": (
         0xC00000B7,
         {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
          "rt_tgsigqueueinfo": 240, "fcntl": 25, "ptrace": 117, "process_vm_readv": 270,
-         "process_vm_writev": 271, "pidfd_send_signal": 424, "pidfd_getfd": 438},
+         "process_vm_writev": 271, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+         "socket": 198, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186,
+         "semget": 190, "mq_open": 180, "io_uring_setup": 425, "userfaultfd": 282,
+         "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
+         "perf_event_open": 241},
     ),
 }  # fmt: skip
+#: Syscalls no run may make, whatever else confines it: new sockets of any family
+#: (pathname unix sockets reach services outside the run; socketpair() stays allowed),
+#: memory outside the address-space limit that outlives or escapes it (memfd, SysV
+#: and POSIX IPC objects, keys), and interfaces that bypass or widen the filter
+#: (io_uring, BPF, perf events, userfaultfd).
+DENIED_SYSCALLS = (
+    "socket",
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "msgget",
+    "semget",
+    "mq_open",
+    "io_uring_setup",
+    "userfaultfd",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "bpf",
+    "perf_event_open",
+)
 
 
 def _signal_filter(
@@ -511,7 +542,7 @@ def _signal_filter(
         code.append((_BPF_JSET_K, _X32_SYSCALL_BIT, "deny", None))
     for name in ("tkill", "pidfd_send_signal", "pidfd_getfd", "ptrace"):
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
-    for name in ("process_vm_readv", "process_vm_writev"):
+    for name in ("process_vm_readv", "process_vm_writev", *DENIED_SYSCALLS):
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
     code.append((_BPF_JEQ_K, numbers["kill"], "kill", None))
     for name in ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
@@ -562,8 +593,9 @@ def install_signal_filter(*, allow: list[int] | None = None, deny: list[int] | N
     targets and to the caller's own process group (``kill(0)``). With ``deny`` (the
     spawner, protecting itself from the runs it forks), signals may go anywhere
     but there (include -1: ``kill(-1)`` reaches every process allowed). Both
-    refuse ptrace, process_vm_readv/writev, pidfd_getfd, pidfd_send_signal, tkill
-    and ``fcntl(F_SETOWN)`` (SIGIO to another process). Requires ``no_new_privs``.
+    refuse ptrace, process_vm_readv/writev, pidfd_getfd, pidfd_send_signal, tkill,
+    ``fcntl(F_SETOWN)`` (SIGIO to another process) and every syscall in
+    :data:`DENIED_SYSCALLS`. Requires ``no_new_privs``.
 
     Returns:
         Whether the filter is installed (False on an unknown architecture or

@@ -33,6 +33,7 @@ never write anything to stdout except reply frames.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import gc
@@ -52,7 +53,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from llm_envs.sandbox import _harness, _isolation
+from llm_envs.sandbox import _isolation, _judge, _program
 
 if TYPE_CHECKING:
     from llm_envs.sandbox._compile import CompiledProgram, PreparedTests
@@ -102,30 +103,31 @@ _OWN_MODULES = (
     "llm_envs",
     "llm_envs.sandbox",
     "llm_envs.sandbox._worker",
-    "llm_envs.sandbox._harness",
+    "llm_envs.sandbox._program",
+    "llm_envs.sandbox._judge",
+    "llm_envs.sandbox._wire",
     "llm_envs.sandbox._isolation",
     "llm_envs.sandbox._compile",
-    "ctypes",
-    "_ctypes",
-    "ctypes._endian",
 )
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _SANDBOX_UID_BASE = 2_000_000_000
 _FALLBACK_UID = 65534  # nobody
-_RECORD_BYTES = 20_000
 _OPEN_FILES = 256
 _PREPARED_CACHE_SIZE = 2048
 _JOB_PIPE_BYTES = 1 << 20
-_FIRST_READ_BYTES = 64 * 1024  # most jobs (program, tests, marshalled) are a few KiB
+#: The most entries a run's directory may hold for the worker to clean it; a run
+#: that leaves more (or a tree the worker cannot delete) retires its worker.
+_CLEANUP_BUDGET = 50_000
 
 # The spawner's (and so every run's) descriptors. 0-2 are stdin (/dev/null) and
-# the run's stdout and stderr files; RESULT_FD (3) its records file.
-_JOB_FD = 4  # the job pipe's read end
+# the run's stdout and stderr files; REPLY_FD (3) the reply pipe's write end.
+_JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the judge's calls
 _STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
 _NESTED_RULESET_FD = 6
 _FIRST_FREE_FD = 7
 _KILL_GRACE_MS = 10_000  # how long a killed run may take to exit
 _INT = struct.Struct("<i")
-_JOB_HEADER = struct.Struct("<ii")
+_JOB_HEADER = struct.Struct("<I")
 
 
 def _format_exception(limit: int) -> str:
@@ -171,20 +173,51 @@ def _receive(fd: int) -> dict[str, Any] | None:
     }
 
 
-def _remove_tree_contents(directory: str) -> None:
-    """Delete everything in ``directory``, even entries a run made unreadable."""
+def _clean_directory(directory: str, budget: int = _CLEANUP_BUDGET) -> bool:
+    """Delete everything in ``directory``; whether that worked within ``budget`` entries.
+
+    A run may leave any tree behind: thousands of nested directories, names of
+    255 bytes, paths far longer than ``PATH_MAX``, directories without
+    permissions. The walk is iterative and relative to one open directory at a
+    time (never a path longer than one name), and it gives up, rather than
+    hang or raise, on a tree larger than ``budget`` entries.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        entries = list(os.scandir(directory))
-    except PermissionError:
         os.chmod(directory, 0o700)
-        entries = list(os.scandir(directory))
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            os.chmod(entry.path, 0o700)
-            _remove_tree_contents(entry.path)
-            os.rmdir(entry.path)
-        else:
-            os.unlink(entry.path)
+        fd = os.open(directory, flags)
+    except OSError:
+        return False
+    descended: list[str] = []  # the names from `directory` down to where fd is
+    try:
+        while True:
+            subdirectory = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    budget -= 1
+                    if budget < 0:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirectory = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if subdirectory is not None:
+                os.chmod(subdirectory, 0o700, dir_fd=fd)  # (a directory: no link to follow)
+                child = os.open(subdirectory, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                descended.append(subdirectory)
+                continue
+            if not descended:
+                return True
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(descended.pop(), dir_fd=fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _describe_exit(status: int) -> str:
@@ -203,31 +236,6 @@ def _describe_exit(status: int) -> str:
         f"the process exited with code {os.waitstatus_to_exitcode(status)} before its tests "
         "finished (os._exit or a crash)"
     )
-
-
-def _read_job(capacity: int) -> tuple[memoryview, memoryview]:
-    """Wait for one job on the job pipe; its two marshalled parts (see ``Worker.run``).
-
-    The worker writes a job with one ``write``, which a reader usually receives
-    whole: one ``read`` (of at most ``capacity`` bytes), more only when it came in
-    parts. (A buffer as large as the pipe would cost a large allocation per run.)
-    """
-    data = os.read(_JOB_FD, min(capacity, _FIRST_READ_BYTES))
-    if len(data) < _JOB_HEADER.size:
-        rest = _read_exact(_JOB_FD, _JOB_HEADER.size - len(data))
-        if rest is None:
-            os._exit(73)  # the worker is gone
-        data += rest
-    head_size, tests_size = _JOB_HEADER.unpack_from(data)
-    missing = _JOB_HEADER.size + head_size + tests_size - len(data)
-    if missing > 0:
-        rest = _read_exact(_JOB_FD, missing)
-        if rest is None:
-            os._exit(73)
-        data += rest
-    view = memoryview(data)
-    middle = _JOB_HEADER.size + head_size
-    return view[_JOB_HEADER.size : middle], view[middle:]
 
 
 def _open_pidfd(pid: int) -> int:
@@ -348,19 +356,26 @@ class Worker:
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.stdout_fd = os.memfd_create("sandbox-stdout")
         self.stderr_fd = os.memfd_create("sandbox-stderr")
-        self.results_fd = os.memfd_create("sandbox-results")
         # Appending (set again before every run, which can clear it): a run and the
         # processes it forks share these files' offset, and a memfd's writes do not
         # serialize on it; without O_APPEND two concurrent writers land at the same
-        # offset and one's records are overwritten.
-        self.append_flags = fcntl.fcntl(self.results_fd, fcntl.F_GETFL) | os.O_APPEND
+        # offset and one's output is overwritten.
+        self.append_flags = fcntl.fcntl(self.stdout_fd, fcntl.F_GETFL) | os.O_APPEND
+        # The run's job, then the judge's calls, go down the job pipe; the run's
+        # messages come back up the reply pipe. The worker's ends never block: the
+        # judge waits on them with the run's deadline.
         self.job_read, self.job_write = os.pipe()
-        # (Where the system's maximum is lower, jobs are limited to what fits.)
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(self.job_write, fcntl.F_SETPIPE_SZ, _JOB_PIPE_BYTES)
-        self.job_capacity = fcntl.fcntl(self.job_write, fcntl.F_GETPIPE_SZ) - _JOB_HEADER.size
-        # Compiled test suites, marshalled once: a suite is typically run many times.
-        self.prepared: OrderedDict[tuple[str, tuple[str, ...]], bytes] = OrderedDict()
+        self.reply_read, self.reply_write = os.pipe()
+        for fd in (self.job_write, self.reply_read):
+            with contextlib.suppress(OSError):  # (where the system's maximum is lower)
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _JOB_PIPE_BYTES)
+            os.set_blocking(fd, False)
+        # Compiled test suites: a suite is typically run many times.
+        self.prepared: OrderedDict[tuple[str, tuple[str, ...]], PreparedTests] = OrderedDict()
+        # The run's deadline interrupts the judge's own work too (decoding a huge
+        # value, a test's loop over what the program returned).
+        self.alarm_armed = False
+        signal.signal(signal.SIGALRM, self._on_alarm)
         self.protections = {
             "pid_namespace": self.namespaces.pid,
             "network_namespace": self.namespaces.net,
@@ -376,7 +391,6 @@ class Worker:
             "process_limit": self.nproc_limit is not None,
         }
         self.max_fd = os.sysconf("SC_OPEN_MAX")
-        _harness.build_module_snapshot(_OWN_MODULES)
         # Objects that exist now are never collected: the runs' garbage collector
         # then leaves their pages alone instead of copying them.
         gc.collect()
@@ -394,6 +408,14 @@ class Worker:
         self.prepare_tests: Callable[[str, tuple[str, ...]], PreparedTests] = _compile.prepare_tests
         self.compile_program: Callable[[str], CompiledProgram] = _compile.compile_program
         self.compile_limit = _compile.COMPILE_IN_WORKER_LIMIT
+        #: Set when a run left a directory this worker could not clean: it answers
+        #: that run, then exits, and the pool starts a fresh one.
+        self.retiring = False
+
+    def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.alarm_armed:
+            self.alarm_armed = False
+            raise _judge.RunTimeout
 
     # --- start-up --------------------------------------------------------------------------
 
@@ -477,11 +499,12 @@ class Worker:
         _isolation.set_parent_death_signal()
         if os.getppid() != self.pid:
             os._exit(1)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
         layout = [
             (self.devnull, 0),
             (self.stdout_fd, 1),
             (self.stderr_fd, 2),
-            (self.results_fd, _harness.RESULT_FD),
+            (self.reply_write, _program.REPLY_FD),
             (self.job_read, _JOB_FD),
             (status_write, _STATUS_FD),
         ]
@@ -528,10 +551,10 @@ class Worker:
             guard.append(-os.getpgid(0))
         nested = not _isolation.install_signal_filter(deny=guard)
 
-        _harness.prepare_process(_OWN_MODULES)
-        # Specialize the harness's code here, once, rather than in every run (records
-        # go to /dev/null); then make what it left permanent for the collector.
-        _harness.warm_up(0)
+        _program.prepare_process(_OWN_MODULES)
+        # Specialize the run's code here, once, rather than in every run; then make
+        # what it left permanent for the collector.
+        _program.warm_up()
         gc.collect()
         gc.freeze()
         # Every run starts from this state (runs fork without at-fork handlers, which
@@ -576,10 +599,9 @@ class Worker:
             os._exit,
         )
         loads, setrlimit, cpu_limit = marshal.loads, resource.setrlimit, resource.RLIMIT_CPU
-        new_job, child_job, run_child = tuple.__new__, _harness.ChildJob, _harness.run_child
+        serve, unpack_header, header_size = _program.serve, _JOB_HEADER.unpack, _JOB_HEADER.size
         dies_with_spawner = not self.namespaces.pid
         set_death_signal = _isolation.set_parent_death_signal
-        job_size = self.job_capacity + _JOB_HEADER.size
         has_nested_ruleset = self.nested_ruleset_fd is not None
         enter_nested = nested and has_nested_ruleset
         restrict_self = _isolation.restrict_self
@@ -595,10 +617,11 @@ class Worker:
                     if getppid() != spawner:
                         exit_(71)  # the spawner died between fork and prctl
                 close(_STATUS_FD)
-                head, tests = _read_job(job_size)
-                close(_JOB_FD)
-                program, notes, entry_point, token, recursion_limit, cpu_seconds = loads(head)
-                setup, test_codes = loads(tests)
+                header = _read_exact(_JOB_FD, header_size)
+                data = _read_exact(_JOB_FD, unpack_header(header)[0]) if header else None
+                if data is None:
+                    exit_(73)  # the worker is gone
+                program, notes, names, recursion_limit, cpu_seconds = loads(data)
                 setrlimit(cpu_limit, (cpu_seconds, cpu_seconds))
                 if enter_nested:
                     restrict_self(_NESTED_RULESET_FD)
@@ -606,13 +629,10 @@ class Worker:
                     signal_filter.install(getpid())
                 if has_nested_ruleset:
                     close(_NESTED_RULESET_FD)
-                job = new_job(
-                    child_job,
-                    (program, notes, setup, test_codes, entry_point, token, recursion_limit),
-                )
+                job = (program, notes, names, recursion_limit)
             except BaseException:
                 exit_(72)
-            run_child(job)
+            serve(job)
 
         return run_main
 
@@ -639,13 +659,14 @@ class Worker:
             except Exception:
                 reply = {"internal_error": _format_exception(5)}
             _send(self.proto_out, reply)
+            if self.retiring:
+                return
 
-    def _prepare(self, setup: str, tests: tuple[str, ...]) -> bytes:
+    def _prepare(self, setup: str, tests: tuple[str, ...]) -> PreparedTests:
         key = (setup, tests)
         prepared = self.prepared.get(key)
         if prepared is None:
-            compiled = self.prepare_tests(setup, tests)
-            prepared = marshal.dumps((compiled.setup, compiled.tests))
+            prepared = self.prepare_tests(setup, tests)
             self.prepared[key] = prepared
             if len(self.prepared) > _PREPARED_CACHE_SIZE:
                 self.prepared.popitem(last=False)
@@ -654,13 +675,14 @@ class Worker:
         return prepared
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run one program against its tests in a fresh confined process."""
+        """Run one program in a fresh confined process and judge it against its tests here."""
         tests = tuple(request["tests"])
         try:
             prepared = self._prepare(request["setup"], tests)
         except ValueError as error:
             return {"invalid": str(error)}
         timeout = float(request["timeout"])
+        entry_point: str | None = request["entry_point"]
         source: str = request["program"]
         program: str | types.CodeType = source
         notes = ""
@@ -671,29 +693,21 @@ class Worker:
             if compiled.code is None:
                 return self._not_compiled(len(tests), compiled)
             program, notes = compiled.code, compiled.warnings
-        token = os.urandom(12).hex()
-        head = marshal.dumps(
-            (
-                program,
-                notes,
-                request["entry_point"],
-                token,
-                sys.getrecursionlimit(),
-                math.ceil(timeout) + 1,
-            )
+        # What the tests may take from the program: the names they use, except that a
+        # program's `len = ...` never reaches them (MBPP/126's entry point is `sum`).
+        wanted = frozenset(
+            name for name in prepared.names if name not in _BUILTIN_NAMES or name == entry_point
         )
-        data = _JOB_HEADER.pack(len(head), len(prepared)) + head + prepared
-        if len(data) > self.job_capacity:
-            return {
-                "invalid": f"the program and its tests take {len(data)} bytes compiled; "
-                f"the limit is {self.job_capacity}"
-            }
-        for fd in (self.stdout_fd, self.stderr_fd, self.results_fd):
+        recursion_limit = sys.getrecursionlimit()
+        data = marshal.dumps(
+            (program, notes, tuple(sorted(wanted)), recursion_limit, math.ceil(timeout) + 1)
+        )
+        job = _JOB_HEADER.pack(len(data)) + data
+        for fd in (self.stdout_fd, self.stderr_fd):
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             fcntl.fcntl(fd, fcntl.F_SETFL, self.append_flags)
-        _remove_tree_contents(self.run_dir)
-        os.chmod(self.run_dir, 0o700)
+        self._drain_replies()
         child = self._waiting_run()
         if child is None:
             return {
@@ -701,17 +715,38 @@ class Worker:
                 "error": "the sandbox could not start a process for this run",
                 "outcomes": [["not_run", None, None]] * len(tests),
             }
-        # Waiting on the run's own exit (a pidfd) rather than on the spawner's report
-        # of it saves a process hand-off per run; the report is read when needed.
         pidfd = _open_pidfd(child)
         started = time.monotonic()
-        os.write(self.job_write, data)
-        timed_out = self._wait(child, pidfd, started + timeout)
-        duration = time.monotonic() - started
-        self._kill_leftovers(child)
-        reply = self._read_records(
-            token, child, len(tests), timed_out, lambda: self._exit_status(child), timeout
+        # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
+        channel = _judge.Channel(
+            self.job_write,
+            self.reply_read,
+            pidfd if pidfd >= 0 else self.status_read,
+            started + timeout,
+            lambda: _kill_run(child),
         )
+        try:
+            self.alarm_armed = True
+            signal.setitimer(signal.ITIMER_REAL, timeout + 0.05)
+            try:
+                result = _judge.judge(
+                    channel, job, prepared.setup, prepared.tests, wanted, recursion_limit
+                )
+            finally:
+                self.alarm_armed = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _judge.RunTimeout:  # (the alarm, between the judge's own steps)
+            result = _judge.JudgeResult(
+                "timeout", None, [["not_run", None, None]] * len(tests), "in the judge"
+            )
+        duration = time.monotonic() - started
+        _kill_run(child)
+        if pidfd >= 0:
+            # The run is killed; wait for its exit so that its output is complete.
+            select.select([pidfd], [], [], _KILL_GRACE_MS / 1000)
+            os.close(pidfd)
+        self._kill_leftovers(child)
+        reply = self._reply(result, child, timeout)
         stdout, stdout_cut = self._read_output(self.stdout_fd)
         stderr, stderr_cut = self._read_output(self.stderr_fd)
         reply.update(
@@ -720,7 +755,38 @@ class Worker:
             output_truncated=stdout_cut or stderr_cut,
             duration=duration,
         )
+        if not _clean_directory(self.run_dir):
+            # A tree this worker cannot delete would reach the next run: this run gets
+            # its report, and a fresh worker (with a fresh directory) takes its place.
+            self.retiring = True
+            reply["retire"] = True
         return reply
+
+    def _drain_replies(self) -> None:
+        """Drop anything left in the reply pipe (a previous run's last words)."""
+        while True:
+            try:
+                if not os.read(self.reply_read, 1 << 16):
+                    return
+            except BlockingIOError:
+                return
+
+    def _reply(self, result: _judge.JudgeResult, child: int, timeout: float) -> dict[str, Any]:
+        """The reply for the pool: the judge's verdict, with how a run that ended early did."""
+        status, error, outcomes = result.status, result.error, result.outcomes
+        stage = result.stage or ""
+        if status == "timeout":
+            error = f"timed out after {timeout:g} s {stage}"
+        elif status == "killed":
+            if result.ended is not None and result.ended != _judge.DIED:
+                how = result.ended
+            else:
+                how = _describe_exit(self._exit_status(child))
+            error = f"{how} ({stage})"
+            for outcome in outcomes:
+                if outcome[1] == "ProcessDied":
+                    outcome[2] = how
+        return {"status": status, "error": error, "outcomes": outcomes}
 
     def _not_compiled(self, total: int, compiled: CompiledProgram) -> dict[str, Any]:
         """The reply for a program that does not compile: nothing was run."""
@@ -747,25 +813,6 @@ class Worker:
             # The spawner died (a run of a previous job killed it): start a new one.
             self._restart_spawner()
         return None
-
-    def _wait(self, child: int, pidfd: int, deadline: float) -> bool:
-        """Wait for the run to exit until ``deadline`` (then kill it); whether it timed out."""
-        # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
-        watched = pidfd if pidfd >= 0 else self.status_read
-        poller = select.poll()
-        poller.register(watched, select.POLLIN)
-        timed_out = False
-        try:
-            while not poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000))):
-                if time.monotonic() >= deadline:
-                    timed_out = True
-                    _kill_run(child)
-                    poller.poll(_KILL_GRACE_MS)
-                    break
-        finally:
-            if pidfd >= 0:
-                os.close(pidfd)
-        return timed_out
 
     def _exit_status(self, child: int) -> int:
         """The wait status of the latest run, from the spawner's report (read once)."""
@@ -816,84 +863,6 @@ class Worker:
         size = os.fstat(fd).st_size
         data = os.pread(fd, min(size, self.output_limit), 0)
         return data.decode("utf-8", "replace"), size > self.output_limit
-
-    def _read_records(
-        self,
-        token: str,
-        child: int,
-        total: int,
-        timed_out: bool,
-        exit_status: Callable[[], int],
-        timeout: float,
-    ) -> dict[str, Any]:
-        """Turn the run's authenticated records into statuses (see ``run_child`` for the format)."""
-        size = os.fstat(self.results_fd).st_size
-        data = os.pread(self.results_fd, min(size, (total + 8) * _RECORD_BYTES), 0)
-        prefix = f"{token} {child} ".encode()
-        outcomes: list[list[Any] | None] = [None] * total
-        phase = "start"
-        program_status: str | None = None
-        error: str | None = None
-        next_test = 0
-        for line in data.split(b"\n"):
-            if not line.startswith(prefix):
-                continue
-            parts = line.split(b" ")
-            if len(parts) != 6:
-                continue
-            try:
-                kind = parts[2].decode()
-                index = int(parts[3])
-                error_type = bytes.fromhex(parts[4].decode()).decode() if parts[4] != b"-" else ""
-                message = bytes.fromhex(parts[5].decode()).decode() if parts[5] != b"-" else ""
-            except ValueError:
-                continue
-            if phase == "start":
-                if kind == "P":
-                    program_status, error = "syntax_error", f"{error_type}: {message}"
-                    phase = "end"
-                elif kind == "E":
-                    program_status, error = "load_error", f"{error_type}: {message}"
-                    phase = "end"
-                elif kind == "L":
-                    phase = "loaded"
-            elif phase == "loaded":
-                if kind == "F":
-                    program_status = "load_error"
-                    error = f"the test setup raised {error_type}: {message}"
-                    phase = "end"
-                elif kind == "S":
-                    phase = "tests"
-            elif phase == "tests":
-                if kind in ("T", "X") and index == next_test and next_test < total:
-                    passed = kind == "T"
-                    outcomes[index] = (
-                        ["passed", None, None] if passed else ["failed", error_type, message]
-                    )
-                    next_test += 1
-                elif kind == "D" and next_test == total:
-                    program_status = "ok"
-                    phase = "end"
-        if program_status is None:
-            stage = {"start": "while loading the program", "loaded": "in the test setup"}.get(
-                phase, f"in tests[{next_test}]"
-            )
-            if timed_out:
-                program_status = "timeout"
-                error = f"timed out after {timeout:g} s {stage}"
-                if phase == "tests" and next_test < total:
-                    outcomes[next_test] = ["timeout", None, None]
-            else:
-                program_status = "killed"
-                how = _describe_exit(exit_status())
-                error = f"{how} ({stage})"
-                if phase == "tests" and next_test < total:
-                    outcomes[next_test] = ["failed", "ProcessDied", how]
-        return {
-            "status": program_status,
-            "error": error,
-            "outcomes": [outcome or ["not_run", None, None] for outcome in outcomes],
-        }
 
 
 def main(config_json: str) -> None:

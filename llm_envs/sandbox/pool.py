@@ -61,6 +61,8 @@ __all__ = [
 
 #: Seconds of wall-clock time a run may take unless told otherwise.
 DEFAULT_TIMEOUT = 5.0
+#: The longest program (in characters) a pool runs unless told otherwise.
+DEFAULT_MAX_PROGRAM_CHARS = 1 << 20
 # Slack on top of a run's own timeout before the pool gives up on a silent worker:
 # the worker enforces the timeout itself, so this only fires if the worker hangs.
 _WORKER_GRACE = 10.0
@@ -159,6 +161,7 @@ class _Request(NamedTuple):
     payload: bytes
     timeout: float
     total: int
+    oversized: str | None = None  # why the program is not run (too large)
 
 
 class _WorkerProcess:
@@ -316,6 +319,8 @@ class Sandbox:
         landlock: use Landlock where the kernel has it (turn off to let programs
             read and write wherever the uid allows).
         start_timeout: seconds to wait for a worker to start.
+        max_program_chars: the longest program the pool runs; a longer one gets a
+            ``LOAD_ERROR`` report without running (it is an outcome, never an error).
 
     Raises:
         SandboxError: on a non-Linux system, or when a worker cannot start.
@@ -340,6 +345,7 @@ class Sandbox:
         namespaces: bool = True,
         landlock: bool = True,
         start_timeout: float = 60.0,
+        max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     ) -> None:
         if not sys.platform.startswith("linux"):
             raise SandboxError(f"llm_envs.sandbox needs Linux, not {sys.platform!r}")
@@ -349,6 +355,7 @@ class Sandbox:
         self.timeout = _check_timeout(timeout)
         self.memory_mb = _check_positive_int(memory_mb, "memory_mb")
         self.output_limit = _check_positive_int(output_limit, "output_limit")
+        self.max_program_chars = _check_positive_int(max_program_chars, "max_program_chars")
         self._config = {
             "memory_mb": self.memory_mb,
             "file_size_mb": _check_positive_int(file_size_mb, "file_size_mb"),
@@ -485,11 +492,19 @@ class Sandbox:
         if not requests:
             return []
         reports: list[TestReport | BaseException | None] = [None] * len(requests)
-        slots = self._acquire(len(requests))
-        try:
-            self._dispatch(slots, requests, reports)
-        finally:
-            self._release(slots)
+        # A program too large to run is an outcome of its own, decided here.
+        for index, request in enumerate(requests):
+            if request.oversized is not None:
+                reports[index] = self._failed_report(
+                    request, ProgramStatus.LOAD_ERROR, request.oversized
+                )
+        pending = [index for index, request in enumerate(requests) if request.oversized is None]
+        if pending:
+            slots = self._acquire(len(pending))
+            try:
+                self._dispatch(slots, requests, reports, pending)
+            finally:
+                self._release(slots)
         for report in reports:
             if isinstance(report, BaseException):
                 raise report
@@ -533,6 +548,12 @@ class Sandbox:
             )
         run_timeout = self.timeout if timeout is None else _check_timeout(timeout)
         self._check_syntax(setup, tests, where)
+        if len(program) > self.max_program_chars:
+            why = (
+                f"the program is {len(program):,} characters long; the sandbox runs programs "
+                f"of at most {self.max_program_chars:,} (Sandbox(max_program_chars=...))"
+            )
+            return _Request(b"", run_timeout, len(tests), why)
         # Requests are marshalled (the worker trusts this process); replies are JSON.
         payload = marshal.dumps((program, tests, setup, run_timeout, entry_point))
         return _Request(struct.pack(">I", len(payload)) + payload, run_timeout, len(tests))
@@ -614,10 +635,11 @@ class Sandbox:
         slots: list[_Slot],
         requests: list[_Request],
         reports: list[TestReport | BaseException | None],
+        pending: list[int],
     ) -> None:
         flights: dict[int, _Flight] = {}  # worker stdout fd -> what that worker is doing
         try:
-            self._dispatch_loop(slots, requests, reports, flights)
+            self._dispatch_loop(slots, requests, reports, flights, pending)
         except BaseException:
             # A worker still busy would later answer the wrong request: stop it (its
             # slot restarts one on next use).
@@ -633,8 +655,9 @@ class Sandbox:
         requests: list[_Request],
         reports: list[TestReport | BaseException | None],
         flights: dict[int, _Flight],
+        pending: list[int],
     ) -> None:
-        queue = deque(range(len(requests)))
+        queue = deque(pending)
         free = list(slots)
         with selectors.DefaultSelector() as selector:
             while queue or flights:
@@ -683,13 +706,23 @@ class Sandbox:
                         )
                         queue.extendleft(reversed(flight.jobs))  # queued, never started
                         continue
+                    retired = False
                     for message in messages:
                         job = flight.jobs.popleft()
                         flight.queued_bytes -= len(requests[job].payload)
                         reports[job] = self._report(message, requests[job])
+                        if message.get("retire"):
+                            # The worker could not clean up after this run and exits:
+                            # what was queued behind it goes to a fresh worker.
+                            retired = True
+                            break
                         if flight.jobs:
                             timeout = requests[flight.jobs[0]].timeout
                             flight.deadline = time.monotonic() + timeout + _WORKER_GRACE
+                    if retired:
+                        self._ground(flight, selector, flights, free, queue)
+                        queue.extendleft(reversed(flight.jobs))
+                        continue
                     if not flight.jobs:
                         selector.unregister(flight.worker.stdout_fd)
                         del flights[flight.worker.stdout_fd]

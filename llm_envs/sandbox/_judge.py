@@ -1,0 +1,504 @@
+"""The judge: runs the trusted setup and tests in the worker, calling the program through proxies.
+
+The tests and the setup come from the data set; the program does not. So the
+tests run here, in the worker's process, which the program cannot reach, and
+every name a test uses that the program defines (the entry point,
+``candidate`` through the setup's ``candidate = f``, a helper) is bound to a
+proxy: calling it sends the arguments to the program's run
+(:mod:`llm_envs.sandbox._program`) and returns what the program's function
+returned, rebuilt from plain data by the strict decoder of :mod:`._wire`. A
+test therefore only ever compares, sorts, hashes or prints the judge's own
+objects, and a pass is decided by the judge's own ``assert``.
+
+What the program can do is exactly what it could do honestly: return values,
+raise exceptions (which become exceptions of the call, of the same builtin
+type where there is one, carrying only the text of the original), change the
+mutable arguments of a call (the changed values come back and are written into
+the judge's objects), take time, or die. A run that dies, times out, or writes
+anything that is not a well-formed message ends the run: the test in progress
+fails or times out and the later ones do not run.
+
+Names the setup defines win over the program's: the prompt's helpers that the
+tests call (HumanEval/38's ``encode_cyclic``) are part of the setup, so a
+program that redefines them changes only its own copy.
+
+This module runs in the worker and must never execute anything the program
+sent, never trust a value that did not come out of :func:`._wire.decode`, and
+never let an exception of a run's making escape as anything but a test's
+outcome.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import os
+import random
+import select
+import struct
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from llm_envs.sandbox import _wire
+
+__all__ = [
+    "COMPARE_NAME",
+    "COMPARISONS",
+    "DIED",
+    "Channel",
+    "JudgeResult",
+    "ProgramError",
+    "RunEnded",
+    "RunTimeout",
+    "UntrustedValue",
+    "judge",
+]
+
+#: The name under which rewritten asserts call the judge's comparison (for messages).
+COMPARE_NAME = "__sandbox_compare__"
+#: The comparison operators, by the index a rewritten assert passes.
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "is", "is not", "in", "not in")
+_OPERATORS: tuple[Callable[[Any, Any], Any], ...] = (
+    operator.eq,
+    operator.ne,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.is_,
+    operator.is_not,
+    lambda item, container: item in container,
+    lambda item, container: item not in container,
+)
+#: What :attr:`Channel.ended` says when the run died by itself (not a broken channel).
+DIED = "the run ended"
+#: The largest message a run may send (a call's result, with its changed arguments).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_MESSAGE_LIMIT = 1000
+_REPR_LIMIT = 200
+_FRAME = struct.Struct("<cI")
+_REQUEST = struct.Struct("<I?")
+_READ_BYTES = 1 << 16
+# Arguments whose contents a call may change: sent back after every call.
+_MUTABLE = frozenset({list, dict, set, bytearray})
+
+
+class RunTimeout(BaseException):
+    """The run's wall-clock deadline passed (a BaseException: tests cannot catch it)."""
+
+
+class RunEnded(BaseException):
+    """The run died, or broke its channel; it can answer no more calls."""
+
+
+class UntrustedValue(Exception):
+    """A value the program produced, or a test tried to pass it, that cannot cross."""
+
+
+class ProgramError(Exception):
+    """An exception the program raised that has no builtin counterpart (or must not be raised).
+
+    Attributes:
+        type_name: the name of the program's exception type.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+# Builtin exceptions a program's exception becomes, by name, so that a test's
+# `except ValueError` still works: Exception subclasses only (never SystemExit),
+# built with the program's message alone.
+_BUILTIN_ERRORS = {
+    name: kind
+    for name, kind in vars(builtins).items()
+    if isinstance(kind, type) and issubclass(kind, Exception) and not name.endswith("Group")
+}
+_ORIGIN = "_sandbox_origin"
+
+
+def _program_error(type_name: object, message: object) -> Exception:
+    name = type_name if type(type_name) is str else "<unnamed>"
+    text = message if type(message) is str else ""
+    kind = _BUILTIN_ERRORS.get(name)
+    error: Exception
+    try:
+        error = kind(text) if kind is not None else ProgramError(name, text)
+    except Exception:  # (UnicodeDecodeError and friends want more arguments)
+        error = ProgramError(name, text)
+    setattr(error, _ORIGIN, (name, text))
+    return error
+
+
+# --- the channel to a run -----------------------------------------------------------------
+
+
+class Channel:
+    """The judge's end of one run: its job and calls go out, its messages come in.
+
+    Args:
+        job_fd: the write end of the run's job pipe (made non-blocking here).
+        reply_fd: the read end of the run's reply pipe (non-blocking).
+        exit_fd: a descriptor that becomes readable when the run exits (its pidfd).
+        deadline: the run's wall-clock deadline (``time.monotonic()``).
+        kill: kills the run (called on a timeout or a broken channel).
+    """
+
+    def __init__(
+        self, job_fd: int, reply_fd: int, exit_fd: int, deadline: float, kill: Callable[[], None]
+    ) -> None:
+        self.job_fd = job_fd
+        self.reply_fd = reply_fd
+        self.exit_fd = exit_fd
+        self.deadline = deadline
+        self.kill = kill
+        self.buffer = bytearray()
+        #: Why the run can answer no more (None while it can).
+        self.ended: str | None = None
+        self.timed_out = False
+        self.exited = False
+
+    # --- failure states ---
+
+    def _timeout(self) -> RunTimeout:
+        if not self.timed_out:
+            self.timed_out = True
+            self.kill()
+        return RunTimeout()
+
+    def _broken(self, why: str) -> RunEnded:
+        if self.ended is None:
+            self.ended = why
+            self.kill()
+        return RunEnded(why)
+
+    def check(self) -> None:
+        """Raise if the run timed out or ended (a test may have swallowed the exception)."""
+        if self.timed_out or time.monotonic() >= self.deadline:
+            raise self._timeout()
+        if self.ended is not None:
+            raise RunEnded(self.ended)
+
+    # --- transport ---
+
+    def _poll(self, fd: int, events: int) -> bool:
+        """Wait until ``fd`` is ready or the run exits; whether ``fd`` is ready."""
+        poller = select.poll()
+        poller.register(fd, events)
+        if not self.exited:
+            poller.register(self.exit_fd, select.POLLIN)
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._timeout()
+        ready = poller.poll(max(1, int(remaining * 1000) + 1))
+        if not ready and time.monotonic() >= self.deadline:
+            raise self._timeout()
+        for ready_fd, _ in ready:
+            if ready_fd == self.exit_fd:
+                self.exited = True
+        return any(ready_fd == fd for ready_fd, _ in ready)
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the run (RunTimeout at the deadline, RunEnded if it exits)."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.job_fd, view) :]
+                continue
+            except BlockingIOError:
+                pass
+            if self.exited:
+                raise self._broken(DIED)
+            self._poll(self.job_fd, select.POLLOUT)
+
+    def _pop(self) -> tuple[bytes, bytes] | None:
+        if len(self.buffer) < _FRAME.size:
+            return None
+        kind, size = _FRAME.unpack_from(self.buffer)
+        if size > MAX_MESSAGE_BYTES:
+            raise self._broken(
+                f"the program sent a message of {size} bytes; the limit is {MAX_MESSAGE_BYTES}"
+            )
+        end = _FRAME.size + size
+        if len(self.buffer) < end:
+            return None
+        payload = bytes(self.buffer[_FRAME.size : end])
+        del self.buffer[:end]
+        return kind, payload
+
+    def _read_available(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.reply_fd, _READ_BYTES)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.buffer += chunk
+            if len(self.buffer) > MAX_MESSAGE_BYTES + _FRAME.size:
+                self._pop()  # raises for an oversized message
+
+    def receive(self) -> tuple[bytes, bytes]:
+        """The run's next message (RunTimeout at the deadline, RunEnded if it exits first)."""
+        if self.ended is not None:
+            raise RunEnded(self.ended)
+        while True:
+            message = self._pop()
+            if message is not None:
+                return message
+            if self.exited:
+                self._read_available()
+                message = self._pop()
+                if message is not None:
+                    return message
+                raise self._broken(DIED)
+            if self._poll(self.reply_fd, select.POLLIN):
+                self._read_available()
+
+    # --- calls ---
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call the program's ``name`` with plain-data arguments; its result, rebuilt here."""
+        self.check()
+        mutable = tuple(index for index, arg in enumerate(args) if type(arg) in _MUTABLE) + tuple(
+            key for key, arg in kwargs.items() if type(arg) in _MUTABLE
+        )
+        try:
+            payload, tagged = _wire.encode((name, args, kwargs, mutable))
+        except _wire.Unsupported as error:
+            raise UntrustedValue(
+                f"the test passed the program {error}; only plain data can cross"
+            ) from None
+        self.send(_REQUEST.pack(len(payload), tagged) + payload)
+        kind, reply = self.receive()
+        try:
+            value = _wire.decode(reply)
+        except _wire.WireError as error:
+            if kind == b"R":
+                why = f"the program returned a value that is not plain data: {error}"
+                raise UntrustedValue(why) from None
+            raise self._broken(f"the program sent a malformed message: {error}") from None
+        if kind == b"R":
+            if not (type(value) is tuple and len(value) == 2 and type(value[1]) is tuple):
+                raise self._broken("the program sent a malformed result")
+            result, changed = value
+            if len(changed) != len(mutable):
+                raise self._broken("the program sent a malformed result")
+            for key, new in zip(mutable, changed, strict=True):
+                _refresh(args[key] if type(key) is int else kwargs[key], new)
+            return result
+        if kind == b"X":
+            if type(value) is tuple and len(value) == 2:
+                raise _program_error(value[0], value[1])
+            raise self._broken("the program sent a malformed exception")
+        if kind == b"U":
+            why = value[:_MESSAGE_LIMIT] if type(value) is str else "a value that cannot cross"
+            raise UntrustedValue(
+                f"the program returned {why}; only plain data (None, bool, int, float, "
+                "complex, str, bytes, and lists, tuples, dicts and sets of them) reaches the tests"
+            )
+        raise self._broken(f"the program sent an unexpected message ({kind!r})")
+
+
+def _refresh(old: Any, new: Any) -> None:
+    """Write what a call did to an argument into the judge's own object, in place."""
+    kind = type(old)
+    if kind is list and type(new) is list:
+        for index in range(min(len(old), len(new))):
+            if type(old[index]) in _MUTABLE and type(old[index]) is type(new[index]):
+                _refresh(old[index], new[index])
+            else:
+                old[index] = new[index]
+        del old[len(new) :]
+        old.extend(new[len(old) :])
+    elif kind is dict and type(new) is dict:
+        for key in [key for key in old if key not in new]:
+            del old[key]
+        for key, value in new.items():
+            current = old.get(key)
+            if key in old and type(current) in _MUTABLE and type(current) is type(value):
+                _refresh(current, value)
+            else:
+                old[key] = value
+    elif kind is set and type(new) is set:
+        old.intersection_update(new)
+        old.update(new)
+    elif kind is bytearray and type(new) is bytes:
+        old[:] = new
+    # A changed type (the program sent something else back) leaves the argument as it was.
+
+
+def _proxy(call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any], name: str) -> Any:
+    def proxy(*args: Any, **kwargs: Any) -> Any:
+        return call(name, args, kwargs)
+
+    proxy.__name__ = proxy.__qualname__ = name
+    proxy.__doc__ = f"The program's {name}, called in its sandboxed run."
+    return proxy
+
+
+# --- judging a run ------------------------------------------------------------------------
+
+# The description of the last failed comparison, for the test's failure message.
+_last_failure: list[str | None] = [None]
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # huge ints (ValueError), deep nesting (RecursionError)
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+
+
+def _compare(left: object, right: object, op: int) -> bool:
+    """``left <op> right``; remembers a description for the failure message when false."""
+    result = bool(_OPERATORS[op](left, right))
+    if not result:
+        _last_failure[0] = f"assert {_short_repr(left)} {COMPARISONS[op]} {_short_repr(right)}"
+    return result
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    """The error's type name and a short message (the program's own, for its exceptions)."""
+    origin = getattr(error, _ORIGIN, None)
+    if origin is not None:
+        name, message = origin
+    elif isinstance(error, ProgramError):
+        name, message = error.type_name, str(error)
+    else:
+        name = type(error).__name__
+        try:
+            message = str(error)
+        except Exception:
+            message = "<unprintable>"
+        if not message and isinstance(error, AssertionError) and _last_failure[0] is not None:
+            message = _last_failure[0]
+    return name, message[:_MESSAGE_LIMIT]
+
+
+class JudgeResult(NamedTuple):
+    """What the judge concluded about one run.
+
+    Attributes:
+        status: ``ok``, ``syntax_error``, ``load_error``, ``timeout`` or ``killed``.
+        error: what went wrong, for any status but ``ok``.
+        outcomes: one ``[status, error type, message]`` per test.
+        stage: where the run stopped, for a timeout or a death (``while loading the
+            program``, ``in the test setup``, ``in tests[i]``), else None.
+        ended: why the run ended early (:data:`DIED` when it died by itself, else how it
+            broke its channel), or None.
+    """
+
+    status: str
+    error: str | None
+    outcomes: list[list[Any]]
+    stage: str | None = None
+    ended: str | None = None
+
+
+def bind_program_names(
+    namespace: dict[str, Any], report: object, wanted: frozenset[str], channel: Channel
+) -> None:
+    """Bind the names the program reported: proxies for callables, modules, plain values."""
+    if type(report) is not dict:
+        return
+    for name, kind in report.items():
+        if name not in wanted or type(kind) is not tuple or not kind:
+            continue
+        if kind[0] == "f" and len(kind) == 1:
+            namespace[name] = _proxy(channel.call, name)
+        elif kind[0] == "m" and len(kind) == 2 and type(kind[1]) is str:
+            module = sys.modules.get(kind[1])
+            if type(module) is types.ModuleType and not kind[1].startswith("llm_envs"):
+                namespace[name] = module  # the judge's own copy of a module it has loaded
+        elif kind[0] == "v" and len(kind) == 2:
+            namespace[name] = kind[1]  # plain data, decoded
+
+
+def judge(
+    channel: Channel,
+    job: bytes,
+    setup: types.CodeType,
+    tests: tuple[types.CodeType, ...],
+    wanted: frozenset[str],
+    recursion_limit: int,
+) -> JudgeResult:
+    """Send the run its job, then run the setup and every test here; the verdict.
+
+    Args:
+        channel: the run's channel (its job not yet sent).
+        job: the run's job, framed.
+        setup: the compiled setup.
+        tests: the compiled tests.
+        wanted: the names the setup and tests may take from the program.
+        recursion_limit: restored before the setup and each test.
+    """
+    total = len(tests)
+    outcomes: list[list[Any]] = [["not_run", None, None] for _ in range(total)]
+    stage = "while loading the program"
+    index = 0
+    try:
+        channel.send(job)
+        kind, payload = channel.receive()
+        if kind in (b"P", b"E"):
+            try:
+                name, message = _wire.decode(payload)
+            except (_wire.WireError, TypeError, ValueError):
+                name, message = "Error", "<malformed>"
+            status = "syntax_error" if kind == b"P" else "load_error"
+            return JudgeResult(status, f"{name}: {message}", outcomes)
+        if kind != b"L":
+            raise channel._broken("the program sent an unexpected message while loading")
+        try:
+            report = _wire.decode(payload)
+        except _wire.WireError as error:
+            raise channel._broken(f"the program sent a malformed message: {error}") from None
+        namespace: dict[str, Any] = {
+            "__builtins__": builtins,
+            "__name__": "__sandbox_tests__",
+            COMPARE_NAME: _compare,
+        }
+        bind_program_names(namespace, report, wanted, channel)
+
+        stage = "in the test setup"
+        random.seed(0)  # tests that draw random inputs see the same ones on every worker
+        sys.setrecursionlimit(recursion_limit)
+        try:
+            exec(setup, namespace)
+        except (RunTimeout, RunEnded):
+            raise
+        except BaseException as error:
+            channel.check()
+            name, message = _describe(error)
+            return JudgeResult("load_error", f"the test setup raised {name}: {message}", outcomes)
+        channel.check()
+
+        for index in range(total):
+            stage = f"in tests[{index}]"
+            _last_failure[0] = None
+            sys.setrecursionlimit(recursion_limit)
+            try:
+                exec(tests[index], namespace)
+                outcome: list[Any] = ["passed", None, None]
+            except (RunTimeout, RunEnded):
+                raise
+            except BaseException as error:
+                outcome = ["failed", *_describe(error)]
+            channel.check()  # a test that swallowed the end of its run does not pass
+            outcomes[index] = outcome
+        return JudgeResult("ok", None, outcomes)
+    except RunTimeout:
+        if stage.startswith("in tests"):
+            outcomes[index] = ["timeout", None, None]
+        return JudgeResult("timeout", None, outcomes, stage)
+    except RunEnded:
+        if stage.startswith("in tests"):
+            outcomes[index] = ["failed", "ProcessDied", None]
+        return JudgeResult("killed", None, outcomes, stage, channel.ended)
+    finally:
+        sys.setrecursionlimit(recursion_limit)

@@ -1,0 +1,271 @@
+"""The program's side of a run: load the untrusted program, then answer calls from the judge.
+
+Each run is a confined process forked from the spawner (see
+:mod:`llm_envs.sandbox._worker`). It executes the program as a module named
+``solution``, tells the judge which of the names the tests use the program
+defines, then serves calls: the judge sends ``(name, args, kwargs)``, the run
+calls the program's function and sends back its result (and every mutable
+argument, which the call may have changed), or the exception's type name and
+message.
+
+Nothing in this process is trusted, this code included: once the program runs,
+it can rewrite everything here. That is by design. The verdict is computed by
+the judge in another process (:mod:`llm_envs.sandbox._judge`), which reads
+only plain data from this one through a strict decoder, so all a program can
+change by tampering with this code is what its own functions return, which it
+controls anyway. This code only has to be correct and cheap for honest
+programs.
+
+Messages to the judge go to :data:`REPLY_FD`, each ``kind (1 byte) + size
+(4 bytes, little-endian) + payload`` (payloads in :mod:`._wire`'s format):
+``P`` the program does not compile, ``E`` it raised while loading (both with
+``(type name, message)``), ``L`` loaded (``{name: ("f",) | ("m", module name)
+| ("v", value) | ("u", type name)}``), ``R`` a call returned ``(result,
+mutated arguments)``, ``X`` it raised ``(type name, message)``, ``U`` its
+result cannot cross (the reason).
+
+Every run is forked from a process that imported this module: it imports
+only the standard library and :mod:`._wire`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import marshal
+import os
+import struct
+import sys
+import types
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from llm_envs.sandbox import _wire
+
+# A private builtins mapping: this module keeps working for honest programs that
+# rebind builtins (a program's `builtins.len = ...` reaches only its own code).
+globals()["__builtins__"] = dict(vars(builtins))
+
+__all__ = [
+    "JOB_FD",
+    "REPLY_FD",
+    "ProgramJob",
+    "prepare_process",
+    "serve",
+    "warm_up",
+]
+
+#: The descriptor the run's job, then the judge's calls, arrive on.
+JOB_FD = 4
+#: The descriptor the run's messages to the judge go to.
+REPLY_FD = 3
+_MESSAGE_LIMIT = 1000
+_FRAME = struct.Struct("<cI")
+_REQUEST = struct.Struct("<I?")
+
+# Bound once, before any program runs: the serving loop keeps working (for honest
+# programs) when a program rebinds os.write or builtins.
+_write = os.write
+_read = os.read
+_exit = os._exit
+_exec = exec
+_compile = compile
+_loads = marshal.loads
+_encode = _wire.encode
+_untag = _wire.untag
+_Unsupported = _wire.Unsupported
+_ModuleType = types.ModuleType
+_sys_modules = sys.modules
+_setrecursionlimit = sys.setrecursionlimit
+_pack = _FRAME.pack
+_unpack_request = _REQUEST.unpack
+
+
+def _unbuffered_text(fd: int) -> io.TextIOWrapper:
+    # Unbuffered (write_through over a raw file): a run killed at its timeout
+    # still shows everything it printed.
+    raw = io.FileIO(fd, "w", closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", write_through=True)
+
+
+# A run's sys.stdout and sys.stderr (fds 1 and 2 are the run's output files).
+_STDIO = (_unbuffered_text(1), _unbuffered_text(2))
+
+
+def prepare_process(hidden_modules: tuple[str, ...]) -> None:
+    """Process-wide preparation, done once in the spawner and inherited by every run.
+
+    Removes the sandbox's own modules from ``sys.modules`` (a program has no
+    use for them) and installs the runs' unbuffered stdout and stderr.
+    """
+    for name in hidden_modules:
+        _sys_modules.pop(name, None)
+    sys.stdout, sys.stderr = _STDIO
+    # The originals wrap the worker's buffered streams: output through them would be lost.
+    vars(sys).update(__stdout__=_STDIO[0], __stderr__=_STDIO[1])
+
+
+def _send(kind: bytes, value: object) -> None:
+    """Send one message to the judge (the value's encoding errors propagate)."""
+    payload = _encode(value)[0]
+    data = _pack(kind, len(payload)) + payload
+    while data:
+        try:
+            data = data[_write(REPLY_FD, data) :]
+        except InterruptedError:
+            continue
+        except OSError:
+            _exit(74)  # the program closed or replaced the descriptor
+
+
+def _read_exact(size: int) -> bytes:
+    chunks = []
+    while size:
+        try:
+            chunk = _read(JOB_FD, size)
+        except InterruptedError:
+            continue
+        except OSError:
+            _exit(75)
+        if not chunk:
+            _exit(73)  # the worker is gone
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    """The error's type name and a short message; never raises."""
+    try:
+        name = type(error).__name__
+        name = name if type(name) is str else "<unnamed>"
+    except BaseException:
+        name = "<unnamed>"
+    try:
+        message = str(error)
+        message = message if type(message) is str else "<not a str>"
+    except BaseException:  # a program-defined __str__ may raise anything
+        message = "<unprintable>"
+    if isinstance(error, SyntaxError) and type(error.msg) is str:
+        message = f"{error.msg} (line {error.lineno})"
+    return name[:200], message[:_MESSAGE_LIMIT]
+
+
+#: A run's job: (program: code object or source, notes, names the tests use,
+#: the recursion limit to restore before each call).
+ProgramJob = tuple[Any, str, tuple[str, ...], int]
+
+
+def _load(job: ProgramJob) -> dict[str, Any] | None:
+    """Execute the program; its namespace, or None after reporting why it did not load."""
+    program, notes, _, _ = job
+    if notes:
+        try:  # noqa: SIM105
+            _write(2, notes.encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+    if type(program) is str:  # too large for the worker to compile: compiled here
+        try:
+            program = _compile(program, "<program>", "exec", dont_inherit=True, optimize=0)
+        except BaseException as error:  # SyntaxError, ValueError (NUL), RecursionError...
+            _send(b"P", _describe(error))
+            return None
+    module = _ModuleType("solution")
+    _sys_modules["solution"] = module
+    namespace = module.__dict__
+    namespace["__builtins__"] = builtins
+    try:
+        _exec(program, namespace)
+    except BaseException as error:
+        _send(b"E", _describe(error))
+        return None
+    return namespace
+
+
+def _kind(value: object) -> tuple[Any, ...]:
+    if type(value) is _ModuleType:
+        name = value.__name__
+        return ("m", name) if type(name) is str else ("u", "module")
+    if callable(value):
+        return ("f",)
+    try:
+        _encode(value)
+    except _Unsupported as error:
+        return ("u", str(error))
+    except BaseException:
+        return ("u", "unencodable")
+    return ("v", value)
+
+
+def serve(job: ProgramJob) -> NoReturn:
+    """Load the program, report the names the tests use, then answer calls until killed."""
+    try:
+        namespace = _load(job)
+        if namespace is None:
+            _exit(0)
+        names = job[2]
+        _send(b"L", {name: _kind(namespace[name]) for name in names if name in namespace})
+        _serve_calls(namespace, job[3])
+    finally:
+        _exit(0)
+
+
+def _serve_calls(namespace: dict[str, Any], recursion_limit: int) -> NoReturn:
+    while True:
+        size, tagged = _unpack_request(_read_exact(_REQUEST.size))
+        request = _loads(_read_exact(size))
+        if tagged:
+            request = _untag(request)
+        name, args, kwargs, mutable = request
+        _setrecursionlimit(recursion_limit)
+        try:
+            function: Callable[..., Any] = namespace[name]
+            result = function(*args, **kwargs)
+        except BaseException as error:
+            _send(b"X", _describe(error))
+            continue
+        try:
+            changed = tuple(args[i] if type(i) is int else kwargs[i] for i in mutable)
+            _send(b"R", (result, changed))
+        except _Unsupported as error:
+            _send(b"U", str(error))
+        except BaseException as error:  # RecursionError, MemoryError while encoding
+            _send(b"U", f"{type(error).__name__} while encoding the result")
+
+
+# A warm-up job: the spawner runs the load and one round of encoding through here
+# so that every run inherits specialized code (see _worker).
+_WARM_UP_PROGRAM = """\
+import math
+from typing import List
+
+
+def f(x: int) -> List[int]:
+    values: List[int] = [x, 1]
+    return [int(math.fabs(sum(values) + x - 1))]
+"""
+
+#: How often :func:`warm_up` runs (Python 3.11 quickens a function after 8 calls
+#: and specializes each instruction after a few more executions).
+WARM_UP_ROUNDS = 64
+
+
+def warm_up() -> None:
+    """Run a small trusted program's load and result encoding, in the process runs fork from.
+
+    Each run starts from this process's memory, and every page a run writes costs
+    a copy-on-write fault. Code the interpreter has not specialized yet writes to
+    its own code objects as it executes; doing that here, once, leaves runs fewer
+    pages to copy. No state of it is left behind.
+    """
+    program = _compile(_WARM_UP_PROGRAM, "<program>", "exec", dont_inherit=True, optimize=0)
+    job: ProgramJob = (program, "", ("f", "math", "List"), sys.getrecursionlimit())
+    for _ in range(WARM_UP_ROUNDS):
+        namespace = _load(job)
+        assert namespace is not None
+        for name in job[2]:
+            _kind(namespace[name])
+        request = _loads(_encode(("f", (2,), {}, ()))[0])
+        name, args, kwargs, _ = request
+        _encode((namespace[name](*args, **kwargs), ()))
+    _sys_modules.pop("solution", None)

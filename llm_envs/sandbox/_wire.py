@@ -1,0 +1,463 @@
+"""The values that cross between the judge and a run: plain data, and a strict decoder.
+
+A test calls the program through a proxy: the arguments travel from the judge
+(the trusted worker) to the run (the program's confined process), and the
+result travels back. Only plain data crosses: ``None``, ``bool``, ``int``,
+``float`` (nan and inf included), ``complex``, ``str``, ``bytes``, ``list``,
+``tuple``, ``dict``, ``set`` and ``frozenset``, nested, plus a few standard
+containers that solutions commonly return (``Counter``, ``OrderedDict``,
+``defaultdict``, ``deque``, ``Decimal``, ``Fraction``, ``range``, and a
+``re.Match``, which arrives as a :class:`MatchSnapshot`). Every value is
+rebuilt on the judge's side from the judge's own classes, so nothing the
+program defined (a subclass, an ``__eq__``, a generator) ever runs there.
+
+The format is marshal's version 2 (no references, so no cycles or sharing),
+which the run's side writes with one C call. The standard containers above are
+first turned into tagged tuples ``(Ellipsis, name, payload)``. The judge never
+calls ``marshal.loads`` on what a run wrote: :func:`decode` is a parser of its
+own that accepts only the types above, within size, depth and integer limits.
+Bytes-like objects (``bytearray``, ``memoryview``, ``array``) arrive as ``bytes``.
+
+This module must import only the standard library (it is loaded in the worker
+and in every run), must never execute anything while decoding, and must never
+return an object whose behavior a run can choose.
+"""
+
+from __future__ import annotations
+
+import collections
+import decimal
+import fractions
+import marshal
+import re
+import struct
+from typing import Any
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_ITEMS",
+    "MatchSnapshot",
+    "Unsupported",
+    "WireError",
+    "decode",
+    "encode",
+    "untag",
+]
+
+#: The deepest nesting of containers a value may have.
+MAX_DEPTH = 100
+#: The most items (scalars and containers, keys included) one value may hold.
+MAX_ITEMS = 1_000_000
+#: The largest integer, in marshal's 15-bit digits (about 90,000 decimal digits).
+MAX_INT_DIGITS = 20_000
+
+_VERSION = 2
+_TAG = Ellipsis
+
+
+class Unsupported(TypeError):
+    """A value of a type that cannot cross between the judge and a run."""
+
+
+class WireError(ValueError):
+    """Bytes that are not a well-formed value within the limits."""
+
+
+# --- encoding (both sides) ----------------------------------------------------------------
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_BUILTIN_FACTORIES = {
+    kind: kind.__name__
+    for kind in (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset)
+}
+
+
+def _tag(value: Any, depth: int) -> Any:
+    """``value`` with every standard container replaced by its tagged tuple (exact types only)."""
+    if depth > MAX_DEPTH:
+        raise Unsupported(f"the value is nested more than {MAX_DEPTH} levels deep")
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    depth += 1
+    if kind is list:
+        return [_tag(item, depth) for item in value]
+    if kind is tuple:
+        return tuple(_tag(item, depth) for item in value)
+    if kind is dict:
+        return {_tag(key, depth): _tag(item, depth) for key, item in dict.items(value)}
+    if kind is set or kind is frozenset:
+        return kind(_tag(item, depth) for item in value)
+    if kind is bytearray or kind is memoryview:
+        return bytes(value)
+    if kind is collections.Counter:
+        return (_TAG, "Counter", {_tag(k, depth): _tag(v, depth) for k, v in dict.items(value)})
+    if kind is collections.OrderedDict:
+        items = [(_tag(k, depth), _tag(v, depth)) for k, v in dict.items(value)]
+        return (_TAG, "OrderedDict", items)
+    if kind is collections.defaultdict:
+        factory = _BUILTIN_FACTORIES.get(value.default_factory)  # type: ignore[attr-defined]
+        payload = {_tag(k, depth): _tag(v, depth) for k, v in dict.items(value)}
+        return (_TAG, "defaultdict", (factory, payload))
+    if kind is collections.deque:
+        return (_TAG, "deque", ([_tag(item, depth) for item in value], value.maxlen))
+    if kind is decimal.Decimal:
+        return (_TAG, "Decimal", str(value))
+    if kind is fractions.Fraction:
+        return (_TAG, "Fraction", (int(value.numerator), int(value.denominator)))
+    if kind is range:
+        return (_TAG, "range", (value.start, value.stop, value.step))
+    if kind is re.Match:
+        groups = range(value.re.groups + 1)
+        pattern = value.re.pattern
+        return (
+            _TAG,
+            "Match",
+            (
+                pattern if type(pattern) in (str, bytes) else "",
+                value.string,
+                value.pos,
+                value.endpos,
+                [value.span(group) for group in groups],
+                dict(value.re.groupindex),
+            ),
+        )
+    raise Unsupported(f"a value of type {kind.__name__}")
+
+
+def encode(value: object) -> tuple[bytes, bool]:
+    """``value`` as bytes, and whether it holds tagged containers (see :func:`untag`).
+
+    Raises:
+        Unsupported: a part of ``value`` has a type that cannot cross, or it
+            nests too deeply.
+    """
+    try:
+        return marshal.dumps(value, _VERSION), False
+    except ValueError:  # an unmarshallable type (or too deep): tag the known ones
+        pass
+    return marshal.dumps(_tag(value, 0), _VERSION), True
+
+
+def untag(value: Any) -> Any:
+    """The run's side of :func:`encode`: tagged tuples back into containers (trusted input)."""
+    kind = type(value)
+    if kind is tuple:
+        if len(value) == 3 and value[0] is _TAG:
+            return _build(value[1], value[2], untag)
+        return tuple(untag(item) for item in value)
+    if kind is list:
+        return [untag(item) for item in value]
+    if kind is dict:
+        return {untag(key): untag(item) for key, item in value.items()}
+    if kind is set or kind is frozenset:
+        return kind(untag(item) for item in value)
+    return value
+
+
+# --- the judge's side ---------------------------------------------------------------------
+
+
+class MatchSnapshot:
+    """What a run's ``re.Match`` result became on the judge's side: its spans, frozen.
+
+    It is truthy like a match and answers ``group``, ``groups``, ``groupdict``,
+    ``span``, ``start``, ``end`` and indexing from the spans the run reported.
+    """
+
+    __slots__ = ("_names", "_spans", "endpos", "pattern", "pos", "string")
+
+    def __init__(
+        self,
+        pattern: str | bytes,
+        string: str | bytes,
+        pos: int,
+        endpos: int,
+        spans: list[tuple[int, int]],
+        names: dict[str, int],
+    ) -> None:
+        self.pattern = pattern
+        self.string = string
+        self.pos = pos
+        self.endpos = endpos
+        self._spans = spans
+        self._names = names
+
+    def _index(self, group: int | str) -> int:
+        if type(group) is str and group in self._names:
+            return self._names[group]
+        if type(group) is int and 0 <= group < len(self._spans):
+            return group
+        raise IndexError("no such group")
+
+    def span(self, group: int | str = 0) -> tuple[int, int]:
+        """The (start, end) of ``group``; (-1, -1) if it did not take part."""
+        return self._spans[self._index(group)]
+
+    def start(self, group: int | str = 0) -> int:
+        """Where ``group`` starts."""
+        return self.span(group)[0]
+
+    def end(self, group: int | str = 0) -> int:
+        """Where ``group`` ends."""
+        return self.span(group)[1]
+
+    def group(self, *groups: int | str) -> Any:
+        """The text of one group (the whole match by default), or a tuple of several."""
+        texts = tuple(self._text(self._index(group)) for group in groups or (0,))
+        return texts[0] if len(texts) == 1 else texts
+
+    def groups(self, default: object = None) -> tuple[Any, ...]:
+        """The text of every group but the whole match."""
+        return tuple(self._text(i, default) for i in range(1, len(self._spans)))
+
+    def groupdict(self, default: object = None) -> dict[str, Any]:
+        """The text of every named group."""
+        return {name: self._text(index, default) for name, index in self._names.items()}
+
+    @property
+    def lastindex(self) -> int | None:
+        """The index of the last group that matched (as ``re.Match.lastindex`` approximates)."""
+        matched = [i for i in range(1, len(self._spans)) if self._spans[i][0] >= 0]
+        return max(matched, key=lambda i: self._spans[i][1]) if matched else None
+
+    def _text(self, index: int, default: object = None) -> Any:
+        start, end = self._spans[index]
+        return default if start < 0 else self.string[start:end]
+
+    def __getitem__(self, group: int | str) -> Any:
+        return self.group(group)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<re.Match object; span={self.span()!r}, match={self.group()!r}>"
+
+
+class _Reader:
+    """A parser over one value's bytes; each method reads one item and advances."""
+
+    __slots__ = ("data", "items", "position")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.position = 0
+        self.items = 0
+
+    def take(self, size: int) -> bytes:
+        start = self.position
+        end = start + size
+        if size < 0 or end > len(self.data):
+            raise WireError("the value's bytes end early")
+        self.position = end
+        return self.data[start:end]
+
+    def count(self) -> int:
+        (size,) = _INT32.unpack(self.take(4))
+        if size < 0 or size > MAX_ITEMS:
+            raise WireError(f"a container or string of {size} items is out of range")
+        return size
+
+    def value(self, depth: int) -> Any:
+        self.items += 1
+        if self.items > MAX_ITEMS:
+            raise WireError(f"the value holds more than {MAX_ITEMS} items")
+        code = self.take(1)
+        reader = _READERS.get(code)
+        if reader is None:
+            raise WireError(f"type code {code!r} is not plain data")
+        return reader(self, depth)
+
+
+_INT32 = struct.Struct("<i")
+_DIGIT = struct.Struct("<H")
+_DOUBLE = struct.Struct("<d")
+_COMPLEX = struct.Struct("<dd")
+
+
+def _read_long(reader: _Reader, depth: int) -> int:
+    (size,) = _INT32.unpack(reader.take(4))
+    if abs(size) > MAX_INT_DIGITS:
+        raise WireError(f"an integer of more than {MAX_INT_DIGITS * 15} bits is out of range")
+    digits = reader.take(2 * abs(size))
+    value = 0
+    for (digit,) in reversed(list(_DIGIT.iter_unpack(digits))):
+        if digit >= 1 << 15:
+            raise WireError("an integer digit is out of range")
+        value = (value << 15) | digit
+    return -value if size < 0 else value
+
+
+def _read_str(reader: _Reader, depth: int) -> str:
+    try:
+        return reader.take(reader.count()).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        raise WireError("a string is not valid UTF-8") from None
+
+
+def _read_items(reader: _Reader, depth: int) -> list[Any]:
+    if depth >= MAX_DEPTH:
+        raise WireError(f"the value is nested more than {MAX_DEPTH} levels deep")
+    return [reader.value(depth + 1) for _ in range(reader.count())]
+
+
+def _read_tuple(reader: _Reader, depth: int) -> Any:
+    items = _read_items(reader, depth)
+    if len(items) == 3 and items[0] is _TAG:
+        return _build(items[1], items[2], _checked)
+    if any(item is _TAG for item in items):
+        raise WireError("Ellipsis is not plain data")
+    return tuple(items)
+
+
+def _read_list(reader: _Reader, depth: int) -> list[Any]:
+    items = _read_items(reader, depth)
+    if any(item is _TAG for item in items):
+        raise WireError("Ellipsis is not plain data")
+    return items
+
+
+def _hashable(values: list[Any]) -> list[Any]:
+    for value in values:
+        if value is _TAG:
+            raise WireError("Ellipsis is not plain data")
+    return values
+
+
+def _read_set(reader: _Reader, depth: int) -> set[Any]:
+    try:
+        return set(_hashable(_read_items(reader, depth)))
+    except TypeError:
+        raise WireError("a set holds an unhashable item") from None
+
+
+def _read_frozenset(reader: _Reader, depth: int) -> frozenset[Any]:
+    try:
+        return frozenset(_hashable(_read_items(reader, depth)))
+    except TypeError:
+        raise WireError("a set holds an unhashable item") from None
+
+
+def _read_dict(reader: _Reader, depth: int) -> dict[Any, Any]:
+    if depth >= MAX_DEPTH:
+        raise WireError(f"the value is nested more than {MAX_DEPTH} levels deep")
+    result: dict[Any, Any] = {}
+    data = reader.data
+    while True:
+        if reader.position >= len(data):
+            raise WireError("the value's bytes end early")
+        if data[reader.position] == 0x30:  # "0": the end of the dict
+            reader.position += 1
+            return result
+        key = reader.value(depth + 1)
+        item = reader.value(depth + 1)
+        if key is _TAG or item is _TAG:
+            raise WireError("Ellipsis is not plain data")
+        try:
+            result[key] = item
+        except TypeError:
+            raise WireError("a dict has an unhashable key") from None
+
+
+def _read_bytes(reader: _Reader, depth: int) -> bytes:
+    return reader.take(reader.count())
+
+
+_READERS: dict[bytes, Any] = {
+    b"N": lambda reader, depth: None,
+    b"F": lambda reader, depth: False,
+    b"T": lambda reader, depth: True,
+    b".": lambda reader, depth: _TAG,
+    b"i": lambda reader, depth: _INT32.unpack(reader.take(4))[0],
+    b"l": _read_long,
+    b"g": lambda reader, depth: _DOUBLE.unpack(reader.take(8))[0],
+    b"y": lambda reader, depth: complex(*_COMPLEX.unpack(reader.take(16))),
+    b"u": _read_str,
+    b"t": _read_str,
+    b"s": _read_bytes,
+    b"(": _read_tuple,
+    b"[": _read_list,
+    b"{": _read_dict,
+    b"<": _read_set,
+    b">": _read_frozenset,
+}
+
+
+def _checked(value: Any) -> Any:
+    return value  # decoded values are already plain; _build checks their shapes
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise WireError("a container's field is not an int")
+    return value
+
+
+def _build(name: object, payload: Any, inner: Any) -> Any:
+    """A tagged container from its payload (``inner`` converts the run's nested values)."""
+    try:
+        if name == "Counter" and type(payload) is dict:
+            return collections.Counter({inner(k): inner(v) for k, v in payload.items()})
+        if name == "OrderedDict" and type(payload) is list:
+            return collections.OrderedDict((inner(k), inner(v)) for k, v in payload)
+        if name == "defaultdict" and type(payload) is tuple and len(payload) == 2:
+            factory_name, items = payload
+            factories = {name: kind for kind, name in _BUILTIN_FACTORIES.items()}
+            factory = factories.get(factory_name) if type(factory_name) is str else None
+            if type(items) is dict:
+                result = collections.defaultdict(factory)
+                result.update({inner(k): inner(v) for k, v in items.items()})
+                return result
+        if name == "deque" and type(payload) is tuple and len(payload) == 2:
+            items, maxlen = payload
+            if type(items) is list and (maxlen is None or type(maxlen) is int):
+                return collections.deque((inner(item) for item in items), maxlen)
+        if name == "Decimal" and type(payload) is str and len(payload) <= 10_000:
+            return decimal.Decimal(payload)
+        if name == "Fraction" and type(payload) is tuple and len(payload) == 2:
+            return fractions.Fraction(_int(payload[0]), _int(payload[1]))
+        if name == "range" and type(payload) is tuple and len(payload) == 3:
+            return range(_int(payload[0]), _int(payload[1]), _int(payload[2]))
+        if name == "Match" and type(payload) is tuple and len(payload) == 6:
+            pattern, string, pos, endpos, spans, names = payload
+            if (
+                type(pattern) in (str, bytes)
+                and type(string) in (str, bytes)
+                and type(spans) is list
+                and all(
+                    type(span) is tuple and len(span) == 2 and all(type(i) is int for i in span)
+                    for span in spans
+                )
+                and spans
+                and type(names) is dict
+                and all(
+                    type(k) is str and type(v) is int and 0 < v < len(spans)
+                    for k, v in names.items()
+                )
+            ):
+                return MatchSnapshot(pattern, string, _int(pos), _int(endpos), spans, names)
+    except (TypeError, ValueError, ArithmeticError, decimal.InvalidOperation):
+        pass
+    raise WireError(f"a tagged value ({name!r}) is malformed")
+
+
+def decode(data: bytes) -> Any:
+    """The value in ``data``, as the judge's own objects; WireError if anything is off.
+
+    Example:
+        >>> decode(encode([1, (2.5, "x"), {3: None}, {True}])[0])
+        [1, (2.5, 'x'), {3: None}, {True}]
+        >>> decode(b"c")  # a code object: never
+        Traceback (most recent call last):
+        ...
+        llm_envs.sandbox._wire.WireError: type code b'c' is not plain data
+    """
+    reader = _Reader(data)
+    value = reader.value(0)
+    if value is _TAG:
+        raise WireError("Ellipsis is not plain data")
+    if reader.position != len(data):
+        raise WireError("extra bytes after the value")
+    return value
