@@ -268,7 +268,7 @@ class Channel:
             key for key, arg in kwargs.items() if type(arg) in _MUTABLE
         )
         try:
-            payload, tagged = _wire.encode((name, args, kwargs, mutable))
+            payload, tagged = _wire.encode((name, args, kwargs, mutable), exact=True)
         except _wire.Unsupported as error:
             raise UntrustedValue(
                 f"the test passed the program {error}; only plain data can cross"
@@ -289,7 +289,7 @@ class Channel:
             if len(changed) != len(mutable):
                 raise self._broken("the program sent a malformed result")
             for key, new in zip(mutable, changed, strict=True):
-                _refresh(args[key] if type(key) is int else kwargs[key], new)
+                _refresh(args[key] if isinstance(key, int) else kwargs[key], new)
             return result
         if kind == b"X":
             if type(value) is tuple and len(value) == 2:
@@ -327,7 +327,7 @@ def _refresh(old: Any, new: Any) -> None:
     elif kind is set and type(new) is set:
         old.intersection_update(new)
         old.update(new)
-    elif kind is bytearray and type(new) is bytes:
+    elif kind is bytearray and type(new) in (bytes, bytearray):
         old[:] = new
     # A changed type (the program sent something else back) leaves the argument as it was.
 

@@ -73,71 +73,101 @@ _BUILTIN_FACTORIES = {
 }
 
 
-def _tag(value: Any, depth: int) -> Any:
-    """``value`` with every standard container replaced by its tagged tuple (exact types only)."""
+def _tag(value: Any, depth: int, tags: list[str]) -> Any:
+    """``value`` with every standard container replaced by its tagged tuple (exact types only).
+
+    Appends the name of each tag it made to ``tags``.
+    """
     if depth > MAX_DEPTH:
-        raise Unsupported(f"the value is nested more than {MAX_DEPTH} levels deep")
+        raise Unsupported(f"a value nested more than {MAX_DEPTH} levels deep")
     kind = type(value)
     if kind in _PLAIN:
         return value
     depth += 1
     if kind is list:
-        return [_tag(item, depth) for item in value]
+        return [_tag(item, depth, tags) for item in value]
     if kind is tuple:
-        return tuple(_tag(item, depth) for item in value)
+        return tuple(_tag(item, depth, tags) for item in value)
     if kind is dict:
-        return {_tag(key, depth): _tag(item, depth) for key, item in dict.items(value)}
+        return {_tag(key, depth, tags): _tag(item, depth, tags) for key, item in dict.items(value)}
     if kind is set or kind is frozenset:
-        return kind(_tag(item, depth) for item in value)
-    if kind is bytearray or kind is memoryview:
-        return bytes(value)
+        return kind(_tag(item, depth, tags) for item in value)
+    name = _TAG_NAMES.get(kind)
+    if name is None:
+        raise Unsupported(f"a value of type {kind.__name__}")
+    tags.append(name)
+    if kind is bytearray:
+        return (_TAG, name, bytes(value))
     if kind is collections.Counter:
-        return (_TAG, "Counter", {_tag(k, depth): _tag(v, depth) for k, v in dict.items(value)})
+        return (_TAG, name, {_tag(k, depth, tags): _tag(v, depth, tags) for k, v in value.items()})
     if kind is collections.OrderedDict:
-        items = [(_tag(k, depth), _tag(v, depth)) for k, v in dict.items(value)]
-        return (_TAG, "OrderedDict", items)
-    if kind is collections.defaultdict:
-        factory = _BUILTIN_FACTORIES.get(value.default_factory)  # type: ignore[attr-defined]
-        payload = {_tag(k, depth): _tag(v, depth) for k, v in dict.items(value)}
-        return (_TAG, "defaultdict", (factory, payload))
-    if kind is collections.deque:
-        return (_TAG, "deque", ([_tag(item, depth) for item in value], value.maxlen))
-    if kind is decimal.Decimal:
-        return (_TAG, "Decimal", str(value))
-    if kind is fractions.Fraction:
-        return (_TAG, "Fraction", (int(value.numerator), int(value.denominator)))
-    if kind is range:
-        return (_TAG, "range", (value.start, value.stop, value.step))
-    if kind is re.Match:
-        groups = range(value.re.groups + 1)
-        pattern = value.re.pattern
         return (
             _TAG,
-            "Match",
-            (
-                pattern if type(pattern) in (str, bytes) else "",
-                value.string,
-                value.pos,
-                value.endpos,
-                [value.span(group) for group in groups],
-                dict(value.re.groupindex),
-            ),
+            name,
+            [(_tag(k, depth, tags), _tag(v, depth, tags)) for k, v in value.items()],
         )
-    raise Unsupported(f"a value of type {kind.__name__}")
+    if kind is collections.defaultdict:
+        factory = _BUILTIN_FACTORIES.get(value.default_factory)
+        items = {_tag(k, depth, tags): _tag(v, depth, tags) for k, v in dict.items(value)}
+        return (_TAG, name, (factory, items))
+    if kind is collections.deque:
+        return (_TAG, name, ([_tag(item, depth, tags) for item in value], value.maxlen))
+    if kind is decimal.Decimal:
+        return (_TAG, name, str(value))
+    if kind is fractions.Fraction:
+        return (_TAG, name, (int(value.numerator), int(value.denominator)))
+    if kind is range:
+        return (_TAG, name, (value.start, value.stop, value.step))
+    # re.Match
+    pattern = value.re.pattern
+    return (
+        _TAG,
+        name,
+        (
+            pattern if type(pattern) in (str, bytes) else "",
+            value.string,
+            value.pos,
+            value.endpos,
+            [value.span(group) for group in range(value.re.groups + 1)],
+            dict(value.re.groupindex),
+        ),
+    )
 
 
-def encode(value: object) -> tuple[bytes, bool]:
+_TAG_NAMES: dict[type, str] = {
+    bytearray: "bytearray",
+    collections.Counter: "Counter",
+    collections.OrderedDict: "OrderedDict",
+    collections.defaultdict: "defaultdict",
+    collections.deque: "deque",
+    decimal.Decimal: "Decimal",
+    fractions.Fraction: "Fraction",
+    range: "range",
+    re.Match: "Match",
+}
+
+
+def encode(value: object, *, exact: bool = False) -> tuple[bytes, bool]:
     """``value`` as bytes, and whether it holds tagged containers (see :func:`untag`).
+
+    Args:
+        value: plain data.
+        exact: keep a ``bytearray`` a ``bytearray`` (marshal alone writes every
+            bytes-like object as ``bytes``): the judge's side, for arguments that a
+            call may change in place.
 
     Raises:
         Unsupported: a part of ``value`` has a type that cannot cross, or it
             nests too deeply.
     """
-    try:
-        return marshal.dumps(value, _VERSION), False
-    except ValueError:  # an unmarshallable type (or too deep): tag the known ones
-        pass
-    return marshal.dumps(_tag(value, 0), _VERSION), True
+    if not exact:
+        try:
+            return marshal.dumps(value, _VERSION), False  # type: ignore[arg-type]
+        except ValueError:  # an unmarshallable type (or too deep): tag the known ones
+            pass
+    tags: list[str] = []
+    tagged = _tag(value, 0, tags)
+    return marshal.dumps(tagged, _VERSION), bool(tags)
 
 
 def untag(value: Any) -> Any:
@@ -398,6 +428,8 @@ def _int(value: object) -> int:
 def _build(name: object, payload: Any, inner: Any) -> Any:
     """A tagged container from its payload (``inner`` converts the run's nested values)."""
     try:
+        if name == "bytearray" and type(payload) is bytes:
+            return bytearray(payload)
         if name == "Counter" and type(payload) is dict:
             return collections.Counter({inner(k): inner(v) for k, v in payload.items()})
         if name == "OrderedDict" and type(payload) is list:
@@ -407,7 +439,7 @@ def _build(name: object, payload: Any, inner: Any) -> Any:
             factories = {name: kind for kind, name in _BUILTIN_FACTORIES.items()}
             factory = factories.get(factory_name) if type(factory_name) is str else None
             if type(items) is dict:
-                result = collections.defaultdict(factory)
+                result: collections.defaultdict[Any, Any] = collections.defaultdict(factory)
                 result.update({inner(k): inner(v) for k, v in items.items()})
                 return result
         if name == "deque" and type(payload) is tuple and len(payload) == 2:

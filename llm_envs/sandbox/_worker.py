@@ -397,6 +397,7 @@ class Worker:
         gc.freeze()
         self.children = _isolation.ChildrenListing()
         self.spawner_pid = 0
+        self.spawner_death = "the spawner is running"
         self.status_read = -1
         # The run whose exit status the spawner reported but this process has not read.
         self.unread_status: int | None = None
@@ -484,7 +485,8 @@ class Worker:
         if not reaped:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(self.spawner_pid, signal.SIGKILL)
-                _wait_status(self.spawner_pid)
+            with contextlib.suppress(ChildProcessError):
+                self.spawner_death = _describe_exit(_wait_status(self.spawner_pid))
         # Its runs are this process's children now; one waiting for a job would take
         # the next run's job.
         for orphan in self.children.pids():
@@ -712,8 +714,13 @@ class Worker:
         if child is None:
             return {
                 "status": "killed",
-                "error": "the sandbox could not start a process for this run",
+                "error": "the sandbox could not start a process for this run "
+                f"({self.spawner_death})",
                 "outcomes": [["not_run", None, None]] * len(tests),
+                "stdout": "",
+                "stderr": "",
+                "output_truncated": False,
+                "duration": 0.0,
             }
         pidfd = _open_pidfd(child)
         started = time.monotonic()

@@ -154,7 +154,7 @@ def test_objects_that_equal_anything_fail(pool: Sandbox, program: str) -> None:
     assert "UntrustedValue" in {outcome.error_type for outcome in report.outcomes}
 
 
-def test_redefining_a_stdlib_class_makes_its_values_untrusted(pool: Sandbox) -> None:
+def test_redefining_a_stdlib_class_does_not_reach_the_judge(pool: Sandbox) -> None:
     program = """
         import collections
         collections.Counter.__eq__ = lambda self, other: True
@@ -164,7 +164,9 @@ def test_redefining_a_stdlib_class_makes_its_values_untrusted(pool: Sandbox) -> 
     report = pool.run_tests(
         textwrap.dedent(program), ["assert candidate(1, 2) == {'q': 6}"], setup=SETUP
     )
-    assert report.outcomes[0].error_type == "UntrustedValue"
+    # The Counter is rebuilt from its items with the judge's own class.
+    assert report.outcomes[0].error_type == "AssertionError"
+    assert report.outcomes[0].message == "assert Counter({'x': 1}) == {'q': 6}"
 
 
 # --- monkeypatching builtins, AssertionError, modules, the harness ------------------------
@@ -242,58 +244,39 @@ def test_monkeypatching_does_not_reach_the_tests(pool: Sandbox, patch: str) -> N
 # --- fake result markers ----------------------------------------------------------------
 
 
-def test_printed_and_forged_result_records_are_ignored(pool: Sandbox) -> None:
+def test_printed_results_are_ignored(pool: Sandbox) -> None:
     program = """
         import os, sys
-        for fd in (1, 2, 3):
+        for fd in (1, 2):
             for index in range(6):
-                line = f"\\n00112233445566778899aabb {os.getpid()} T {index} - -\\n"
-                for forged in (line, f"PASSED tests[{index}]\\n", '{"status": "ok"}\\n'):
-                    try:
-                        os.write(fd, forged.encode())
-                    except OSError:
-                        pass
+                for forged in (f"PASSED tests[{index}]\\n", '{"status": "ok"}\\n', "R\\0\\0\\0\\0"):
+                    os.write(fd, forged.encode())
         print("passed 6/6")
         def add(a, b):
-            os.write(3, b"\\nffffffffffffffffffffffff %d T 0 - -\\n" % os.getpid())
             print("T 0 passed")
             return 0
     """
     report = run(pool, program)
     assert report.status is ProgramStatus.OK
+    assert "passed 6/6" in report.stdout
 
 
-def test_a_fork_that_answers_differently_cannot_report_for_the_run(pool: Sandbox) -> None:
-    # Brute force: each call forks, the copy answers 6, the original 0. The copy's
-    # records carry its own pid and are ignored.
-    program = """
-        import os
-        def add(a, b):
-            return 6 if os.fork() == 0 else 0
-    """
-    report = run(pool, program)
-    assert report.status is ProgramStatus.OK
-
-
-def test_a_forked_writer_does_not_overwrite_the_runs_records(pool: Sandbox) -> None:
-    # A copy forked at load time writes to the records file while the run's tests
-    # write theirs; both share the file's offset. Every record of the run must land.
-    program = """
-        import os
-        def add(a, b):
-            return a + b
-        if os.fork() == 0:
-            for _ in range(2000):
-                try:
-                    os.write(3, b"\\nnot a record, written concurrently\\n")
-                except OSError:
-                    break
-            os._exit(0)
-    """
-    for _ in range(5):
-        report = pool.run_tests(textwrap.dedent(program), TESTS, setup=SETUP)
-        assert report.status is ProgramStatus.OK, report
-        assert report.passed == len(TESTS), report
+@pytest.mark.parametrize("writer", ["run", "fork"])
+def test_writing_into_the_judges_channel_ends_the_run(pool: Sandbox, writer: str) -> None:
+    # Descriptor 3 carries the run's messages to the judge. Bytes a program writes
+    # there itself are not a message: the run ends, and the test in progress fails.
+    # (A forked copy is the program too: what it writes counts the same.)
+    junk = 'os.write(3, b"R" + bytes(4) + b"\\nPASSED\\n" * 100)'
+    program = (
+        f"import os\n{junk}\n"
+        if writer == "run"
+        else f"import os\nif os.fork() == 0:\n    {junk}\n    os._exit(0)\nos.wait()\n"
+    ) + "def add(a, b):\n    return a + b\n"
+    report = pool.run_tests(program, TESTS, setup=SETUP)
+    assert report.passed == 0, report
+    assert report.status is ProgramStatus.KILLED, report
+    assert "the program sent" in (report.error or ""), report
+    assert pool.run_tests("def add(a, b):\n    return a + b\n", TESTS, setup=SETUP).all_passed
 
 
 def test_a_run_that_moves_its_output_offsets_does_not_affect_the_next(pool: Sandbox) -> None:
