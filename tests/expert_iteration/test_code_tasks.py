@@ -49,7 +49,7 @@ def test_humaneval_two_turn_feedback_with_a_solver_that_fixes_its_code(run_tests
     feedback = obs2["messages"][-1]["content"]
     assert feedback.startswith(
         "Feedback on your answer:\nYour code failed 3 of 3 tests.\n"
-        "Test:\n    assert candidate(3.5) == 0.5\nResult: AssertionError: assert 3.0 == 0.5\n"
+        'Test:\n    assert candidate(3.5) == 0.5\nResult: AssertionError: "assert 3.0 == 0.5"\n'
     )
     assert feedback.endswith(default_revise_message(truncate_number))
     # Attempt 2 is trained on problem + attempt 1 + the revise message: no test in sight.
@@ -98,7 +98,9 @@ def test_code_that_does_not_compile_is_a_wrong_answer(run_tests, truncate_number
     ei = raw_env(strategy="two_turn_feedback")
     seen = play(ei, ScriptedCodeSolver("def truncate_number(:\n    pass\n", FIXED), truncate_number)
     feedback = seen[1][1]["messages"][-1]["content"]
-    assert "Your code does not compile, so none of the 3 tests ran.\nError: SyntaxError" in feedback
+    assert (
+        'Your code does not compile, so none of the 3 tests ran.\nError: "SyntaxError' in feedback
+    )
     assert seen[1][5]["program_status"] == "syntax_error"
     assert seen[-1][2] == 1.0
 
@@ -155,7 +157,7 @@ def test_a_custom_runner_scores_code_without_the_sandbox():
     solver = ScriptedCodeSolver("def f(x):\n    return x\n", "def f(x):\n    return 2 * x\n")
     seen = play(raw_env(strategy="two_turn_feedback", code_runner=runner), solver, problem)
     assert len(seen_programs) == 2
-    assert "Result: AssertionError: nope" in seen[1][1]["messages"][-1]["content"]
+    assert 'Result: AssertionError: "nope"' in seen[1][1]["messages"][-1]["content"]
     assert seen[-1][2] == 1.0
 
 

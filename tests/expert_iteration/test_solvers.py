@@ -47,7 +47,7 @@ def test_evaluate_arithmetic_solves_the_arithmetic_task():
         ("I could not find a final answer in your response.", True),
         ("Your code failed 2 of 3 tests.", True),
         ("Your code does not compile, so none of the 3 tests ran.", True),
-        ("Your code timed out (timed out after 5 s); it passed 0 of 3 tests.", True),
+        ('Your code timed out ("timed out after 5 s"); it passed 0 of 3 tests.', True),
         ("The proposed final answer is incorrect.", True),
         ("Your final answer, 6, is correct.", False),
         ("Your code passed all 3 tests.", False),

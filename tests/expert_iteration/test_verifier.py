@@ -159,7 +159,7 @@ TESTS = ("assert f(1) == 2", "assert f(2) == 4", "for x in range(3):\n    assert
                 ),
             ),
             "Your code failed 2 of 3 tests.\n"
-            "Test:\n    assert f(2) == 4\nResult: AssertionError: assert 3 == 4\n"
+            'Test:\n    assert f(2) == 4\nResult: AssertionError: "assert 3 == 4"\n'
             "Test:\n    for x in range(3):\n        assert f(x) == 2 * x\nResult: TypeError",
         ),
         (
@@ -167,12 +167,12 @@ TESTS = ("assert f(1) == 2", "assert f(2) == 4", "for x in range(3):\n    assert
                 "syntax_error", (Outcome("not_run"),) * 3, "SyntaxError: invalid syntax (line 1)"
             ),
             "Your code does not compile, so none of the 3 tests ran.\n"
-            "Error: SyntaxError: invalid syntax (line 1)",
+            'Error: "SyntaxError: invalid syntax (line 1)"',
         ),
         (
             Report("load_error", (Outcome("not_run"),) * 3, "NameError: name 'g' is not defined"),
             "Your code raised an error while loading, so none of the 3 tests ran.\n"
-            "Error: NameError: name 'g' is not defined",
+            "Error: \"NameError: name 'g' is not defined\"",
         ),
         (
             Report(
@@ -180,7 +180,7 @@ TESTS = ("assert f(1) == 2", "assert f(2) == 4", "for x in range(3):\n    assert
                 (Outcome("passed"), Outcome("timeout"), Outcome("not_run")),
                 "timed out after 5 s",
             ),
-            "Your code timed out (timed out after 5 s); it passed 1 of 3 tests.\n"
+            'Your code timed out ("timed out after 5 s"); it passed 1 of 3 tests.\n'
             "Test:\n    assert f(2) == 4\nResult: timed out\n"
             "Test:\n    for x in range(3):\n        assert f(x) == 2 * x\nResult: not run",
         ),
