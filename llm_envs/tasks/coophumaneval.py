@@ -6,7 +6,9 @@ solved by two agents: a helper writing ``aux`` and a main agent writing the entr
 point. Its records have HumanEval's shape (``task_id, prompt, entry_point, test``,
 a ``check(candidate)`` function) but no reference solutions, so
 :attr:`~CodeProblem.canonical_solution` is ``None``. The tests are split exactly as
-HumanEval's (:func:`llm_envs.tasks.humaneval.split_check`).
+HumanEval's (:func:`llm_envs.tasks.humaneval.split_check`), and the setup opens
+with the prompt's :func:`~llm_envs.tasks.humaneval.trusted_helpers` in the same
+way, so that the tests never call a program's copy of a helper the prompt defines.
 
 Known quirk, kept as in the data (``tests/tasks`` pins it): CoopHumanEval/2 describes
 dates as ``mm-dd-yyyy`` while its tests expect ``dd-mm-yyyy``.

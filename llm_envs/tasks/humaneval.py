@@ -30,9 +30,18 @@ The rules, in order (``docs/tasks.md`` has the worked examples):
   functions), the whole ``check`` becomes one test, ``check(candidate)``, with
   ``check`` defined in the setup: coarser, but exactly the original semantics.
   None of HumanEval's or CoopHumanEval's problems needs this.
+
+The prompt's own helpers are part of the trusted setup too: some tests call a
+function that the prompt defines next to the entry point (HumanEval/38's
+``encode_cyclic``, HumanEval/32's ``poly``). The program is ``prompt +
+completion``, so a completion could redefine that helper (``def encode_cyclic(s):
+return s`` makes any identity ``decode_cyclic`` pass). :func:`trusted_helpers`
+takes them from the data set instead, and the loaders put them first in the
+setup, whose names win over the program's.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
 import builtins
@@ -61,6 +70,7 @@ __all__ = [
     "load_humaneval",
     "problems_from_humaneval_records",
     "split_check",
+    "trusted_helpers",
 ]
 
 HUMANEVAL_FILE = "HumanEval.jsonl.gz"
@@ -174,6 +184,66 @@ def split_check(test_code: str, entry_point: str, *, task_id: str = "?") -> Chec
     )
 
 
+def trusted_helpers(prompt: str, entry_point: str) -> str:
+    r"""The prompt's top-level code except the entry point: the helpers tests may call.
+
+    Pure: the prompt is parsed with :mod:`ast`, never executed. The rules:
+
+    * Every top-level statement is kept, in order, as its source text (decorators
+      included): imports, other functions and classes, module constants
+      (HumanEval/64's ``FIX``), anything else.
+    * A statement that binds ``entry_point`` is dropped, decorators and all: the
+      stub itself, and also an assignment or import of that name, which would
+      otherwise replace the program's entry point in the tests.
+    * Bare constant expressions (a module docstring, ``...``) are dropped.
+    * ``from __future__`` imports are only legal at the top of a module, so they
+      move first (deduplicated; features this Python does not know are dropped,
+      as they cannot compile): the result must open the code it is part of.
+    * A prompt that does not parse, or that holds nothing else than the entry
+      point (and ``from __future__`` imports), gives ``""``.
+
+    Args:
+        prompt: the problem's prompt (for HumanEval, the code a completion continues).
+        entry_point: the name of the function under test.
+
+    Returns:
+        Source text ending with a newline, or ``""``.
+
+    Example:
+        >>> prompt = (
+        ...     "import math\n\n\ndef helper(x):\n    return math.floor(x)\n\n\n"
+        ...     "def solve(x):\n    '''Use helper.'''\n"
+        ... )
+        >>> print(trusted_helpers(prompt, "solve"), end="")
+        import math
+        def helper(x):
+            return math.floor(x)
+        >>> trusted_helpers("def solve(x):\n    '''A stub.'''\n", "solve")
+        ''
+    """
+    try:
+        module = parse_quietly(prompt)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    source = _Source(prompt)
+    future: list[str] = []
+    kept: list[str] = []
+    for node in module.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__" and not node.level:
+            known = [alias for alias in node.names if alias.name in __future__.all_feature_names]
+            if known:
+                future.append(ast.unparse(ast.ImportFrom("__future__", known, 0)))
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if entry_point in _binds(node):
+            continue
+        kept.append(source.text(node))
+    if not kept:
+        return ""
+    return "\n".join([*dict.fromkeys(future), *kept]) + "\n"
+
+
 def load_humaneval(path: str | os.PathLike[str] | None = None) -> tuple[CodeProblem, ...]:
     """Load the 164 HumanEval problems, ordered by task number.
 
@@ -183,7 +253,9 @@ def load_humaneval(path: str | os.PathLike[str] | None = None) -> tuple[CodeProb
 
     Each problem's :attr:`~CodeProblem.prompt` is the signature and docstring that a
     completion continues, :attr:`~CodeProblem.canonical_solution` continues it, and
-    the tests come from :func:`split_check`.
+    the tests come from :func:`split_check`. The setup opens with the prompt's
+    :func:`trusted_helpers` (when it has any), so that the tests call the data
+    set's helpers, not the program's copies.
 
     Raises:
         TaskDataNotFoundError: no source has the data; the message says what to set up.
@@ -219,6 +291,9 @@ def problems_from_humaneval_records(
 def check_record_to_problem(record: Mapping[str, Any], *, with_solution: bool) -> CodeProblem:
     """Convert one HumanEval-shaped record (``task_id, prompt, entry_point, test``).
 
+    The setup is the prompt's :func:`trusted_helpers`, then :func:`split_check`'s
+    setup.
+
     Args:
         record: the record; ``canonical_solution`` is read when ``with_solution``.
         with_solution: whether the data set has reference solutions.
@@ -239,7 +314,7 @@ def check_record_to_problem(record: Mapping[str, Any], *, with_solution: bool) -
         prompt=record["prompt"],
         entry_point=record["entry_point"],
         tests=split.tests,
-        test_setup=split.setup,
+        test_setup=trusted_helpers(record["prompt"], record["entry_point"]) + split.setup,
         canonical_solution=record["canonical_solution"] if with_solution else None,
     )
 
@@ -377,14 +452,17 @@ class _Source:
     def text(self, node: ast.stmt) -> str:
         """The statement's own text, dedented, or ``ast.unparse`` when it cannot be reused.
 
-        Dedenting is exact unless the statement holds a multi-line string (whose
-        inner lines dedent would change) or tabs: those are checked against the
-        AST, and fall back to the unparsed form, which is always equivalent.
+        A decorated definition starts at its first decorator's line. Dedenting is
+        exact unless the statement holds a multi-line string (whose inner lines
+        dedent would change) or tabs: those, and decorated definitions, are checked
+        against the AST, and fall back to the unparsed form, which is always
+        equivalent.
         """
         segment = self._segment(node)
         if segment is not None:
             text = textwrap.dedent(segment).strip("\n")
-            if "\t" not in segment and not _has_multiline_string(node):
+            decorated = bool(getattr(node, "decorator_list", None))
+            if "\t" not in segment and not decorated and not _has_multiline_string(node):
                 return text
             try:
                 reparsed = parse_quietly(text)
@@ -399,16 +477,22 @@ class _Source:
         if node.end_lineno is None or node.end_col_offset is None:
             return None
         first, last = node.lineno - 1, node.end_lineno - 1
+        col_offset = node.col_offset
+        decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+        if decorators:
+            # A definition's position is its `def` line; its `@` lines come before,
+            # each opening its line (after indentation).
+            first, col_offset = min(first, *(d.lineno - 1 for d in decorators)), 0
         if last >= len(self._lines):
             return None
         # Column offsets count UTF-8 bytes.
         lines = [line.encode() for line in self._lines[first : last + 1]]
         if first == last:
-            lines[0] = lines[0][node.col_offset : node.end_col_offset]
+            lines[0] = lines[0][col_offset : node.end_col_offset]
         else:
-            lines[0] = lines[0][node.col_offset :]
+            lines[0] = lines[0][col_offset:]
             lines[-1] = lines[-1][: node.end_col_offset]
-        prefix = self._lines[first].encode()[: node.col_offset].decode(errors="replace")
+        prefix = self._lines[first].encode()[:col_offset].decode(errors="replace")
         # Pad the first line to its column, as if the statement started the line.
         padding = re.sub(r"[^\t\f ]", " ", prefix)
         return padding + b"".join(lines).decode(errors="replace")

@@ -134,7 +134,8 @@ def test_humaneval_check_split_counts(humaneval, task_id, expected):
 def test_humaneval_0_exact_split(humaneval):
     problem = humaneval["HumanEval/0"]
     assert problem.tests[0] == "assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True"
-    assert problem.test_setup.startswith("METADATA = {")
+    # The prompt's import (trusted_helpers), then the test code's module level.
+    assert problem.test_setup.startswith("from typing import List\nMETADATA = {")
     assert problem.test_setup.endswith("candidate = has_close_elements\n")
 
 
