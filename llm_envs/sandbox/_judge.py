@@ -157,6 +157,9 @@ class Channel:
         self.deadline = deadline
         self.kill = kill
         self.buffer = bytearray()
+        self.poller = select.poll()
+        self.poller.register(exit_fd, select.POLLIN)
+        self.polled: int | None = None  # the descriptor registered beside exit_fd
         #: Why the run can answer no more (None while it can).
         self.ended: str | None = None
         self.timed_out = False
@@ -187,20 +190,24 @@ class Channel:
 
     def _poll(self, fd: int, events: int) -> bool:
         """Wait until ``fd`` is ready or the run exits; whether ``fd`` is ready."""
-        poller = select.poll()
-        poller.register(fd, events)
-        if not self.exited:
-            poller.register(self.exit_fd, select.POLLIN)
+        if self.polled != fd:
+            if self.polled is not None:
+                self.poller.unregister(self.polled)
+            self.poller.register(fd, events)
+            self.polled = fd
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise self._timeout()
-        ready = poller.poll(max(1, int(remaining * 1000) + 1))
+        ready = self.poller.poll(max(1, int(remaining * 1000) + 1))
         if not ready and time.monotonic() >= self.deadline:
             raise self._timeout()
+        found = False
         for ready_fd, _ in ready:
-            if ready_fd == self.exit_fd:
+            if ready_fd == fd:
+                found = True
+            elif ready_fd == self.exit_fd:
                 self.exited = True
-        return any(ready_fd == fd for ready_fd, _ in ready)
+        return found
 
     def send(self, data: bytes) -> None:
         """Write ``data`` to the run (RunTimeout at the deadline, RunEnded if it exits)."""
@@ -264,11 +271,20 @@ class Channel:
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the program's ``name`` with plain-data arguments; its result, rebuilt here."""
         self.check()
-        mutable = tuple(index for index, arg in enumerate(args) if type(arg) in _MUTABLE) + tuple(
-            key for key, arg in kwargs.items() if type(arg) in _MUTABLE
-        )
+        mutable: tuple[int | str, ...] = ()
+        exact = False
+        for index, arg in enumerate(args):
+            if type(arg) in _MUTABLE:
+                mutable += (index,)
+                exact = exact or type(arg) is bytearray
+        for key, arg in kwargs.items():
+            if type(arg) in _MUTABLE:
+                mutable += (key,)
+                exact = exact or type(arg) is bytearray
         try:
-            payload, tagged = _wire.encode((name, args, kwargs, mutable), exact=True)
+            # (Marshal alone writes a bytearray as bytes: a bytearray argument, which
+            # the call may change in place, goes through the exact encoding.)
+            payload, tagged = _wire.encode((name, args, kwargs, mutable), exact=exact)
         except _wire.Unsupported as error:
             raise UntrustedValue(
                 f"the test passed the program {error}; only plain data can cross"

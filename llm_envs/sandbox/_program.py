@@ -118,11 +118,22 @@ def _send(kind: bytes, value: object) -> None:
             _exit(74)  # the program closed or replaced the descriptor
 
 
+# Bytes read from the job pipe ahead of the message being parsed.
+_pending = bytearray()
+
+
 def _read_exact(size: int) -> bytes:
-    chunks = []
-    while size:
+    """The next ``size`` bytes from the job pipe (read in as few calls as possible)."""
+    if len(_pending) >= size:
+        data = bytes(_pending[:size])
+        del _pending[:size]
+        return data
+    chunks = [bytes(_pending)]
+    size -= len(_pending)
+    _pending.clear()
+    while size > 0:
         try:
-            chunk = _read(JOB_FD, size)
+            chunk = _read(JOB_FD, max(size, 4096))
         except InterruptedError:
             continue
         except OSError:
@@ -131,7 +142,11 @@ def _read_exact(size: int) -> bytes:
             _exit(73)  # the worker is gone
         chunks.append(chunk)
         size -= len(chunk)
-    return b"".join(chunks)
+    data = b"".join(chunks)
+    if size < 0:  # read past the message: keep the rest for the next one
+        _pending[:] = data[size:]
+        data = data[:size]
+    return data
 
 
 def _describe(error: BaseException) -> tuple[str, str]:

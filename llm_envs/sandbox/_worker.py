@@ -347,9 +347,10 @@ class Worker:
         # Outside a PID namespace and without Landlock's signal scoping, a run could
         # signal the worker and the caller (same uid): a seccomp filter confines its
         # signals to itself and its process group. (The spawner guards itself.)
-        self.signal_filter = (
-            not self.namespaces.pid and self.landlock_abi < 6 and self._probe_signal_filter()
-        )
+        # The spawner's seccomp filter (inherited by every run) also refuses sockets and
+        # memory outside the address-space limit (_isolation.DENIED_SYSCALLS).
+        self.seccomp = self._probe_signal_filter()
+        self.signal_filter = not self.namespaces.pid and self.landlock_abi < 6 and self.seccomp
         # Compiled here once; each run only writes its pid into it.
         self.run_signal_filter = _isolation.RunSignalFilter() if self.signal_filter else None
 
@@ -389,6 +390,7 @@ class Worker:
                 self.namespaces.pid or self.landlock_abi >= 6 or self.signal_filter
             ),
             "process_limit": self.nproc_limit is not None,
+            "syscalls_filtered": self.seccomp,
         }
         self.max_fd = os.sysconf("SC_OPEN_MAX")
         # Objects that exist now are never collected: the runs' garbage collector

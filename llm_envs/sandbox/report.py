@@ -160,6 +160,9 @@ class Protections:
             PID namespace, Landlock signal scoping, or a seccomp filter).
         process_limit: the number of processes and threads a run may create is
             limited (RLIMIT_NPROC is enforced for its uid).
+        syscalls_filtered: a seccomp filter refuses runs new sockets of any family
+            and memory outside their address-space limit (memfd, SysV and POSIX
+            IPC, keys), and the interfaces that would bypass it (io_uring, BPF).
     """
 
     pid_namespace: bool = False
@@ -172,3 +175,4 @@ class Protections:
     tcp_blocked: bool = False
     signals_confined: bool = False
     process_limit: bool = False
+    syscalls_filtered: bool = False
