@@ -304,8 +304,8 @@ class Channel:
             result, changed = value
             if len(changed) != len(mutable):
                 raise self._broken("the program sent a malformed result")
-            for key, new in zip(mutable, changed, strict=True):
-                _refresh(args[key] if isinstance(key, int) else kwargs[key], new)
+            for slot, new in zip(mutable, changed, strict=True):
+                _refresh(args[slot] if isinstance(slot, int) else kwargs[slot], new)
             return result
         if kind == b"X":
             if type(value) is tuple and len(value) == 2:

@@ -238,6 +238,18 @@ def _describe_exit(status: int) -> str:
     )
 
 
+def _fork_when_possible(fork: Callable[[], int], patience: float = 10.0) -> int:
+    """``fork()``, retried while the process limit refuses it (for ``patience`` seconds)."""
+    deadline = time.monotonic() + patience
+    while True:
+        time.sleep(0.005)
+        try:
+            return fork()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def _open_pidfd(pid: int) -> int:
     try:
         return os.pidfd_open(pid)
@@ -283,7 +295,9 @@ class Worker:
         self.output_limit = int(config["output_limit"])
         self.max_processes = int(config["max_processes"])
         scratch = str(config["scratch"])
-        index = int(config["index"])
+        # A uid of its own per pool and worker: RLIMIT_NPROC counts per uid, so a fork
+        # bomb in one pool's run must not starve another pool's runs of processes.
+        index = (int(config["pool"]) % (1 << 22)) * 64 + int(config["index"]) % 64
 
         for name in PRELOADED_MODULES:
             __import__(name)
@@ -575,7 +589,12 @@ class Worker:
         pending = select.poll()
         pending.register(_JOB_FD, select.POLLIN)
         while True:
-            run = fork()
+            try:
+                run = fork()
+            except BlockingIOError:
+                # EAGAIN: the last run's processes still count against RLIMIT_NPROC
+                # while the worker reaps them (a fork bomb's): wait, then fork.
+                run = _fork_when_possible(fork)
             if run == 0:
                 run_main()
             write(_STATUS_FD, pack(run))

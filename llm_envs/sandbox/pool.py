@@ -365,6 +365,7 @@ class Sandbox:
             "namespaces": bool(namespaces),
             "landlock": bool(landlock),
             "environment": _WORKER_ENVIRONMENT,
+            "pool": os.getpid(),
         }
         self._start_timeout = _check_timeout(start_timeout, "start_timeout")
         self._owner_pid = os.getpid()
