@@ -54,6 +54,8 @@ MAX_INT_DIGITS = 20_000
 
 _VERSION = 2
 _TAG = Ellipsis
+# How marshal writes the start of a tagged tuple: a 3-tuple whose first item is Ellipsis.
+_TAG_HEAD = b"(\x03\x00\x00\x00."
 
 
 class Unsupported(TypeError):
@@ -83,6 +85,8 @@ def _tag(value: Any, depth: int, tags: list[str]) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if value is _TAG:
+        raise Unsupported("Ellipsis")
     depth += 1
     if kind is list:
         return [_tag(item, depth, tags) for item in value]
@@ -162,9 +166,14 @@ def encode(value: object, *, exact: bool = False) -> tuple[bytes, bool]:
     """
     if not exact:
         try:
-            return marshal.dumps(value, _VERSION), False  # type: ignore[arg-type]
+            data = marshal.dumps(value, _VERSION)  # type: ignore[arg-type]
         except ValueError:  # an unmarshallable type (or too deep): tag the known ones
             pass
+        else:
+            # A tuple that looks like a tag must not pass for one: the exact walk
+            # refuses Ellipsis. (These bytes inside a string only cost the walk.)
+            if _TAG_HEAD not in data:
+                return data, False
     tags: list[str] = []
     tagged = _tag(value, 0, tags)
     return marshal.dumps(tagged, _VERSION), bool(tags)
@@ -327,10 +336,23 @@ def _read_str(reader: _Reader, depth: int) -> str:
         raise WireError("a string is not valid UTF-8") from None
 
 
+_SMALL_INTS = struct.Struct("<xi")
+
+
 def _read_items(reader: _Reader, depth: int) -> list[Any]:
     if depth >= MAX_DEPTH:
         raise WireError(f"the value is nested more than {MAX_DEPTH} levels deep")
-    return [reader.value(depth + 1) for _ in range(reader.count())]
+    count = reader.count()
+    # The common case, a run of small ints ("i" + 4 bytes each), in one C call.
+    start, end = reader.position, reader.position + 5 * count
+    data = reader.data
+    if count > 4 and end <= len(data) and data[start:end:5] == b"i" * count:
+        reader.items += count
+        if reader.items > MAX_ITEMS:
+            raise WireError(f"the value holds more than {MAX_ITEMS} items")
+        reader.position = end
+        return [value for (value,) in _SMALL_INTS.iter_unpack(data[start:end])]
+    return [reader.value(depth + 1) for _ in range(count)]
 
 
 def _read_tuple(reader: _Reader, depth: int) -> Any:

@@ -730,6 +730,10 @@ class Worker:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             fcntl.fcntl(fd, fcntl.F_SETFL, self.append_flags)
+        # A run can change the flags of the pipe ends it shares with the next runs
+        # (O_NONBLOCK on its job pipe would make the next run's read fail).
+        for fd in (self.job_read, self.reply_write):
+            fcntl.fcntl(fd, fcntl.F_SETFL, 0)
         self._drain_replies()
         child = self._waiting_run()
         if child is None:
