@@ -320,3 +320,23 @@ def test_redefining_the_prompts_helper_is_incorrect_in_expert_iteration(
     _assert_incorrect(reward, info, problem)
     assert problem.canonical_solution is not None
     _assert_expert_iteration_honest(pool, problem, problem.canonical_solution)
+
+
+# --- 4. Any string is an action: oversized completions are outcomes ----------------------------
+
+
+@pytest.mark.parametrize(
+    "size", [2 << 20, pytest.param(64 << 20, marks=pytest.mark.slow)], ids=["2MiB", "64MiB"]
+)
+def test_an_oversized_completion_scores_zero_and_never_raises(pool: Sandbox, size: int) -> None:
+    problem = _problem(ADD)
+    body = f"def {problem.entry_point}(a, b):\n    return a + b\n"
+    # (Inside the function: code collaboration keeps only the entry point's definition.)
+    huge = body.replace("    return", f"    padding = '{'x' * size}'\n    return")
+    reward, info = _collab(pool, problem, huge)
+    assert (info["passed"], info["level3"]) == (0, 0.0), info["sandbox_status"]
+    assert info["sandbox_status"] == "load_error"
+    reward, info = _expert_iteration(pool, problem, huge)
+    assert (info["correct"], reward) == (False, 0.0)
+    # The same program, of a normal size, passes: only the size was refused.
+    _assert_collab_honest(pool, problem, body)
