@@ -8,8 +8,9 @@ Run a model-written program against test snippets::
     reward = report.pass_rate
 
 Every run is a fresh process forked from a warm worker, confined by the
-strongest means the OS allows, and judged by a harness the program cannot
-talk to through stdout. See ``docs/sandbox.md`` for the guarantees and limits.
+strongest means the OS allows. The tests run in the worker, a trusted
+process the program cannot reach, and call the program's functions through
+proxies that bring back only plain data. See ``docs/sandbox.md`` for the guarantees and limits.
 
 This package must never execute untrusted code in the caller's process.
 """

@@ -8,8 +8,7 @@ copy-on-write fault. Compiling never executes the program.
 
 This module is only imported by the worker (after its spawner has forked, so
 runs do not carry ``ast`` in their memory) and by the caller's process for
-:func:`check_test_syntax`; the harness that runs in each run does not import
-it. It only uses the standard library.
+:func:`check_test_syntax`; the runs do not import it. It only uses the standard library.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ __all__ = [
 #: the worker spends on one untrusted source outside those limits).
 COMPILE_IN_WORKER_LIMIT = 64 * 1024
 
-# The operator argument of the harness's comparison: its index in _harness.COMPARISONS.
+# The operator argument of the judge's comparison: its index in _judge.COMPARISONS.
 _CMP_INDEX: dict[type[ast.cmpop], int] = {
     operator: COMPARISONS.index(symbol)
     for operator, symbol in (

@@ -34,6 +34,7 @@ import builtins
 import io
 import marshal
 import os
+import select
 import struct
 import sys
 import types
@@ -47,6 +48,7 @@ from llm_envs.sandbox import _wire
 globals()["__builtins__"] = dict(vars(builtins))
 
 __all__ = [
+    "EXIT_REQUEST",
     "JOB_FD",
     "REPLY_FD",
     "ProgramJob",
@@ -62,11 +64,14 @@ REPLY_FD = 3
 _MESSAGE_LIMIT = 1000
 _FRAME = struct.Struct("<cI")
 _REQUEST = struct.Struct("<I?")
+#: What the judge sends when the tests are done: the run exits.
+EXIT_REQUEST = _REQUEST.pack(0, False)
 
 # Bound once, before any program runs: the serving loop keeps working (for honest
 # programs) when a program rebinds os.write or builtins.
 _write = os.write
 _read = os.read
+_select = select.select
 _exit = os._exit
 _exec = exec
 _compile = compile
@@ -134,7 +139,8 @@ def _read_exact(size: int) -> bytes:
     while size > 0:
         try:
             chunk = _read(JOB_FD, max(size, 4096))
-        except InterruptedError:
+        except (InterruptedError, BlockingIOError):  # (the program made it non-blocking)
+            _select((JOB_FD,), (), ())
             continue
         except OSError:
             _exit(75)
@@ -228,6 +234,8 @@ def serve(job: ProgramJob) -> NoReturn:
 def _serve_calls(namespace: dict[str, Any], recursion_limit: int) -> NoReturn:
     while True:
         size, tagged = _unpack_request(_read_exact(_REQUEST.size))
+        if not size:
+            _exit(0)  # the tests are done
         request = _loads(_read_exact(size))
         if tagged:
             request = _untag(request)

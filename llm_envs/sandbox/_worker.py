@@ -1,9 +1,9 @@
-"""The sandbox worker: a warm interpreter that runs each program in a fresh confined process.
+"""The sandbox worker: a warm interpreter that judges each program run in a fresh confined process.
 
 The pool (:mod:`llm_envs.sandbox.pool`) starts each worker as
 ``python -P -s -S -c <bootstrap>``, so the worker imports only the standard
-library and this package's ``_worker``, ``_harness`` and ``_isolation`` modules
-(never ``llm_envs/__init__``). Three kinds of process take part:
+library and this package's sandbox modules (never ``llm_envs/__init__``).
+Three kinds of process take part:
 
 * The **worker** talks to the pool over its stdin/stdout (frames: a 4-byte
   big-endian length, then the payload: requests are marshalled, since the pool
@@ -11,24 +11,25 @@ library and this package's ``_worker``, ``_harness`` and ``_isolation`` modules
   unmarshals anything a worker wrote). At start it enters new namespaces where
   the system allows (as PID 1 of its PID namespace), pre-imports the standard
   modules that benchmark tests use, and prepares the confinement. Per request it
-  compiles the tests (cached), hands the job to the spawner, enforces the
-  wall-clock deadline, kills whatever the run left, and turns the run's records
-  into a reply. It never forks per run, so its memory is never write-protected
-  (on a fork-per-run design the forking process pays a page fault for every page
-  it touches afterwards).
+  compiles the tests (cached) and the program, hands the program to a waiting
+  run, and judges it: the setup and the tests run here
+  (:mod:`llm_envs.sandbox._judge`), calling the program's functions in the run.
+  Then it kills whatever the run left and empties the run's directory. It never
+  forks per run, so its memory is never write-protected.
 * The **spawner**, forked once from the worker, applies every inherited part of
   the confinement once: resource limits, the unprivileged uid, ``no_new_privs``,
   the Landlock ruleset, the descriptor layout, the working directory, and a
-  seccomp filter that keeps its runs from signalling it (it is non-dumpable, so
-  they cannot ptrace it either). Its loop only forks: each run is forked ahead
-  of its job and waits for it, so the fork is off the critical path.
-* Each **run** is a child of the spawner. It reads its job from a pipe (so the
-  job's token is gone from every descriptor before untrusted code starts), sets
-  its CPU limit, and hands over to :func:`~llm_envs.sandbox._harness.run_child`.
+  seccomp filter (no signals to it, no sockets, no memory outside the
+  address-space limit; it is non-dumpable, so runs cannot ptrace it either). Its
+  loop only forks: each run is forked ahead of its job and waits for it, so the
+  fork is off the critical path.
+* Each **run** is a child of the spawner. It reads its job from the job pipe,
+  sets its CPU limit, and hands over to :func:`llm_envs.sandbox._program.serve`,
+  which executes the program and then answers the judge's calls.
 
 This module must never run untrusted code in the worker or the spawner, never
-parse a run's output with anything but the strict record parser below, and
-never write anything to stdout except reply frames.
+read anything a run wrote except through the judge's strict decoder, and never
+write anything to stdout except reply frames.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ _STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, 
 _NESTED_RULESET_FD = 6
 _FIRST_FREE_FD = 7
 _KILL_GRACE_MS = 10_000  # how long a killed run may take to exit
+_EXIT_GRACE = 0.05  # how long a run asked to exit may take before it is killed
+_EXIT_REQUEST = _program.EXIT_REQUEST
 _INT = struct.Struct("<i")
 _JOB_HEADER = struct.Struct("<I")
 
@@ -140,7 +143,11 @@ def _format_exception(limit: int) -> str:
 def _read_exact(fd: int, size: int) -> bytes | None:
     chunks = []
     while size:
-        chunk = os.read(fd, size)
+        try:
+            chunk = os.read(fd, size)
+        except BlockingIOError:  # (a run left its shared pipe end non-blocking)
+            select.select([fd], [], [])
+            continue
         if not chunk:
             return None
         chunks.append(chunk)
@@ -772,9 +779,16 @@ class Worker:
                 "timeout", None, [["not_run", None, None]] * len(tests), "in the judge"
             )
         duration = time.monotonic() - started
-        _kill_run(child)
         if pidfd >= 0:
-            # The run is killed; wait for its exit so that its output is complete.
+            # Ask the run to exit (cheaper than a signal); one that does not, at once,
+            # is killed. Its exit means its output is complete.
+            if not channel.exited and channel.ended is None and not channel.timed_out:
+                with contextlib.suppress(OSError):
+                    os.write(self.job_write, _EXIT_REQUEST)
+                if not select.select([pidfd], [], [], _EXIT_GRACE)[0]:
+                    _kill_run(child)
+            else:
+                _kill_run(child)
             select.select([pidfd], [], [], _KILL_GRACE_MS / 1000)
             os.close(pidfd)
         self._kill_leftovers(child)

@@ -464,7 +464,7 @@ class Sandbox:
             entry_point: see :class:`SandboxJob`.
 
         Returns:
-            The report; a test counts as passed only when the harness saw it pass.
+            The report; a test counts as passed only when the judge ran it to its end.
 
         Raises:
             TypeError: ``program``, ``setup`` or a test is not a str, or ``tests``

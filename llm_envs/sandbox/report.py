@@ -26,9 +26,9 @@ class ProgramStatus(StrEnum):
             program never defined ``f``) raised while loading; no test ran.
         TIMEOUT: the wall-clock limit expired; the running test is marked
             :attr:`TestStatus.TIMEOUT` and later tests :attr:`TestStatus.NOT_RUN`.
-        KILLED: the process ended before the harness finished: a signal, a
-            resource limit (CPU time, memory, processes), or the program calling
-            ``os._exit``.
+        KILLED: the program's process ended before the tests finished: a signal,
+            a resource limit (CPU time, memory, processes), the program calling
+            ``os._exit``, or writing into the judge's channel.
     """
 
     OK = "ok"
@@ -42,7 +42,7 @@ class TestStatus(StrEnum):
     """The outcome of one test snippet.
 
     Attributes:
-        PASSED: the harness ran the snippet to its end and saw every assertion hold.
+        PASSED: the judge ran the snippet to its end and saw every assertion hold.
         FAILED: the snippet raised (an assertion, an exception from the program,
             a value of an untrusted type, or the process ending mid-test).
         TIMEOUT: the wall-clock limit expired while this test ran.
