@@ -302,10 +302,11 @@ class Channel:
             if not (type(value) is tuple and len(value) == 2 and type(value[1]) is tuple):
                 raise self._broken("the program sent a malformed result")
             result, changed = value
-            if len(changed) != len(mutable):
-                raise self._broken("the program sent a malformed result")
-            for slot, new in zip(mutable, changed, strict=True):
-                _refresh(args[slot] if isinstance(slot, int) else kwargs[slot], new)
+            for item in changed:
+                if not (type(item) is tuple and len(item) == 2 and item[0] in mutable):
+                    raise self._broken("the program sent a malformed result")
+                slot = item[0]
+                _refresh(args[slot] if type(slot) is int else kwargs[slot], item[1])
             return result
         if kind == b"X":
             if type(value) is tuple and len(value) == 2:

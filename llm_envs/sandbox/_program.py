@@ -5,7 +5,7 @@ Each run is a confined process forked from the spawner (see
 ``solution``, tells the judge which of the names the tests use the program
 defines, then serves calls: the judge sends ``(name, args, kwargs)``, the run
 calls the program's function and sends back its result (and every mutable
-argument, which the call may have changed), or the exception's type name and
+argument the call changed), or the exception's type name and
 message.
 
 Nothing in this process is trusted, this code included: once the program runs,
@@ -21,8 +21,8 @@ Messages to the judge go to :data:`REPLY_FD`, each ``kind (1 byte) + size
 ``P`` the program does not compile, ``E`` it raised while loading (both with
 ``(type name, message)``), ``L`` loaded (``{name: ("f",) | ("m", module name)
 | ("v", value) | ("u", type name)}``), ``R`` a call returned ``(result,
-mutated arguments)``, ``X`` it raised ``(type name, message)``, ``U`` its
-result cannot cross (the reason).
+((slot, new value), ...))`` (the mutable arguments it changed), ``X`` it raised
+``(type name, message)``, ``U`` its result cannot cross (the reason).
 
 Every run is forked from a process that imported this module: it imports
 only the standard library and :mod:`._wire`.
@@ -240,6 +240,8 @@ def _serve_calls(namespace: dict[str, Any], recursion_limit: int) -> NoReturn:
         if tagged:
             request = _untag(request)
         name, args, kwargs, mutable = request
+        # The mutable arguments as they arrived: only those the call changes go back.
+        before = [_encode(args[i] if type(i) is int else kwargs[i])[0] for i in mutable]
         _setrecursionlimit(recursion_limit)
         try:
             function: Callable[..., Any] = namespace[name]
@@ -248,8 +250,12 @@ def _serve_calls(namespace: dict[str, Any], recursion_limit: int) -> NoReturn:
             _send(b"X", _describe(error))
             continue
         try:
-            changed = tuple(args[i] if type(i) is int else kwargs[i] for i in mutable)
-            _send(b"R", (result, changed))
+            changed = []
+            for slot, old in zip(mutable, before, strict=True):
+                value = args[slot] if type(slot) is int else kwargs[slot]
+                if _encode(value)[0] != old:
+                    changed.append((slot, value))
+            _send(b"R", (result, tuple(changed)))
         except _Unsupported as error:
             _send(b"U", str(error))
         except BaseException as error:  # RecursionError, MemoryError while encoding

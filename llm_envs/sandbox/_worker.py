@@ -308,6 +308,13 @@ class Worker:
 
         for name in PRELOADED_MODULES:
             __import__(name)
+        if config["pin"]:
+            # The worker and its runs take turns (each waits while the other works):
+            # on one CPU, each call's hand-over goes to a process on the CPU that just
+            # went idle, with warm caches, instead of waking another CPU (measured:
+            # 20 us per call instead of 67 on an idle 2-CPU VM).
+            allowed = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {allowed[int(config["index"]) % len(allowed)]})
 
         self.namespaces = (
             _isolation.enter_namespaces() if config["namespaces"] else _isolation.NamespaceState()

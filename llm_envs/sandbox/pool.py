@@ -321,6 +321,11 @@ class Sandbox:
         start_timeout: seconds to wait for a worker to start.
         max_program_chars: the longest program the pool runs; a longer one gets a
             ``LOAD_ERROR`` report without running (it is an outcome, never an error).
+        pin_cpus: keep each worker and its runs on one CPU of those this process
+            may use (worker ``i`` on the ``i``-th, round robin). A test's calls into
+            the program hand over between the two processes, which is 3x faster
+            on one CPU. Default: pinned when there are at least as many CPUs as
+            workers; turn it off when other work must be free to move.
 
     Raises:
         SandboxError: on a non-Linux system, or when a worker cannot start.
@@ -346,6 +351,7 @@ class Sandbox:
         landlock: bool = True,
         start_timeout: float = 60.0,
         max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+        pin_cpus: bool | None = None,
     ) -> None:
         if not sys.platform.startswith("linux"):
             raise SandboxError(f"llm_envs.sandbox needs Linux, not {sys.platform!r}")
@@ -356,6 +362,8 @@ class Sandbox:
         self.memory_mb = _check_positive_int(memory_mb, "memory_mb")
         self.output_limit = _check_positive_int(output_limit, "output_limit")
         self.max_program_chars = _check_positive_int(max_program_chars, "max_program_chars")
+        cpus = len(os.sched_getaffinity(0))
+        self.pin_cpus = bool(self.workers <= cpus and cpus > 1 if pin_cpus is None else pin_cpus)
         self._config = {
             "memory_mb": self.memory_mb,
             "file_size_mb": _check_positive_int(file_size_mb, "file_size_mb"),
@@ -366,6 +374,7 @@ class Sandbox:
             "landlock": bool(landlock),
             "environment": _WORKER_ENVIRONMENT,
             "pool": os.getpid(),
+            "pin": self.pin_cpus,
         }
         self._start_timeout = _check_timeout(start_timeout, "start_timeout")
         self._owner_pid = os.getpid()
