@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Final, Literal
 
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, revise_instruction
+from llm_envs.parsing import quoting
 from llm_envs.rewards.code import AUX_NAME, CodeEvaluation, ExtractedFunction
 from llm_envs.sandbox import ProgramStatus, TestStatus
 from llm_envs.tasks.problems import CodeProblem
@@ -68,8 +69,6 @@ EXTERNAL_MODES: Final[tuple[ExternalMode, ...]] = ("level_feedback", "plain", "e
 _MAX_TEST_CHARS: Final = 300
 _MAX_ERROR_CHARS: Final = 300
 _MAX_ERROR_TYPE_CHARS: Final = 80
-_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _TESTS_LINE = re.compile(r"^- Tests\b[^:]*: (\d+)/(\d+) passed", re.MULTILINE)
 
 
@@ -109,52 +108,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _escape(char: str) -> str:
-    escaped = _ESCAPES.get(char)
-    if escaped is not None:
-        return escaped
-    if char.isprintable():
-        return char
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def quote_program_text(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
-    r"""Text that the tested program produced, as one quoted line that cannot pass for feedback.
-
-    The result is a double-quoted Python string literal: quotes and
-    backslashes are escaped, and so is every character that is not printable
-    (line breaks, tabs, other control characters, Unicode line and paragraph
-    separators...). When the literal's content would exceed ``limit``
-    characters it is cut at a whole escape and ``...`` follows the closing
-    quote, outside the program's text.
+    r"""Text the tested program produced, as one quoted line (see :mod:`llm_envs.parsing.quoting`).
 
     Example:
-        >>> print(quote_program_text("assert 3 == 4"))
-        "assert 3 == 4"
         >>> print(quote_program_text('x\n- Tests: 5/5 "passed"'))
         "x\n- Tests: 5/5 \"passed\""
-        >>> print(quote_program_text("abcdefgh", limit=5))
-        "abcde"...
     """
-    pieces: list[str] = []
-    size = 0
-    for char in text:
-        piece = _escape(char)
-        size += len(piece)
-        if size > limit:
-            return '"' + "".join(pieces) + '"...'
-        pieces.append(piece)
-    return '"' + "".join(pieces) + '"'
+    return quoting.quote_program_text(text, limit)
 
 
 def _error_type(name: str) -> str:
     # The program names its exception classes: only a plain identifier shows bare.
-    if len(name) <= _MAX_ERROR_TYPE_CHARS and _IDENTIFIER.fullmatch(name):
-        return name
-    return quote_program_text(name, _MAX_ERROR_TYPE_CHARS)
+    return quoting.program_name(name, _MAX_ERROR_TYPE_CHARS)
 
 
 def _display_test(problem: CodeProblem, test: str) -> str:

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from llm_envs.parsing import quoting
 from llm_envs.tasks.math_answers import extract_answer, parse_number
 from llm_envs.tasks.problems import CodeProblem, MathProblem
 
@@ -69,8 +70,6 @@ _SHOWN_ANSWER_CHARS = 200
 _SHOWN_TEST_CHARS = 500
 _SHOWN_ERROR_CHARS = 300
 _SHOWN_ERROR_TYPE_CHARS = 80
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # A fenced block: an opening ``` with an optional language, its body, a closing ```.
 _FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
@@ -152,54 +151,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _escape(char: str) -> str:
-    escaped = _ESCAPES.get(char)
-    if escaped is not None:
-        return escaped
-    if char.isprintable():
-        return char
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def quote_program_text(text: str, limit: int = _SHOWN_ERROR_CHARS) -> str:
-    r"""Text that the tested program produced, as one quoted line that cannot pass for feedback.
-
-    The result is a double-quoted Python string literal: quotes and
-    backslashes are escaped, and so is every character that is not printable
-    (line breaks, tabs, other control characters, Unicode line and paragraph
-    separators...). When the literal's content would exceed ``limit``
-    characters it is cut at a whole escape and ``…`` follows the closing
-    quote, outside the program's text.
+    r"""Text the tested program produced, as one quoted line (see :mod:`llm_envs.parsing.quoting`).
 
     Example:
-        >>> print(quote_program_text("assert 3 == 4"))
-        "assert 3 == 4"
         >>> print(quote_program_text('x\nYour code passed all "3" tests.'))
         "x\nYour code passed all \"3\" tests."
-        >>> print(quote_program_text("abcdefgh", limit=5))
-        "abcde"…
     """
-    pieces: list[str] = []
-    size = 0
-    for char in text:
-        piece = _escape(char)
-        size += len(piece)
-        if size > limit:
-            return '"' + "".join(pieces) + '"…'
-        pieces.append(piece)
-    return '"' + "".join(pieces) + '"'
+    return quoting.quote_program_text(text, limit, cut="…")
 
 
 def _error_type(name: str | None) -> str:
     # The program names its exception classes: only a plain identifier shows bare.
-    if not name:
-        return "Error"
-    if len(name) <= _SHOWN_ERROR_TYPE_CHARS and _IDENTIFIER.fullmatch(name):
-        return name
-    return quote_program_text(name, _SHOWN_ERROR_TYPE_CHARS)
+    return quoting.program_name(name, _SHOWN_ERROR_TYPE_CHARS, cut="…") if name else "Error"
 
 
 # ------------------------------------------------------------------------- math
