@@ -85,12 +85,17 @@ class TextEnvMixin:
     def _begin_step(self, action: str | None) -> tuple[str, str] | None:
         """Check an AEC step; return ``(agent, text)``, or ``None`` when the step is done already.
 
-        After the episode has ended (no agents left) stepping is an error that
-        says to reset. An agent whose episode is over takes PettingZoo's dead
-        step (its action must be ``None``), after which there is nothing left to
-        do. Any other agent must act with a string.
+        Before the first ``reset()``, and after the episode has ended (no agents
+        left), stepping is an error that says to reset. An agent whose episode is
+        over takes PettingZoo's dead step (its action must be ``None``), after
+        which there is nothing left to do. Any other agent must act with a string.
         """
         env: Any = self
+        if getattr(env, "agents", None) is None:
+            raise RuntimeError(
+                f"step() before reset(): {type(self).__name__} has no episode yet; "
+                "call reset() first"
+            )
         if not env.agents:
             raise RuntimeError(
                 "step() after the episode ended: every agent has taken its final step; "

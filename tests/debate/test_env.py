@@ -85,6 +85,8 @@ def test_lifecycle_errors():
     # After the end, PettingZoo's order enforcing logs a warning and ignores the step;
     # the raw environment raises.
     bare = raw_env(num_agents=2)
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\): DebateEnv"):
+        bare.step("x")
     play_aec(bare, lambda agent, obs, info: "garbage", seed=0)
     with pytest.raises(RuntimeError, match="after the episode ended"):
         bare.step("x")

@@ -133,6 +133,8 @@ def test_lifecycle_errors():
     with pytest.raises(AssertionError, match=r"reset\(\) needs to be called before step"):
         ei.step("x")
     bare = raw_env()
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\): ExpertIterationEnv"):
+        bare.step("x")
     bare.reset(seed=0)
     with pytest.raises(TypeError, match="must be its text"):
         bare.step(7)  # type: ignore[arg-type]
