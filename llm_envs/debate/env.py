@@ -155,7 +155,10 @@ class DebateConfig:
                 "leave it at -1 or use observation_mode='prompt'"
             )
         if isinstance(self.questions, str):
-            raise TypeError("questions must be a sequence of questions, got one str: wrap it")
+            raise TypeError(
+                f"questions must be a sequence of questions, got one str ({self.questions!r:.60}); "
+                f"wrap it in a list: questions=[{self.questions!r:.60}]"
+            )
         questions = tuple(as_question(q) for q in self.questions)
         if not questions:
             raise ValueError("questions must not be empty")
@@ -203,12 +206,14 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
+        # (A str goes through whole, so that the config names the mistake.)
+        given: Any = questions if isinstance(questions, str) else tuple(questions or ())
         self.config = DebateConfig(
             num_agents=num_agents,
             max_rounds=max_rounds,
             history_rounds=history_rounds,
             max_chars_per_field=max_chars_per_field,
-            questions=DEFAULT_QUESTIONS if questions is None else tuple(questions),  # type: ignore[arg-type]
+            questions=DEFAULT_QUESTIONS if questions is None else given,
             on_parse_error=on_parse_error,
             observation_mode=observation_mode,
         )

@@ -417,3 +417,11 @@ def test_observations_are_fresh_lists():
     first = debate.observe("agent_0")
     first["messages"].append({"role": "user", "content": "mutated"})
     assert len(debate.observe("agent_0")["messages"]) == 2
+
+
+def test_one_question_as_a_str_is_named_not_split_into_characters() -> None:
+    with pytest.raises(TypeError, match=r"got one str \('What is 2 \+ 2\?'\); wrap it in a list"):
+        DebateEnv(num_agents=2, questions="What is 2 + 2?")  # type: ignore[arg-type]
+    assert DebateEnv(num_agents=2, questions=["What is 2 + 2?"]).config.questions[0].text == (
+        "What is 2 + 2?"
+    )
