@@ -42,8 +42,6 @@ import json
 import marshal
 import math
 import os
-import random
-import resource
 import select
 import signal
 import struct
@@ -52,9 +50,17 @@ import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from llm_envs.sandbox import _isolation, _judge, _landlock, _program, _seccomp
+from llm_envs.sandbox import _isolation, _judge, _landlock, _program, _seccomp, _spawner
+from llm_envs.sandbox._processes import (
+    clean_directory,
+    describe_exit,
+    kill_run,
+    open_pidfd,
+    read_exact,
+    wait_status,
+)
 
 if TYPE_CHECKING:
     from llm_envs.sandbox._compile import CompiledProgram, PreparedTests
@@ -98,41 +104,14 @@ PRELOADED_MODULES = (
     "typing",
     "unicodedata",
 )
-# The sandbox's own modules: hidden from programs and left out of the test snapshot.
-_OWN_MODULES = (
-    "__main__",
-    "llm_envs",
-    "llm_envs.sandbox",
-    "llm_envs.sandbox._worker",
-    "llm_envs.sandbox._program",
-    "llm_envs.sandbox._judge",
-    "llm_envs.sandbox._wire",
-    "llm_envs.sandbox._isolation",
-    "llm_envs.sandbox._landlock",
-    "llm_envs.sandbox._seccomp",
-    "llm_envs.sandbox._compile",
-)
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _SANDBOX_UID_BASE = 2_000_000_000
 _FALLBACK_UID = 65534  # nobody
-_OPEN_FILES = 256
 _PREPARED_CACHE_SIZE = 2048
 _JOB_PIPE_BYTES = 1 << 20
-#: The most entries a run's directory may hold for the worker to clean it; a run
-#: that leaves more (or a tree the worker cannot delete) retires its worker.
-_CLEANUP_BUDGET = 50_000
-
-# The spawner's (and so every run's) descriptors. 0-2 are stdin (/dev/null) and
-# the run's stdout and stderr files; REPLY_FD (3) the reply pipe's write end.
-_JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the judge's calls
-_STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
-_NESTED_RULESET_FD = 6
-_FIRST_FREE_FD = 7
 _KILL_GRACE_MS = 10_000  # how long a killed run may take to exit
 _EXIT_GRACE = 0.05  # how long a run asked to exit may take before it is killed
 _EXIT_REQUEST = _program.EXIT_REQUEST
-_INT = struct.Struct("<i")
-_JOB_HEADER = struct.Struct("<I")
 
 
 def _format_exception(limit: int) -> str:
@@ -140,21 +119,6 @@ def _format_exception(limit: int) -> str:
     import traceback
 
     return traceback.format_exc(limit=limit)
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks = []
-    while size:
-        try:
-            chunk = os.read(fd, size)
-        except BlockingIOError:  # (a run left its shared pipe end non-blocking)
-            select.select([fd], [], [])
-            continue
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
@@ -166,10 +130,10 @@ def _send(fd: int, message: dict[str, Any]) -> None:
 
 def _receive(fd: int) -> dict[str, Any] | None:
     """A request: marshalled (the pool is trusted; marshal is the fastest codec here)."""
-    header = _read_exact(fd, 4)
+    header = read_exact(fd, 4)
     if header is None:
         return None
-    payload = _read_exact(fd, struct.unpack(">I", header)[0])
+    payload = read_exact(fd, struct.unpack(">I", header)[0])
     if payload is None:
         return None
     program, tests, setup, timeout, entry_point = marshal.loads(payload)
@@ -180,111 +144,6 @@ def _receive(fd: int) -> dict[str, Any] | None:
         "timeout": timeout,
         "entry_point": entry_point,
     }
-
-
-def _clean_directory(directory: str, budget: int = _CLEANUP_BUDGET) -> bool:
-    """Delete everything in ``directory``; whether that worked within ``budget`` entries.
-
-    A run may leave any tree behind: thousands of nested directories, names of
-    255 bytes, paths far longer than ``PATH_MAX``, directories without
-    permissions. The walk is iterative and relative to one open directory at a
-    time (never a path longer than one name), and it gives up, rather than
-    hang or raise, on a tree larger than ``budget`` entries.
-    """
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        os.chmod(directory, 0o700)
-        fd = os.open(directory, flags)
-    except OSError:
-        return False
-    descended: list[str] = []  # the names from `directory` down to where fd is
-    try:
-        while True:
-            subdirectory = None
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    budget -= 1
-                    if budget < 0:
-                        return False
-                    if entry.is_dir(follow_symlinks=False):
-                        subdirectory = entry.name
-                        break
-                    os.unlink(entry.name, dir_fd=fd)
-            if subdirectory is not None:
-                os.chmod(subdirectory, 0o700, dir_fd=fd)  # (a directory: no link to follow)
-                child = os.open(subdirectory, flags, dir_fd=fd)
-                os.close(fd)
-                fd = child
-                descended.append(subdirectory)
-                continue
-            if not descended:
-                return True
-            parent = os.open("..", flags, dir_fd=fd)
-            os.close(fd)
-            fd = parent
-            os.rmdir(descended.pop(), dir_fd=fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _describe_exit(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        if number == signal.SIGKILL:
-            return "the process was killed (SIGKILL: CPU time or process limits, or out of memory)"
-        if number == signal.SIGXCPU:
-            return "the process used up its CPU time (SIGXCPU)"
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return f"the process was killed by {name}"
-    return (
-        f"the process exited with code {os.waitstatus_to_exitcode(status)} before its tests "
-        "finished (os._exit or a crash)"
-    )
-
-
-def _fork_when_possible(fork: Callable[[], int], patience: float = 10.0) -> int:
-    """``fork()``, retried while the process limit refuses it (for ``patience`` seconds)."""
-    deadline = time.monotonic() + patience
-    while True:
-        time.sleep(0.005)
-        try:
-            return fork()
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise
-
-
-def _open_pidfd(pid: int) -> int:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return -1
-
-
-def _kill_run(run: int) -> None:
-    """SIGKILL a run and its process group (a run may have moved itself to another group)."""
-    # (try/except rather than contextlib.suppress: this runs after every run.)
-    try:  # noqa: SIM105
-        os.kill(run, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:  # noqa: SIM105
-        os.killpg(run, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_status(pid: int) -> int:
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1]
-        except InterruptedError:
-            continue
 
 
 class Worker:
@@ -460,7 +319,7 @@ class Worker:
             return
         os.close(self.proto_in)
         os.close(self.proto_out)
-        os._exit(os.waitstatus_to_exitcode(_wait_status(child)) & 0xFF)
+        os._exit(os.waitstatus_to_exitcode(wait_status(child)) & 0xFF)
 
     def _pick_uid(self, index: int) -> int | None:
         """An unused uid this (root) worker's runs can switch to and import as, or None."""
@@ -484,7 +343,7 @@ class Worker:
                 except OSError:
                     os._exit(1)
                 os._exit(0)
-            if os.waitstatus_to_exitcode(_wait_status(probe)) == 0:
+            if os.waitstatus_to_exitcode(wait_status(probe)) == 0:
                 return uid
         return None
 
@@ -496,14 +355,14 @@ class Worker:
                 os._exit(0 if _seccomp.install_signal_filter(allow=[os.getpid()]) else 1)
             except BaseException:
                 os._exit(1)
-        return os.waitstatus_to_exitcode(_wait_status(probe)) == 0
+        return os.waitstatus_to_exitcode(wait_status(probe)) == 0
 
     def _start_spawner(self) -> None:
         status_read, status_write = os.pipe()
         spawner = os.fork()
         if spawner == 0:
             try:
-                self._spawner_main(status_write)
+                _spawner.spawner_main(self, status_write)
             finally:
                 os._exit(1)
         os.close(status_write)
@@ -518,162 +377,15 @@ class Worker:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(self.spawner_pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                self.spawner_death = _describe_exit(_wait_status(self.spawner_pid))
+                self.spawner_death = describe_exit(wait_status(self.spawner_pid))
         # Its runs are this process's children now; one waiting for a job would take
         # the next run's job.
         for orphan in self.children.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(orphan, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                _wait_status(orphan)
+                wait_status(orphan)
         self._start_spawner()
-
-    def _spawner_main(self, status_write: int) -> NoReturn:
-        """The spawner: confine once, then fork runs, one at a time, until the worker goes."""
-        _isolation.set_parent_death_signal()
-        if os.getppid() != self.pid:
-            os._exit(1)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        layout = [
-            (self.devnull, 0),
-            (self.stdout_fd, 1),
-            (self.stderr_fd, 2),
-            (self.reply_write, _program.REPLY_FD),
-            (self.job_read, _JOB_FD),
-            (status_write, _STATUS_FD),
-        ]
-        if self.nested_ruleset_fd is not None:
-            layout.append((self.nested_ruleset_fd, _NESTED_RULESET_FD))
-        ruleset_fd = self.ruleset_fd
-        if ruleset_fd is not None:
-            layout.append((ruleset_fd, _FIRST_FREE_FD))
-        # Copy every source above the target range first, so no dup2 clobbers one.
-        moved = [(fcntl.fcntl(source, fcntl.F_DUPFD, 100), target) for source, target in layout]
-        for source, target in moved:
-            os.dup2(source, target)
-        if ruleset_fd is not None:
-            ruleset_fd = _FIRST_FREE_FD
-            os.closerange(_FIRST_FREE_FD + 1, self.max_fd)
-        else:
-            os.closerange(_FIRST_FREE_FD, self.max_fd)
-        os.chdir(self.run_dir)
-        _isolation.set_limits(
-            memory_bytes=self.memory_bytes,
-            cpu_seconds=resource.RLIM_INFINITY,  # each run sets its own
-            file_bytes=self.file_bytes,
-            processes=self.nproc_limit,
-            open_files=_OPEN_FILES,
-        )
-        if self.run_uid is not None:
-            os.setgroups([])
-            os.setresgid(self.run_uid, self.run_uid, self.run_uid)
-            os.setresuid(self.run_uid, self.run_uid, self.run_uid)
-        elif self.namespaces.user or self.root_without_uid:
-            _isolation.drop_capabilities()
-        # Runs (same uid) must not open this process's descriptors through /proc.
-        _isolation.set_not_dumpable()
-        _isolation.set_no_new_privs()
-        if ruleset_fd is not None:
-            _landlock.restrict_self(ruleset_fd)
-            os.close(ruleset_fd)
-        # Runs share this process's uid (and Landlock domain): they must not be able
-        # to signal it. Where seccomp is missing, each run enters a nested Landlock
-        # domain instead (which also scopes signals from ABI 6 on).
-        spawner = os.getpid()
-        guard = [spawner, -1]
-        if os.getpgid(0) > 0 and not self.namespaces.pid:
-            guard.append(-os.getpgid(0))
-        nested = not _seccomp.install_signal_filter(deny=guard)
-
-        _program.prepare_process(_OWN_MODULES)
-        # Specialize the run's code here, once, rather than in every run; then make
-        # what it left permanent for the collector.
-        _program.warm_up()
-        gc.collect()
-        gc.freeze()
-        # Every run starts from this state (runs fork without at-fork handlers, which
-        # would reseed): runs are reproducible, on whichever worker they land.
-        random.seed(0)
-
-        # The loop: as few Python operations as possible, since every page this
-        # process writes after a fork costs a copy-on-write fault. Each run is forked
-        # ahead of its job and waits for it: the fork is off the critical path, and a
-        # job wakes its run directly.
-        fork = _isolation.fork_without_handlers
-        read, write, pack = os.read, os.write, _INT.pack
-        run_main = self._make_run_main(spawner, nested)
-        pending = select.poll()
-        pending.register(_JOB_FD, select.POLLIN)
-        while True:
-            try:
-                run = fork()
-            except BlockingIOError:
-                # EAGAIN: the last run's processes still count against RLIMIT_NPROC
-                # while the worker reaps them (a fork bomb's): wait, then fork.
-                run = _fork_when_possible(fork)
-            if run == 0:
-                run_main()
-            write(_STATUS_FD, pack(run))
-            status = _wait_status(run)
-            # A job its run died before reading must not reach the next run.
-            while pending.poll(0):
-                try:
-                    if not read(_JOB_FD, 1 << 16):
-                        break
-                except BlockingIOError:
-                    break
-            write(_STATUS_FD, pack(status))
-
-    def _make_run_main(self, spawner: int, nested: bool) -> Callable[[], NoReturn]:
-        """The function a run's process calls: wait for the job, finish the confinement, run it.
-
-        Everything it needs is looked up here, once, in the spawner: each lookup a
-        run made itself would be work, and pages written, in every run.
-        """
-        setpgid, close, getpid, getppid, exit_ = (
-            os.setpgid,
-            os.close,
-            os.getpid,
-            os.getppid,
-            os._exit,
-        )
-        loads, setrlimit, cpu_limit = marshal.loads, resource.setrlimit, resource.RLIMIT_CPU
-        serve, unpack_header, header_size = _program.serve, _JOB_HEADER.unpack, _JOB_HEADER.size
-        dies_with_spawner = not self.namespaces.pid
-        set_death_signal = _isolation.set_parent_death_signal
-        has_nested_ruleset = self.nested_ruleset_fd is not None
-        enter_nested = nested and has_nested_ruleset
-        restrict_self = _landlock.restrict_self
-        signal_filter = self.run_signal_filter
-
-        def run_main() -> NoReturn:
-            try:
-                setpgid(0, 0)
-                if dies_with_spawner:
-                    # Dies with its spawner. (In a PID namespace the kernel kills every
-                    # run with the worker, and the worker kills runs a dead spawner left.)
-                    set_death_signal()
-                    if getppid() != spawner:
-                        exit_(71)  # the spawner died between fork and prctl
-                close(_STATUS_FD)
-                header = _read_exact(_JOB_FD, header_size)
-                data = _read_exact(_JOB_FD, unpack_header(header)[0]) if header else None
-                if data is None:
-                    exit_(73)  # the worker is gone
-                program, notes, names, recursion_limit, cpu_seconds = loads(data)
-                setrlimit(cpu_limit, (cpu_seconds, cpu_seconds))
-                if enter_nested:
-                    restrict_self(_NESTED_RULESET_FD)
-                if signal_filter is not None:
-                    signal_filter.install(getpid())
-                if has_nested_ruleset:
-                    close(_NESTED_RULESET_FD)
-                job = (program, notes, names, recursion_limit)
-            except BaseException:
-                exit_(72)
-            serve(job)
-
-        return run_main
 
     def hello(self) -> dict[str, Any]:
         """The first frame: what this worker enforces, and its own memory footprint."""
@@ -741,7 +453,7 @@ class Worker:
         data = marshal.dumps(
             (program, notes, tuple(sorted(wanted)), recursion_limit, math.ceil(timeout) + 1)
         )
-        job = _JOB_HEADER.pack(len(data)) + data
+        job = _spawner.JOB_HEADER.pack(len(data)) + data
         for fd in (self.stdout_fd, self.stderr_fd):
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
@@ -763,7 +475,7 @@ class Worker:
                 "output_truncated": False,
                 "duration": 0.0,
             }
-        pidfd = _open_pidfd(child)
+        pidfd = open_pidfd(child)
         started = time.monotonic()
         # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
         channel = _judge.Channel(
@@ -771,7 +483,7 @@ class Worker:
             self.reply_read,
             pidfd if pidfd >= 0 else self.status_read,
             started + timeout,
-            lambda: _kill_run(child),
+            lambda: kill_run(child),
         )
         try:
             self.alarm_armed = True
@@ -795,9 +507,9 @@ class Worker:
                 with contextlib.suppress(OSError):
                     os.write(self.job_write, _EXIT_REQUEST)
                 if not select.select([pidfd], [], [], _EXIT_GRACE)[0]:
-                    _kill_run(child)
+                    kill_run(child)
             else:
-                _kill_run(child)
+                kill_run(child)
             select.select([pidfd], [], [], _KILL_GRACE_MS / 1000)
             os.close(pidfd)
         self._kill_leftovers(child)
@@ -810,7 +522,7 @@ class Worker:
             output_truncated=stdout_cut or stderr_cut,
             duration=duration,
         )
-        if not _clean_directory(self.run_dir):
+        if not clean_directory(self.run_dir):
             # A tree this worker cannot delete would reach the next run: this run gets
             # its report, and a fresh worker (with a fresh directory) takes its place.
             self.retiring = True
@@ -836,7 +548,7 @@ class Worker:
             if result.ended is not None and result.ended != _judge.DIED:
                 how = result.ended
             else:
-                how = _describe_exit(self._exit_status(child))
+                how = describe_exit(self._exit_status(child))
             error = f"{how} ({stage})"
             for outcome in outcomes:
                 if outcome[1] == "ProcessDied":
@@ -861,9 +573,9 @@ class Worker:
         for _ in range(2):
             if self.unread_status is not None:
                 self._exit_status(self.unread_status)
-            reply = _read_exact(self.status_read, _INT.size)
+            reply = read_exact(self.status_read, _spawner.STATUS.size)
             if reply is not None:
-                self.unread_status = int(_INT.unpack(reply)[0])
+                self.unread_status = int(_spawner.STATUS.unpack(reply)[0])
                 return self.unread_status
             # The spawner died (a run of a previous job killed it): start a new one.
             self._restart_spawner()
@@ -874,24 +586,24 @@ class Worker:
         if self.unread_status != child:
             return 0  # already read, or lost with a spawner that died
         self.unread_status = None
-        reply = _read_exact(self.status_read, _INT.size)
+        reply = read_exact(self.status_read, _spawner.STATUS.size)
         if reply is not None:
-            return int(_INT.unpack(reply)[0])
+            return int(_spawner.STATUS.unpack(reply)[0])
         # The run killed its spawner; the run is now this process's child (it is
         # PID 1 of its namespace, or a subreaper): reap it here.
         self._restart_spawner()
-        _kill_run(child)
+        kill_run(child)
         # The kernel re-parents the run while the spawner exits, just after its pipe closes.
         for _ in range(1000):
             try:
-                return _wait_status(child)
+                return wait_status(child)
             except ChildProcessError:
                 time.sleep(0.001)
         return 0
 
     def _kill_leftovers(self, child: int) -> None:
         """Kill and reap every process the run left behind."""
-        _kill_run(child)
+        kill_run(child)
         # Processes that left the process group (setsid, double fork) were re-parented
         # to this worker (PID 1 of its namespace, or a subreaper): kill and reap them.
         while True:
@@ -912,7 +624,7 @@ class Worker:
                     os.kill(orphan, signal.SIGKILL)
             for orphan in orphans:
                 with contextlib.suppress(ChildProcessError):
-                    _wait_status(orphan)
+                    wait_status(orphan)
 
     def _read_output(self, fd: int) -> tuple[str, bool]:
         size = os.fstat(fd).st_size

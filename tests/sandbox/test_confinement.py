@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from llm_envs.sandbox import ProgramStatus, Sandbox
-from llm_envs.sandbox._worker import _clean_directory
+from llm_envs.sandbox._processes import clean_directory as _clean_directory
 from tests.sandbox.processes import stray_processes, worker_pids
 
 HONEST = ("def f():\n    return 1\n", ["assert f() == 1"])

@@ -1,0 +1,212 @@
+"""The spawner and the start of each run: the processes forked from the worker.
+
+The **spawner**, forked once from the worker, applies every inherited part of
+the confinement once (resource limits, the unprivileged uid, ``no_new_privs``,
+Landlock, the descriptor layout, the working directory, the seccomp filter),
+then only forks: each run is forked ahead of its job and waits for it. Each
+**run** reads its job, finishes its own confinement and hands over to
+:func:`llm_envs.sandbox._program.serve`.
+
+Everything here runs after a fork from the worker, reading the
+:class:`~llm_envs.sandbox._worker.Worker`'s settings; nothing here runs in the
+worker itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import marshal
+import os
+import random
+import resource
+import select
+import signal
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
+
+from llm_envs.sandbox import _isolation, _landlock, _program, _seccomp
+from llm_envs.sandbox._processes import fork_when_possible, read_exact, wait_status
+
+if TYPE_CHECKING:
+    from llm_envs.sandbox._worker import Worker
+
+__all__ = ["JOB_FD", "JOB_HEADER", "OWN_MODULES", "STATUS", "STATUS_FD", "spawner_main"]
+
+# The spawner's (and so every run's) descriptors. 0-2 are stdin (/dev/null) and
+# the run's stdout and stderr files; REPLY_FD (3) the reply pipe's write end.
+JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the judge's calls
+STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
+_NESTED_RULESET_FD = 6
+_FIRST_FREE_FD = 7
+# The sandbox's own modules: hidden from the programs (they have no use for them).
+OWN_MODULES = (
+    "__main__",
+    "llm_envs",
+    "llm_envs.sandbox",
+    "llm_envs.sandbox._worker",
+    "llm_envs.sandbox._program",
+    "llm_envs.sandbox._judge",
+    "llm_envs.sandbox._wire",
+    "llm_envs.sandbox._isolation",
+    "llm_envs.sandbox._landlock",
+    "llm_envs.sandbox._seccomp",
+    "llm_envs.sandbox._spawner",
+    "llm_envs.sandbox._processes",
+    "llm_envs.sandbox._compile",
+)
+_OPEN_FILES = 256
+#: What the spawner reports to the worker: a waiting run's pid, then its wait status.
+STATUS = struct.Struct("<i")
+#: The header of a run's job: the size of what follows.
+JOB_HEADER = struct.Struct("<I")
+
+
+def spawner_main(worker: Worker, status_write: int) -> NoReturn:
+    """The spawner: confine once, then fork runs, one at a time, until the worker goes."""
+    _isolation.set_parent_death_signal()
+    if os.getppid() != worker.pid:
+        os._exit(1)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    layout = [
+        (worker.devnull, 0),
+        (worker.stdout_fd, 1),
+        (worker.stderr_fd, 2),
+        (worker.reply_write, _program.REPLY_FD),
+        (worker.job_read, JOB_FD),
+        (status_write, STATUS_FD),
+    ]
+    if worker.nested_ruleset_fd is not None:
+        layout.append((worker.nested_ruleset_fd, _NESTED_RULESET_FD))
+    ruleset_fd = worker.ruleset_fd
+    if ruleset_fd is not None:
+        layout.append((ruleset_fd, _FIRST_FREE_FD))
+    # Copy every source above the target range first, so no dup2 clobbers one.
+    moved = [(fcntl.fcntl(source, fcntl.F_DUPFD, 100), target) for source, target in layout]
+    for source, target in moved:
+        os.dup2(source, target)
+    if ruleset_fd is not None:
+        ruleset_fd = _FIRST_FREE_FD
+        os.closerange(_FIRST_FREE_FD + 1, worker.max_fd)
+    else:
+        os.closerange(_FIRST_FREE_FD, worker.max_fd)
+    os.chdir(worker.run_dir)
+    _isolation.set_limits(
+        memory_bytes=worker.memory_bytes,
+        cpu_seconds=resource.RLIM_INFINITY,  # each run sets its own
+        file_bytes=worker.file_bytes,
+        processes=worker.nproc_limit,
+        open_files=_OPEN_FILES,
+    )
+    if worker.run_uid is not None:
+        os.setgroups([])
+        os.setresgid(worker.run_uid, worker.run_uid, worker.run_uid)
+        os.setresuid(worker.run_uid, worker.run_uid, worker.run_uid)
+    elif worker.namespaces.user or worker.root_without_uid:
+        _isolation.drop_capabilities()
+    # Runs (same uid) must not open this process's descriptors through /proc.
+    _isolation.set_not_dumpable()
+    _isolation.set_no_new_privs()
+    if ruleset_fd is not None:
+        _landlock.restrict_self(ruleset_fd)
+        os.close(ruleset_fd)
+    # Runs share this process's uid (and Landlock domain): they must not be able
+    # to signal it. Where seccomp is missing, each run enters a nested Landlock
+    # domain instead (which also scopes signals from ABI 6 on).
+    spawner = os.getpid()
+    guard = [spawner, -1]
+    if os.getpgid(0) > 0 and not worker.namespaces.pid:
+        guard.append(-os.getpgid(0))
+    nested = not _seccomp.install_signal_filter(deny=guard)
+
+    _program.prepare_process(OWN_MODULES)
+    # Specialize the run's code here, once, rather than in every run; then make
+    # what it left permanent for the collector.
+    _program.warm_up()
+    gc.collect()
+    gc.freeze()
+    # Every run starts from this state (runs fork without at-fork handlers, which
+    # would reseed): runs are reproducible, on whichever worker they land.
+    random.seed(0)
+
+    # The loop: as few Python operations as possible, since every page this
+    # process writes after a fork costs a copy-on-write fault. Each run is forked
+    # ahead of its job and waits for it: the fork is off the critical path, and a
+    # job wakes its run directly.
+    fork = _isolation.fork_without_handlers
+    read, write, pack = os.read, os.write, STATUS.pack
+    run_main = _make_run_main(worker, spawner, nested)
+    pending = select.poll()
+    pending.register(JOB_FD, select.POLLIN)
+    while True:
+        try:
+            run = fork()
+        except BlockingIOError:
+            # EAGAIN: the last run's processes still count against RLIMIT_NPROC
+            # while the worker reaps them (a fork bomb's): wait, then fork.
+            run = fork_when_possible(fork)
+        if run == 0:
+            run_main()
+        write(STATUS_FD, pack(run))
+        status = wait_status(run)
+        # A job its run died before reading must not reach the next run.
+        while pending.poll(0):
+            try:
+                if not read(JOB_FD, 1 << 16):
+                    break
+            except BlockingIOError:
+                break
+        write(STATUS_FD, pack(status))
+
+
+def _make_run_main(worker: Worker, spawner: int, nested: bool) -> Callable[[], NoReturn]:
+    """The function a run's process calls: wait for the job, finish the confinement, run it.
+
+    Everything it needs is looked up here, once, in the spawner: each lookup a
+    run made itself would be work, and pages written, in every run.
+    """
+    setpgid, close, getpid, getppid, exit_ = (
+        os.setpgid,
+        os.close,
+        os.getpid,
+        os.getppid,
+        os._exit,
+    )
+    loads, setrlimit, cpu_limit = marshal.loads, resource.setrlimit, resource.RLIMIT_CPU
+    serve, unpack_header, header_size = _program.serve, JOB_HEADER.unpack, JOB_HEADER.size
+    dies_with_spawner = not worker.namespaces.pid
+    set_death_signal = _isolation.set_parent_death_signal
+    has_nested_ruleset = worker.nested_ruleset_fd is not None
+    enter_nested = nested and has_nested_ruleset
+    restrict_self = _landlock.restrict_self
+    signal_filter = worker.run_signal_filter
+
+    def run_main() -> NoReturn:
+        try:
+            setpgid(0, 0)
+            if dies_with_spawner:
+                # Dies with its spawner. (In a PID namespace the kernel kills every
+                # run with the worker, and the worker kills runs a dead spawner left.)
+                set_death_signal()
+                if getppid() != spawner:
+                    exit_(71)  # the spawner died between fork and prctl
+            close(STATUS_FD)
+            header = read_exact(JOB_FD, header_size)
+            data = read_exact(JOB_FD, unpack_header(header)[0]) if header else None
+            if data is None:
+                exit_(73)  # the worker is gone
+            program, notes, names, recursion_limit, cpu_seconds = loads(data)
+            setrlimit(cpu_limit, (cpu_seconds, cpu_seconds))
+            if enter_nested:
+                restrict_self(_NESTED_RULESET_FD)
+            if signal_filter is not None:
+                signal_filter.install(getpid())
+            if has_nested_ruleset:
+                close(_NESTED_RULESET_FD)
+            job = (program, notes, names, recursion_limit)
+        except BaseException:
+            exit_(72)
+        serve(job)
+
+    return run_main
