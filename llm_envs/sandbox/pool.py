@@ -21,26 +21,22 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import marshal
 import math
 import os
 import selectors
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from llm_envs.sandbox import _compile
+from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess
 from llm_envs.sandbox.report import (
     ProgramStatus,
     Protections,
@@ -71,37 +67,6 @@ _SYNTAX_CACHE_SIZE = 4096
 # in its request pipe at once: below the pipe's 64 KiB, so sending never blocks.
 _PIPELINE_DEPTH = 2
 _PIPELINE_BYTES = 60 * 1024
-
-# The whole environment of a worker and of every run: nothing of the caller's
-# (tokens, credentials, proxies) reaches untrusted code. A fixed hash seed makes
-# runs reproducible (set iteration order), whichever worker they land on.
-_WORKER_ENVIRONMENT = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONIOENCODING": "utf-8",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "2",
-}
-
-# Loads the worker without executing llm_envs/__init__ (which imports the
-# environments and their dependencies): stub package modules point the import
-# system at the source folders.
-_BOOTSTRAP = """\
-import sys, types
-root = sys.argv[1]
-for name in ("llm_envs", "llm_envs.sandbox"):
-    package = types.ModuleType(name)
-    package.__path__ = [root + "/" + name.replace(".", "/")]
-    sys.modules[name] = package
-from llm_envs.sandbox._worker import main
-main(sys.argv[2])
-"""
-
 
 # Decoding replies: a dict lookup rather than an Enum call per value.
 _PROGRAM_STATUSES = {status.value: status for status in ProgramStatus}
@@ -164,117 +129,12 @@ class _Request(NamedTuple):
     oversized: str | None = None  # why the program is not run (too large)
 
 
-class _WorkerProcess:
-    """One worker interpreter and the pipes to it."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="llm-envs-sandbox-")
-        config = {**config, "scratch": self.scratch}
-        root = str(Path(__file__).resolve().parents[2])
-        flags = ["-P", "-s"] if config["site_packages"] else ["-P", "-s", "-S"]
-        self.process = subprocess.Popen(
-            [sys.executable, *flags, "-c", _BOOTSTRAP, root, json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_WORKER_ENVIRONMENT,
-            cwd="/",
-            start_new_session=True,
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin_fd = self.process.stdin.fileno()
-        self.stdout_fd = self.process.stdout.fileno()
-        self.buffer = bytearray()
-        self.hello: dict[str, Any] | None = None
-
-    def send(self, payload: bytes) -> None:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(self.stdin_fd, view) :]
-
-    def read_message(self) -> dict[str, Any] | None:
-        """Read what is available; the next complete message, or None if incomplete.
-
-        Raises:
-            EOFError: the worker closed its end (it died).
-        """
-        chunk = os.read(self.stdout_fd, 1 << 20)
-        if not chunk:
-            raise EOFError
-        self.buffer += chunk
-        return self._pop_message()
-
-    def read_messages(self) -> list[dict[str, Any]]:
-        """Read what is available; every complete message in it (EOFError if the worker died)."""
-        messages = []
-        message = self.read_message()
-        while message is not None:
-            messages.append(message)
-            message = self._pop_message()
-        return messages
-
-    def _pop_message(self) -> dict[str, Any] | None:
-        if len(self.buffer) < 4:
-            return None
-        size = struct.unpack(">I", self.buffer[:4])[0]
-        if len(self.buffer) < 4 + size:
-            return None
-        payload = bytes(self.buffer[4 : 4 + size])
-        del self.buffer[: 4 + size]
-        message: dict[str, Any] = json.loads(payload)
-        return message
-
-    def wait_message(self, deadline: float) -> dict[str, Any]:
-        """Block until a message arrives (EOFError if the worker dies, TimeoutError at deadline)."""
-        message = self._pop_message()
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.stdout_fd, selectors.EVENT_READ)
-            while message is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                if selector.select(remaining):
-                    message = self.read_message()
-        return message
-
-    def exit_description(self) -> str:
-        code = self.process.poll()
-        if code is None:
-            return "is unresponsive"
-        if code < 0:
-            return f"was killed by signal {-code}"
-        return f"exited with code {code}"
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, 9)
-        self.process.wait()
-        self._close_pipes()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def shut_down(self, wait: float) -> None:
-        """Close the request pipe (the worker exits after its current run), then kill."""
-        with contextlib.suppress(OSError):
-            os.close(self.stdin_fd)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(wait)
-        self.kill()
-
-    def _close_pipes(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-
-
 class _Slot:
     """A place for one worker in the pool; the worker in it is replaced when it dies."""
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.worker: _WorkerProcess | None = None
+        self.worker: WorkerProcess | None = None
 
 
 @dataclass
@@ -282,7 +142,7 @@ class _Flight:
     """The jobs sent to one worker and not answered yet, oldest (running) first."""
 
     slot: _Slot
-    worker: _WorkerProcess
+    worker: WorkerProcess
     jobs: deque[int]
     queued_bytes: int
     deadline: float = 0.0
@@ -372,7 +232,7 @@ class Sandbox:
             "site_packages": bool(site_packages),
             "namespaces": bool(namespaces),
             "landlock": bool(landlock),
-            "environment": _WORKER_ENVIRONMENT,
+            "environment": WORKER_ENVIRONMENT,
             "pool": os.getpid(),
             "pin": self.pin_cpus,
         }
@@ -386,7 +246,7 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, _shutdown_slots, self._slots, 0.0, self._owner_pid)
         try:
             for slot in self._slots:
-                slot.worker = _WorkerProcess({**self._config, "index": slot.index})
+                slot.worker = WorkerProcess({**self._config, "index": slot.index})
             for slot in self._slots:
                 self._await_hello(slot)
         except BaseException:
@@ -626,7 +486,7 @@ class Sandbox:
             )
         worker.hello = message
 
-    def _ready_worker(self, slot: _Slot) -> _WorkerProcess:
+    def _ready_worker(self, slot: _Slot) -> WorkerProcess:
         """The slot's worker, restarted first if it died."""
         worker = slot.worker
         if worker is not None and worker.process.poll() is None:
@@ -636,7 +496,7 @@ class Sandbox:
             slot.worker = None
         with self._condition:
             self._check_usable()
-        slot.worker = _WorkerProcess({**self._config, "index": slot.index})
+        slot.worker = WorkerProcess({**self._config, "index": slot.index})
         self._await_hello(slot)
         return slot.worker
 

@@ -1,0 +1,160 @@
+"""One sandbox worker interpreter, seen from the caller's process: starting it, and its frames.
+
+The pool (:mod:`llm_envs.sandbox.pool`) keeps one :class:`WorkerProcess` per
+slot. Each starts ``python -P -s -S`` with a scrubbed environment and the
+worker's bootstrap, and exchanges frames with it: a 4-byte big-endian length,
+then the payload (requests marshalled by the trusted caller; replies JSON, so
+nothing a worker wrote is ever unmarshalled here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BOOTSTRAP", "WORKER_ENVIRONMENT", "WorkerProcess"]
+
+# The whole environment of a worker and of every run: nothing of the caller's
+# (tokens, credentials, proxies) reaches untrusted code. A fixed hash seed makes
+# runs reproducible (set iteration order), whichever worker they land on.
+WORKER_ENVIRONMENT = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONIOENCODING": "utf-8",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+}
+
+# Loads the worker without executing llm_envs/__init__ (which imports the
+# environments and their dependencies): stub package modules point the import
+# system at the source folders.
+BOOTSTRAP = """\
+import sys, types
+root = sys.argv[1]
+for name in ("llm_envs", "llm_envs.sandbox"):
+    package = types.ModuleType(name)
+    package.__path__ = [root + "/" + name.replace(".", "/")]
+    sys.modules[name] = package
+from llm_envs.sandbox._worker import main
+main(sys.argv[2])
+"""
+
+
+class WorkerProcess:
+    """One worker interpreter and the pipes to it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.scratch = tempfile.mkdtemp(prefix="llm-envs-sandbox-")
+        config = {**config, "scratch": self.scratch}
+        root = str(Path(__file__).resolve().parents[2])
+        flags = ["-P", "-s"] if config["site_packages"] else ["-P", "-s", "-S"]
+        self.process = subprocess.Popen(
+            [sys.executable, *flags, "-c", BOOTSTRAP, root, json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=WORKER_ENVIRONMENT,
+            cwd="/",
+            start_new_session=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin_fd = self.process.stdin.fileno()
+        self.stdout_fd = self.process.stdout.fileno()
+        self.buffer = bytearray()
+        self.hello: dict[str, Any] | None = None
+
+    def send(self, payload: bytes) -> None:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(self.stdin_fd, view) :]
+
+    def read_message(self) -> dict[str, Any] | None:
+        """Read what is available; the next complete message, or None if incomplete.
+
+        Raises:
+            EOFError: the worker closed its end (it died).
+        """
+        chunk = os.read(self.stdout_fd, 1 << 20)
+        if not chunk:
+            raise EOFError
+        self.buffer += chunk
+        return self._pop_message()
+
+    def read_messages(self) -> list[dict[str, Any]]:
+        """Read what is available; every complete message in it (EOFError if the worker died)."""
+        messages = []
+        message = self.read_message()
+        while message is not None:
+            messages.append(message)
+            message = self._pop_message()
+        return messages
+
+    def _pop_message(self) -> dict[str, Any] | None:
+        if len(self.buffer) < 4:
+            return None
+        size = struct.unpack(">I", self.buffer[:4])[0]
+        if len(self.buffer) < 4 + size:
+            return None
+        payload = bytes(self.buffer[4 : 4 + size])
+        del self.buffer[: 4 + size]
+        message: dict[str, Any] = json.loads(payload)
+        return message
+
+    def wait_message(self, deadline: float) -> dict[str, Any]:
+        """Block until a message arrives (EOFError if the worker dies, TimeoutError at deadline)."""
+        message = self._pop_message()
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdout_fd, selectors.EVENT_READ)
+            while message is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                if selector.select(remaining):
+                    message = self.read_message()
+        return message
+
+    def exit_description(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "is unresponsive"
+        if code < 0:
+            return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, 9)
+        self.process.wait()
+        self._close_pipes()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def shut_down(self, wait: float) -> None:
+        """Close the request pipe (the worker exits after its current run), then kill."""
+        with contextlib.suppress(OSError):
+            os.close(self.stdin_fd)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(wait)
+        self.kill()
+
+    def _close_pipes(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
