@@ -261,7 +261,9 @@ class Worker:
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _JOB_PIPE_BYTES)
             os.set_blocking(fd, False)
         # Compiled test suites: a suite is typically run many times.
-        self.prepared: OrderedDict[tuple[str, tuple[str, ...]], PreparedTests] = OrderedDict()
+        self.prepared: OrderedDict[
+            tuple[str, tuple[str, ...], str | None], tuple[PreparedTests, frozenset[str]]
+        ] = OrderedDict()
         # The run's deadline interrupts the judge's own work too (decoding a huge
         # value, a test's loop over what the program returned).
         self.alarm_armed = False
@@ -413,12 +415,20 @@ class Worker:
             if self.retiring:
                 return
 
-    def _prepare(self, setup: str, tests: tuple[str, ...]) -> PreparedTests:
-        key = (setup, tests)
+    def _prepare(
+        self, setup: str, tests: tuple[str, ...], entry_point: str | None
+    ) -> tuple[PreparedTests, frozenset[str]]:
+        """The compiled setup and tests, and the names they may take from the program (cached)."""
+        key = (setup, tests, entry_point)
         prepared = self.prepared.get(key)
         if prepared is None:
-            prepared = self.prepare_tests(setup, tests)
-            self.prepared[key] = prepared
+            compiled = self.prepare_tests(setup, tests)
+            # The names the tests use, except that a program's `len = ...` never
+            # reaches them (MBPP/126's entry point is `sum`).
+            wanted = frozenset(
+                name for name in compiled.names if name not in _BUILTIN_NAMES or name == entry_point
+            )
+            prepared = self.prepared[key] = (compiled, wanted)
             if len(self.prepared) > _PREPARED_CACHE_SIZE:
                 self.prepared.popitem(last=False)
         else:
@@ -429,11 +439,10 @@ class Worker:
         """Run one program in a fresh confined process and judge it against its tests here."""
         tests = tuple(request["tests"])
         try:
-            prepared = self._prepare(request["setup"], tests)
+            prepared, wanted = self._prepare(request["setup"], tests, request["entry_point"])
         except ValueError as error:
             return {"invalid": str(error)}
         timeout = float(request["timeout"])
-        entry_point: str | None = request["entry_point"]
         source: str = request["program"]
         program: str | types.CodeType = source
         notes = ""
@@ -444,11 +453,6 @@ class Worker:
             if compiled.code is None:
                 return self._not_compiled(len(tests), compiled)
             program, notes = compiled.code, compiled.warnings
-        # What the tests may take from the program: the names they use, except that a
-        # program's `len = ...` never reaches them (MBPP/126's entry point is `sum`).
-        wanted = frozenset(
-            name for name in prepared.names if name not in _BUILTIN_NAMES or name == entry_point
-        )
         recursion_limit = sys.getrecursionlimit()
         data = marshal.dumps(
             (program, notes, tuple(sorted(wanted)), recursion_limit, math.ceil(timeout) + 1)

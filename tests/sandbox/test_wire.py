@@ -55,9 +55,18 @@ values = st.recursive(
 )
 
 
+# What a decoded value may be made of: plain types, and the judge's own rebuilt containers.
+DECODED_TYPES = (
+    type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset,
+    collections.Counter, collections.OrderedDict, collections.defaultdict, collections.deque,
+    Decimal, Fraction, range, bytearray, MatchSnapshot,
+)  # fmt: skip
+
+
 def shape(value: Any) -> Any:
-    """``value`` with every node's exact type, nan made comparable."""
+    """``value`` with every node's exact type, nan made comparable; fails on any other type."""
     kind = type(value)
+    assert kind in DECODED_TYPES, f"decoded to a {kind.__name__}"
     if kind is float and math.isnan(value):
         return (float, "nan")
     if kind is complex:
@@ -88,7 +97,7 @@ def test_any_bytes_decode_to_plain_data_or_raise_wire_error(data: bytes) -> None
         value = decode(data)
     except WireError:
         return
-    assert shape(value) is not None  # only plain types (shape() would raise on others)
+    shape(value)  # only the types above, at every level (shape() asserts it)
 
 
 @settings(max_examples=300, deadline=None)
