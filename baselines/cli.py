@@ -2,7 +2,7 @@
 
 A trainer's config is a dataclass whose docstring has a Google-style
 ``Attributes:`` section documenting every field once (see
-:class:`baselines.is_config.ISTrainerConfig`). :func:`parse_config` turns it into
+:class:`baselines.is_trainer.config.ISTrainerConfig`). :func:`parse_config` turns it into
 an :mod:`argparse` command line (``field_name`` becomes ``--field-name``) whose
 help text is that documentation, and :func:`config_table` renders the same text
 as a Markdown table for the docs, so the three can never disagree.
@@ -214,7 +214,7 @@ def config_table(cls: type) -> str:
     """The fields of ``cls`` as a Markdown table: flag, default, description.
 
     Example:
-        >>> from baselines.is_config import ISTrainerConfig
+        >>> from baselines.is_trainer.config import ISTrainerConfig
         >>> config_table(ISTrainerConfig).splitlines()[0]
         '| flag | default | description |'
     """

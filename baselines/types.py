@@ -14,14 +14,14 @@ Token sequences and arrays
 --------------------------
 * Inside a :class:`Transition`, tokens are ``tuple[int, ...]`` and sampling
   logprobs ``tuple[float, ...]``: immutable, hashable, cheap to compare for the
-  prefix check of :func:`baselines.data.trajectory_to_data`, and exactly what a
+  prefix check of :func:`baselines.data.datums.trajectory_to_data`, and exactly what a
   sampler returns. Lists and numpy arrays are accepted and converted.
 * Inside a :class:`Datum` and the batch types, every per-token field is a
   read-only 1-D (or 2-D for :class:`PaddedBatch`) numpy array: tokens
   ``int64`` (what ``torch.nn.Embedding`` indexes with), everything else
   ``float32`` (what the model computes logprobs in). Datum arrays are
   read-only, so a trainer cannot change advantages in place between epochs.
-  :func:`baselines.data.pack_data` and :func:`baselines.data.pad_data` build
+  :func:`baselines.data.datums.pack_data` and :func:`baselines.data.datums.pad_data` build
   fresh, writable arrays: ``torch.from_numpy(packed.input_ids_N)`` makes a
   tensor without a copy. For a single Datum use ``torch.tensor(datum.mask)``
   (``torch.from_numpy`` warns on read-only arrays).
@@ -91,7 +91,7 @@ the observation.
 RenderMessages: TypeAlias = Callable[[Sequence[Message]], Sequence[int]]
 """Renders chat messages to prompt tokens (the chat template with the generation
 prompt, exactly as the sampler rendered the sampling observation). Supplied by the
-caller, so that :mod:`baselines.data` never imports a tokenizer."""
+caller, so that :mod:`baselines.data.datums` never imports a tokenizer."""
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
 FloatArray: TypeAlias = npt.NDArray[np.float32]
@@ -332,7 +332,7 @@ class Datum:
     """One training row in next-token form: ``model_input[t]`` is followed by ``target_tokens[t]``.
 
     Every field is a read-only 1-D array of the same length T (the
-    ``_T`` suffix, implicit). Built by :func:`baselines.data.trajectory_to_data`
+    ``_T`` suffix, implicit). Built by :func:`baselines.data.datums.trajectory_to_data`
     from a full sequence x of observation and action tokens: ``model_input =
     x[:-1]``, ``target_tokens = x[1:]``, and every per-token array is aligned
     with the targets.
@@ -488,7 +488,7 @@ class PaddedBatch:
 
 @dataclass(frozen=True)
 class TrainingBatch:
-    """What :func:`baselines.data.assemble_training_data` returns: Datums and their metrics.
+    """What :func:`baselines.data.datums.assemble_training_data` returns: Datums and their metrics.
 
     Attributes:
         data_D: the Datums of every kept group, group by group.

@@ -5,7 +5,7 @@ Run from the repository root::
     python bench/datum_assembly.py                      # 1k trajectories x 4 turns x 512 tokens
     python bench/datum_assembly.py --trajectories 200   # quicker
 
-It times :func:`baselines.data.trajectory_to_data` (fills numpy arrays slice by
+It times :func:`baselines.data.datums.trajectory_to_data` (fills numpy arrays slice by
 slice, one span per action) against a baseline that builds per-token Python
 lists and converts them at the end (the direct port of the seed's description),
 on two workloads: every observation extends the previous sequence (one Datum
@@ -13,7 +13,7 @@ per trajectory, the debate case) and every other turn breaks the prefix (two
 Datums per trajectory). Both produce identical Datums; the bench checks that.
 
 Then it packs the Datums of variable-length trajectories with
-:func:`baselines.data.pack_data` and pads them with :func:`baselines.data.pad_data`
+:func:`baselines.data.datums.pack_data` and pads them with :func:`baselines.data.datums.pad_data`
 and prints how many tokens each makes the model process.
 
 Not a test: numbers depend on the machine. Nothing here is imported by the package.
@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.data import pack_data, pad_data, trajectory_to_data
+from baselines.data.datums import pack_data, pad_data, trajectory_to_data
 from baselines.types import Datum, Trajectory, Transition
 
 

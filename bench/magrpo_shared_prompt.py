@@ -9,8 +9,8 @@ At a tree node each agent samples G completions of one prompt, and in code
 collaboration the prompt (problem, history, feedback) is most of each
 sequence. The trainer's default (``share_prompts``) runs the prompt through the
 model once and repeats its key/value cache for the G completions
-(:func:`baselines.magrpo.shared_prompt_logprobs`); the alternative runs G rows
-of prompt + completion (:func:`baselines.magrpo.completion_logprobs`). Both are
+(:func:`baselines.magrpo.trainer.shared_prompt_logprobs`); the alternative runs G rows
+of prompt + completion (:func:`baselines.magrpo.trainer.completion_logprobs`). Both are
 timed side by side (forward, MAGRPO's loss, backward), alternating, best of
 ``--repeat``; the script checks that the two give the same loss.
 
@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from baselines.magrpo import (
+from baselines.magrpo.trainer import (
     _datum,
     completion_logprobs,
     policy_gradient_loss,

@@ -7,8 +7,8 @@ Run from the repository root::
 
 It builds Datums of random lengths (like the observations and answers of a
 debate batch), splits them into microbatches of at most ``--max-tokens`` tokens
-the way :class:`baselines.is_trainer.ISTrainer` does, and times the trainer's
-step (:func:`baselines.forward.forward_logprobs`, the importance-sampling loss,
+the way :class:`baselines.is_trainer.trainer.ISTrainer` does, and times the trainer's
+step (:func:`baselines.training.forward.forward_logprobs`, the importance-sampling loss,
 backward) with each layout, and packed with the vocabulary projection on
 action tokens only (``actions_only``, what the trainer does when the model
 takes ``logits_to_keep``). Tokens per second count real tokens only, so
@@ -27,10 +27,10 @@ import time
 import numpy as np
 import torch
 
-from baselines.data import trajectory_to_data
-from baselines.forward import Layout, forward_logprobs, split_microbatches
-from baselines.losses import importance_sampling_loss
+from baselines.data.datums import trajectory_to_data
 from baselines.models import resolve_model
+from baselines.training.forward import Layout, forward_logprobs, split_microbatches
+from baselines.training.losses import importance_sampling_loss
 from baselines.types import Datum, Trajectory, Transition
 
 

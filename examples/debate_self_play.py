@@ -33,8 +33,8 @@ import argparse
 import math
 from collections.abc import Sequence
 
-from baselines.is_config import ISTrainerConfig
 from baselines.is_trainer import train
+from baselines.is_trainer.config import ISTrainerConfig
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, load_metrics, write_report
 

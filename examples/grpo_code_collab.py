@@ -43,7 +43,7 @@ from collections.abc import Sequence
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
 from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
-from baselines.grpo_assembly import format_completion
+from baselines.grpo.assembly import format_completion
 from baselines.models import DEFAULT_MODEL
 from baselines.report import write_report
 

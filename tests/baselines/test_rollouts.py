@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from baselines.data import assemble_training_data
+from baselines.data.datums import assemble_training_data
 from baselines.policies import SampleRequest, SamplingParams, ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, group_episodes, rollout

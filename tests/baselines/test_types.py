@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import baselines
-import baselines.advantages
-import baselines.data
+import baselines.data.advantages
+import baselines.data.datums
 import baselines.types
 from baselines.types import Datum, Trajectory, TrajectoryGroup, Transition, as_tokens
 
@@ -178,7 +178,9 @@ def test_datum_rejects_misaligned_fields(overrides: dict[str, Any], message: str
 
 
 @pytest.mark.parametrize(
-    "module", [baselines.types, baselines.advantages, baselines.data], ids=lambda m: m.__name__
+    "module",
+    [baselines.types, baselines.data.advantages, baselines.data.datums],
+    ids=lambda m: m.__name__,
 )
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)  # type: ignore[arg-type]
@@ -188,7 +190,7 @@ def test_docstring_examples_run(module: object) -> None:
 
 def test_data_modules_import_without_torch() -> None:
     code = (
-        "import sys, baselines, baselines.types, baselines.advantages, baselines.data; "
+        "import sys, baselines, baselines.types, baselines.data.advantages, baselines.data.datums; "
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

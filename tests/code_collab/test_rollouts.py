@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.data import trajectory_to_data
+from baselines.data.datums import trajectory_to_data
 from baselines.policies import ScriptedPolicy
 from baselines.rollouts import rollout
 from llm_envs.agents import ScriptedCoder

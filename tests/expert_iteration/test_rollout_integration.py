@@ -11,7 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.data import assemble_training_data, training_context_transform, trajectory_to_data
+from baselines.data.datums import (
+    assemble_training_data,
+    training_context_transform,
+    trajectory_to_data,
+)
 from baselines.policies import ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, rollout

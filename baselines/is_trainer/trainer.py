@@ -1,0 +1,572 @@
+"""The importance-sampling trainer: seed 001's training loop, run locally in torch.
+
+    python -m baselines.is_trainer --env debate          # SmolLM2-135M-Instruct, CPU or GPU
+    accelerate launch --multi_gpu --num_processes 2 -m baselines.is_trainer --env debate
+
+One iteration (seed 001, "Training Loop"):
+
+1. *Sample* ``groups_per_batch`` groups with the current weights
+   (:mod:`baselines.rollouts`; each process plays its share, then every process
+   receives every group).
+2. *Assemble* Datums (:func:`baselines.data.datums.assemble_training_data`): returns
+   centred per group, the training context of seed 003 swapped in from
+   ``info["training_messages"]`` with the sampler's own chat renderer, strategy
+   weights ``w_s / n_s``.
+3. *Optimize*: the Datums are split into ``num_substeps`` consecutive chunks,
+   one AdamW step each. Each process runs the forward pass on its share of a
+   chunk, in microbatches of packed Datums (no padding), and the loss of
+   :mod:`baselines.training.losses` over action tokens (``-sum(w * r * A)`` with ``r =
+   exp(lp_train - lp_sample)`` for ``importance_sampling``), divided by the
+   chunk's total action-token weight (``loss_normalization``). Gradients are
+   averaged across processes by DDP; since every process scales its loss by
+   ``num_processes / total weight``, the step is the same for any number of
+   processes.
+4. *Refresh* the sampler after every optimizer step (seed 001,
+   "Checkpointing and sampling-client refresh"), so the next batch is sampled
+   on-policy: the first substep's ``optim/kl_sample_train_*`` stay at the
+   sampler/trainer numerical noise, and are the check.
+5. *Log* one JSON line per iteration (``metrics.jsonl``), *checkpoint*, and
+   *evaluate* (debate: role-averaged against a fixed opponent, seed 001
+   "Evaluation mode"; expert iteration: ``iid`` accuracy on held-out problems).
+
+A run started again with the same ``output_dir`` resumes after its last
+checkpoint: model, optimizer and random states are restored and the data of
+iteration ``k`` depends only on the seed and ``k``, so no iteration is lost or
+repeated (metric lines past the checkpoint are dropped and written again).
+
+This trainer never parses environment text: it reads rewards, token ids and
+``infos`` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from baselines.cli import parse_config
+from baselines.data.advantages import trajectory_return
+from baselines.data.datums import assemble_training_data
+from baselines.data.episode_metrics import episode_metrics, numeric_info
+from baselines.env_families import derive_seed, make_family
+from baselines.is_trainer.config import ISTrainerConfig
+from baselines.models import resolve_model
+from baselines.policies.base import ChatRenderer, Policy, SamplingParams
+from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
+from baselines.rollouts import rollout
+from baselines.training.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from baselines.training.forward import (
+    Layout,
+    forward_logprobs,
+    packing_error,
+    split_microbatches,
+    supports_logits_to_keep,
+)
+from baselines.training.losses import get_loss, kl_sample_train, per_strategy_metrics
+from baselines.types import Datum, TrajectoryGroup
+
+__all__ = ["ISTrainer", "main", "train"]
+
+PACKING_TOLERANCE = 1e-3
+"""Largest packed-vs-separate logprob difference accepted by ``packing="auto"`` (fp32 noise is
+about 1e-5; a model that ignores restarting positions is off by whole nats)."""
+
+_EVAL_SEED = 7919  # evaluation episodes are the same at every evaluation, so they compare
+
+
+def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int]]:
+    """Deal Datum indices to shards, longest first to the lightest shard (balanced tokens)."""
+    shards: list[list[int]] = [[] for _ in range(num_shards)]
+    loads = [0] * num_shards
+    for index in sorted(range(len(lengths_D)), key=lambda i: (-lengths_D[i], i)):
+        lightest = loads.index(min(loads))
+        shards[lightest].append(index)
+        loads[lightest] += lengths_D[index]
+    return [sorted(shard) for shard in shards]
+
+
+class ISTrainer:
+    """Set up a run (model, optimizer, sampler, resume), then :meth:`run` it.
+
+    Args:
+        config: the run's configuration.
+    """
+
+    def __init__(self, config: ISTrainerConfig) -> None:
+        # accelerate ships no type information (no py.typed).
+        from accelerate import Accelerator  # type: ignore[import-untyped]
+        from accelerate.utils import set_seed  # type: ignore[import-untyped]
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+        bf16 = config.precision == "bf16" or (config.precision == "auto" and cuda)
+        self.accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if bf16 else "no")
+        acc = self.accelerator
+        self.rank, self.world = acc.process_index, acc.num_processes
+        set_seed(derive_seed(config.seed, self.rank))
+        self.output_dir = Path(config.output_dir)
+        self.family = make_family(
+            config.env,
+            config.env_kwargs,
+            config.task,
+            config.seed,
+            config.strategy_mix,
+            config.task_kwargs,
+        )
+        with acc.main_process_first():  # converts the offline model once
+            self.model_path = resolve_model(config.model)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.renderer = ChatRenderer(self.tokenizer)
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        model.to(acc.device)
+        self.layout, self.packing_probe = self._choose_layout(model)
+        # The loss reads action tokens only: project to the vocabulary there alone.
+        self.actions_only = supports_logits_to_keep(model)
+        optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=config.learning_rate,
+            betas=config.adam_betas,
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        self.model.train()
+        self.loss_fn = get_loss(config.loss, **config.loss_kwargs)
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else 0)
+
+        self.start_iteration = 0
+        checkpoint = latest_checkpoint(self.output_dir)
+        if checkpoint is not None:
+            self.start_iteration = load_checkpoint(acc, checkpoint)
+        self.max_model_len = min(int(getattr(model.config, "max_position_embeddings", 4096)), 8192)
+        kind = resolve_sampler_kind(config.sampler, num_processes=self.world)
+        self.sampler = build_sampler(
+            kind,
+            model=self.unwrapped,
+            tokenizer=self.tokenizer,
+            model_path=self.model_path,
+            cuda=cuda,
+            seed=derive_seed(config.seed, self.rank, 1),
+            process_index=self.rank,
+            max_model_len=self.max_model_len,
+            config=config,
+        )
+        if self.start_iteration > 0:
+            self._refresh_sampler()  # the engine started from the initial weights
+        self._opponent: Policy | None = None
+        self._prepare_output()
+        if acc.is_main_process:
+            probe = "" if math.isnan(self.packing_probe) else f", probe {self.packing_probe:.1e}"
+            print(
+                f"is_trainer: {config.model} on {self.world} x {acc.device}, sampler {kind}, "
+                f"{self.layout} batches{probe}, starting at iteration {self.start_iteration}",
+                flush=True,
+            )
+
+    # ------------------------------------------------------------------ setup
+
+    @property
+    def unwrapped(self) -> Any:
+        """The trained model without its DDP wrapper."""
+        return self.accelerator.unwrap_model(self.model)
+
+    def _choose_layout(self, model: Any) -> tuple[Layout, float]:
+        mode = self.config.packing
+        if mode == "padded":
+            return "padded", math.nan
+        error = packing_error(model, self.accelerator.device)
+        if error <= PACKING_TOLERANCE:
+            return "packed", error
+        message = (
+            f"{type(model).__name__}: a packed forward differs from separate forwards by "
+            f"{error:.3g} nats (its attention ignores restarting position_ids)"
+        )
+        if mode == "packed":
+            raise ValueError(f"{message}; use --packing padded or auto")
+        warnings.warn(f"{message}; falling back to padded batches", stacklevel=2)
+        return "padded", error
+
+    def _prepare_output(self) -> None:
+        self.metrics_path = self.output_dir / "metrics.jsonl"
+        if not self.accelerator.is_main_process:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        config_path = self.output_dir / "config.json"
+        if config_path.exists() and self.start_iteration > 0:
+            before = json.loads(config_path.read_text())
+            changed = sorted(
+                k
+                for k, v in json.loads(self.config.to_json()).items()
+                if before.get(k) != v and k not in ("num_iterations", "progress")
+            )
+            if changed:
+                warnings.warn(f"resuming with changed settings {changed}", stacklevel=3)
+        config_path.write_text(self.config.to_json())
+        # Drop lines the last checkpoint does not cover: they are about to be redone.
+        kept = []
+        if self.metrics_path.exists():
+            for line in self.metrics_path.read_text().splitlines():
+                if line.strip() and json.loads(line)["iteration"] < self.start_iteration:
+                    kept.append(line + "\n")
+        self.metrics_path.write_text("".join(kept))
+
+    # -------------------------------------------------------------- utilities
+
+    def _gather(self, items: list[Any]) -> list[Any]:
+        """Every process's list, concatenated in rank order, on every process."""
+        if self.world == 1:
+            return items
+        gathered: list[Any] = [None] * self.world
+        torch.distributed.all_gather_object(gathered, items)
+        return [item for part in gathered for item in part]
+
+    def _log(self, metrics: dict[str, Any]) -> None:
+        if self.accelerator.is_main_process:
+            with self.metrics_path.open("a") as f:
+                f.write(json.dumps(metrics, sort_keys=True) + "\n")
+
+    def _refresh_sampler(self) -> float:
+        start = time.perf_counter()
+        if self.sampler.refresh is not None:
+            self.sampler.refresh(self.unwrapped.state_dict())
+        return time.perf_counter() - start
+
+    def _sampling_context(self) -> contextlib.AbstractContextManager[Any]:
+        # generate() on the trained model samples under the trainer's autocast, so
+        # sampler and trainer logprobs agree (bf16 on GPU).
+        if self.sampler.kind == "transformers":
+            return self.accelerator.autocast()
+        return contextlib.nullcontext()
+
+    # --------------------------------------------------------------- sampling
+
+    def sample(self, iteration: int) -> list[TrajectoryGroup]:
+        """Play this process's share of the iteration's groups; return every process's groups."""
+        config = self.config
+        first = iteration * config.groups_per_batch
+        indices = list(range(first, first + config.groups_per_batch))[self.rank :: self.world]
+        groups: list[TrajectoryGroup] = []
+        if indices:
+            batch = self.family.training(indices, derive_seed(config.seed, iteration))
+            params = SamplingParams(
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+                seed=derive_seed(config.seed, iteration, self.rank),
+            )
+            with self._sampling_context():
+                results = rollout(
+                    batch.envs,
+                    self.sampler.policy,
+                    params,
+                    seeds=batch.seeds,
+                    options=batch.options,
+                )
+            groups = batch.to_groups(results)
+            if self.accelerator.is_main_process:
+                self._save_episodes(iteration, batch.envs)
+        return self._gather(groups)
+
+    def _save_episodes(self, iteration: int, envs: Sequence[Any]) -> None:
+        # Transcripts for the report's viewer; envs without record() are skipped.
+        records = [
+            {**e.unwrapped.record(), "iteration": iteration}
+            for e in envs[: self.config.save_episodes]
+            if hasattr(e.unwrapped, "record")
+        ]
+        if records:
+            folder = self.output_dir / "episodes"
+            folder.mkdir(parents=True, exist_ok=True)
+            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            (folder / f"iter_{iteration:05d}.jsonl").write_text(lines, encoding="utf-8")
+
+    # ------------------------------------------------------------ optimizing
+
+    def _microbatch_loss(self, data: list[Datum], scale: float) -> tuple[float, list[torch.Tensor]]:
+        with self.accelerator.autocast():
+            logprobs, logprobs_D, inputs = forward_logprobs(
+                self.model,
+                data,
+                self.layout,
+                self.accelerator.device,
+                pad_token_id=self.pad_token_id,
+                actions_only=self.actions_only,
+            )
+        loss = self.loss_fn(
+            logprobs, inputs["sampling_logprobs"], inputs["advantages"], inputs["weights"]
+        )
+        self.accelerator.backward(loss * scale)
+        return float(loss.detach()), [lp.detach().float().cpu() for lp in logprobs_D]
+
+    def _dummy_backward(self) -> None:
+        # A process with fewer microbatches than the others still joins every
+        # gradient all-reduce: a zero loss through every parameter.
+        ids = torch.full((1, 2), self.pad_token_id, device=self.accelerator.device)
+        with self.accelerator.autocast():
+            logits = self.model(input_ids=ids, use_cache=False).logits
+        self.accelerator.backward(logits.sum() * 0.0)
+
+    def _plan_microbatches(
+        self, lengths_D: Sequence[int], chunk: list[int]
+    ) -> list[list[list[int]]]:
+        """Deal a chunk's Datums to the processes, then cut each share into microbatches."""
+        plans = []
+        for shard in _shard_by_tokens([lengths_D[i] for i in chunk], self.world):
+            shard_lengths = [lengths_D[chunk[i]] for i in shard]
+            batches = split_microbatches(
+                shard_lengths, self.config.max_tokens_per_microbatch, self.layout
+            )
+            plans.append([[chunk[shard[j]] for j in batch] for batch in batches])
+        return plans
+
+    def _optimizer_step(
+        self,
+        data_D: Sequence[Datum],
+        chunk: list[int],
+        denominator: float,
+        timings: dict[str, float],
+    ) -> tuple[float, float, dict[int, torch.Tensor]]:
+        """One optimizer step on a chunk; return its loss, grad norm and training logprobs."""
+        acc = self.accelerator
+        plans = self._plan_microbatches([len(d) for d in data_D], chunk)
+        mine, num_micro = plans[self.rank], max(len(p) for p in plans)
+        start, local_loss = time.perf_counter(), 0.0
+        local_logprobs: dict[int, np.ndarray] = {}
+        for m in range(num_micro):
+            # Gradients are all-reduced once, in the last backward of the step.
+            with contextlib.nullcontext() if m == num_micro - 1 else acc.no_sync(self.model):
+                if m >= len(mine):
+                    self._dummy_backward()
+                    continue
+                loss, logprobs_D = self._microbatch_loss(
+                    [data_D[i] for i in mine[m]], self.world / denominator
+                )
+                local_loss += loss
+                local_logprobs.update(
+                    (i, lp.numpy()) for i, lp in zip(mine[m], logprobs_D, strict=True)
+                )
+        timings["time/forward_backward"] += time.perf_counter() - start
+        start = time.perf_counter()
+        max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
+        norm = float(acc.clip_grad_norm_(self.model.parameters(), max_norm))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        timings["time/optimizer_step"] += time.perf_counter() - start
+        timings["time/refresh"] += self._refresh_sampler()
+        loss = sum(self._gather([local_loss])) / denominator
+        training_D = {
+            i: torch.from_numpy(lp)
+            for part in self._gather([local_logprobs])
+            for i, lp in part.items()
+        }
+        return loss, norm, training_D
+
+    def optimize(self, data_D: Sequence[Datum]) -> dict[str, float]:
+        """``num_substeps`` optimizer steps on the batch; return optimization metrics."""
+        config = self.config
+        chunks = [c.tolist() for c in np.array_split(np.arange(len(data_D)), config.num_substeps)]
+        training_D: dict[int, torch.Tensor] = {}
+        metrics: dict[str, float] = {}
+        losses, norms = [], []
+        timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
+        for substep, chunk in enumerate(c for c in chunks if c):
+            total_weight = float(sum(float(data_D[i].weights.sum()) for i in chunk))
+            if config.loss_normalization == "action_tokens" and total_weight <= 0:
+                continue  # every token masked: nothing to learn from this chunk
+            denominator = total_weight if config.loss_normalization == "action_tokens" else 1.0
+            loss, norm, step_D = self._optimizer_step(data_D, chunk, denominator, timings)
+            losses.append(loss)
+            norms.append(norm)
+            training_D.update(step_D)
+            if substep == 0 and config.num_substeps > 1:
+                # The on-policy check: data sampled with exactly these weights.
+                first = self._kl_metrics(data_D, step_D, sorted(step_D))
+                metrics.update({f"optim/substep_0/{k[6:]}": v for k, v in first.items()})
+        trained = sorted(training_D)
+        metrics.update(self._kl_metrics(data_D, training_D, trained))
+        if trained:
+            metrics.update(
+                per_strategy_metrics([data_D[i] for i in trained], [training_D[i] for i in trained])
+            )
+        tokens = sum(len(data_D[i]) for i in trained)
+        metrics.update(timings)
+        metrics.update(
+            {
+                "optim/num_steps": float(len(losses)),
+                "optim/loss": float(np.mean(losses)) if losses else 0.0,
+                "optim/grad_norm": float(np.mean(norms)) if norms else 0.0,
+                "optim/learning_rate": config.learning_rate,
+                "train/tokens": float(tokens),
+                "train/tokens_per_s": tokens / max(timings["time/forward_backward"], 1e-9),
+            }
+        )
+        return metrics
+
+    @staticmethod
+    def _kl_metrics(
+        data_D: Sequence[Datum], training_D: dict[int, torch.Tensor], indices: list[int]
+    ) -> dict[str, float]:
+        masks = [data_D[i].mask for i in indices]
+        if not indices or not any(m.any() for m in masks):
+            return {}
+        return kl_sample_train(
+            torch.from_numpy(np.concatenate([data_D[i].logprobs for i in indices])),
+            torch.cat([training_D[i] for i in indices]),
+            torch.from_numpy(np.concatenate(masks)),
+        )
+
+    # ------------------------------------------------------------- evaluation
+
+    def _fixed_opponent(self) -> Policy:
+        if self._opponent is None:
+            self._opponent = build_fixed_policy(
+                self.config.eval_opponent,
+                kind=self.sampler.kind,
+                model_path=self.model_path,
+                served_name=self.config.eval_opponent_model,
+                device=self.accelerator.device,
+                seed=derive_seed(self.config.seed, self.rank, 2),
+                max_model_len=self.max_model_len,
+                config=self.config,
+            )
+        return self._opponent
+
+    def evaluate(self) -> dict[str, float]:
+        """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy."""
+        config = self.config
+        indices = list(range(config.eval_groups))[self.rank :: self.world]
+        rows: list[tuple[bool, float, dict[str, float]]] = []
+        if indices:
+            batch = self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED))
+            opponent = self._fixed_opponent() if self.family.needs_fixed_opponent else None
+            params = SamplingParams(
+                max_tokens=config.max_tokens,
+                temperature=config.temperature,
+                seed=derive_seed(config.seed, _EVAL_SEED, self.rank),
+            )
+            with self._sampling_context():
+                results = rollout(
+                    batch.envs,
+                    batch.assignment(self.sampler.policy, opponent),
+                    params,
+                    seeds=batch.seeds,
+                    options=batch.options,
+                )
+            for result in results:
+                trained = batch.trained_agents[result.env_index]
+                for agent, trajectory in result.trajectories.items():
+                    numeric = dict(numeric_info(result.final_infos[agent]))
+                    ret = trajectory_return(trajectory, result.final_rewards[agent])
+                    rows.append((agent in trained, ret, numeric))
+        rows = self._gather(rows)
+        metrics: dict[str, float] = {}
+        for prefix, is_trained in (("eval", True), ("eval/opponent", False)):
+            selected = [r for r in rows if r[0] == is_trained]
+            if not selected:
+                continue
+            metrics[f"{prefix}/reward/total"] = float(np.mean([r[1] for r in selected]))
+            metrics[f"{prefix}/num_episodes"] = float(len(selected))
+            keys = sorted({k for r in selected for k in r[2]})
+            for key in keys:
+                values = [r[2][key] for r in selected if key in r[2]]
+                metrics[f"{prefix}/{key}"] = float(np.mean(values))
+        return metrics
+
+    # ------------------------------------------------------------------- loop
+
+    def _eval_due(self, iteration: int) -> bool:
+        every = self.config.eval_every
+        return every > 0 and (iteration % every == 0 or iteration == self.config.num_iterations)
+
+    def iterate(self, iteration: int) -> dict[str, Any]:
+        """Run one training iteration; return its metrics."""
+        config = self.config
+        start = time.perf_counter()
+        metrics: dict[str, Any] = {"iteration": iteration}
+        if self._eval_due(iteration):
+            eval_start = time.perf_counter()
+            metrics.update(self.evaluate())
+            metrics["time/eval"] = time.perf_counter() - eval_start
+        sample_start = time.perf_counter()
+        groups = self.sample(iteration)
+        metrics["time/sample"] = time.perf_counter() - sample_start
+        batch = assemble_training_data(
+            groups,
+            render_messages=self.renderer,
+            strategy_weights=config.strategy_weights,
+            normalize_std=config.normalize_advantages,
+            drop_constant=config.drop_constant_groups,
+        )
+        metrics.update(episode_metrics(groups))
+        metrics.update(batch.metrics)
+        train_start = time.perf_counter()
+        metrics.update(self.optimize(batch.data_D))
+        metrics["time/train"] = time.perf_counter() - train_start
+        metrics["time/iteration"] = time.perf_counter() - start
+        metrics["progress/done_frac"] = (iteration + 1) / config.num_iterations
+        return metrics
+
+    def run(self) -> Path:
+        """Train from the start or the last checkpoint to ``num_iterations``; return the metrics."""
+        config, acc = self.config, self.accelerator
+        bar = _progress(
+            range(self.start_iteration, config.num_iterations),
+            initial=self.start_iteration,
+            total=config.num_iterations,
+            enabled=config.progress and acc.is_main_process,
+        )
+        for iteration in bar:
+            metrics = self.iterate(iteration)
+            # Log, then save: a run killed in between redoes this iteration and
+            # rewrites its line; the other order could lose the line.
+            self._log(metrics)
+            done = iteration + 1
+            every = config.save_every
+            if done == config.num_iterations or (every and done % every == 0):
+                save_checkpoint(acc, self.model, self.output_dir, done, self.tokenizer)
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(
+                    reward=f"{metrics.get('env/all/reward/total', math.nan):.3f}",
+                    kl=f"{metrics.get('optim/kl_sample_train_v2', math.nan):.1e}",
+                )
+        if self._eval_due(config.num_iterations):
+            self._log({"iteration": config.num_iterations, **self.evaluate()})
+        if acc.is_main_process:
+            final = self.output_dir / "final_model"
+            self.unwrapped.save_pretrained(final)
+            self.tokenizer.save_pretrained(final)
+        acc.wait_for_everyone()
+        return self.metrics_path
+
+
+def _progress(items: range, *, initial: int, total: int, enabled: bool) -> Iterator[int] | Any:
+    if not enabled:
+        return items
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the train extra
+        return items
+    return tqdm(items, initial=initial, total=total, desc="iterations", unit="it")
+
+
+def train(config: ISTrainerConfig) -> Path:
+    """Train (or resume) with ``config``; return the path of ``metrics.jsonl``."""
+    return ISTrainer(config).run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line: ``python -m baselines.is_trainer --help``."""
+    config = parse_config(ISTrainerConfig, argv, prog="python -m baselines.is_trainer")
+    path = train(config)
+    print(f"metrics written to {path}")

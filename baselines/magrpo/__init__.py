@@ -1,0 +1,49 @@
+"""MAGRPO: multi-agent GRPO on the code-collaboration env (seed 004).
+
+* :mod:`baselines.magrpo.config`: :class:`MAGRPOConfig`.
+* :mod:`baselines.magrpo.tree`: growing the trees of joint actions (no torch).
+* :mod:`baselines.magrpo.credit`: returns and advantages on a tree (plain Python).
+* :mod:`baselines.magrpo.trainer`: :class:`MAGRPOTrainer`, :func:`train`, :func:`main`.
+
+``python -m baselines.magrpo --help`` lists the flags.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from baselines._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from baselines.magrpo.config import MAGRPOConfig
+    from baselines.magrpo.trainer import (
+        MAGRPOTrainer,
+        completion_logprobs,
+        main,
+        policy_gradient_loss,
+        shared_prompt_logprobs,
+        train,
+    )
+
+__all__ = [
+    "MAGRPOConfig",
+    "MAGRPOTrainer",
+    "completion_logprobs",
+    "main",
+    "policy_gradient_loss",
+    "shared_prompt_logprobs",
+    "train",
+]
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "MAGRPOConfig": ".config",
+        "MAGRPOTrainer": ".trainer",
+        "completion_logprobs": ".trainer",
+        "main": ".trainer",
+        "policy_gradient_loss": ".trainer",
+        "shared_prompt_logprobs": ".trainer",
+        "train": ".trainer",
+    },
+)

@@ -1,0 +1,249 @@
+"""The trainer's forward pass: logprobs of target tokens from packed or padded Datums.
+
+Packed (:func:`baselines.data.datums.pack_data`): every Datum of a microbatch in one
+row, no padding, ``position_ids`` restarting at 0 for each Datum. Hugging Face
+models (transformers >= 4.47 for sdpa and eager attention, flash-attention's
+varlen kernels) turn positions that restart into a block-diagonal causal mask,
+so packed Datums do not attend to each other. Two conditions, both checked
+rather than assumed:
+
+* the model must be called with ``use_cache=False``: with a cache (the default
+  of most configs, also in training mode) transformers 5 does not look for
+  packed sequences at all and lets every Datum attend to the ones before it;
+* the model family must implement the detection. :func:`packing_error` runs a
+  tiny probe (two short random sequences, packed vs separate) and the trainer
+  falls back to padding when the logprobs differ.
+
+Padded (:func:`baselines.data.datums.pad_data`): rows right-padded to the longest
+Datum with an attention mask; every model supports it, at the cost of the
+padding's compute.
+
+Logprobs are ``logit[target] - logsumexp(logits)`` in fp32, which avoids
+materializing a second vocabulary-sized tensor for ``log_softmax``. The loss
+and the KL metrics read action tokens only, so with ``actions_only`` the
+vocabulary projection runs on those positions alone (``logits_to_keep``): on a
+debate batch, where most tokens are observations, that is most of the
+projection's compute and memory saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from baselines.data.datums import pack_data, pad_data
+from baselines.types import Datum, PackedBatch, PaddedBatch
+
+__all__ = [
+    "Layout",
+    "forward_logprobs",
+    "packing_error",
+    "split_microbatches",
+    "supports_logits_to_keep",
+    "target_logprobs",
+]
+
+Layout = Literal["packed", "padded"]
+"""How a microbatch's Datums are laid out for the forward pass."""
+
+
+def target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``log softmax(logits)[target]`` along the last axis, computed in fp32.
+
+    Example:
+        >>> logits = torch.tensor([[0.0, 0.0], [2.0, 0.0]])
+        >>> target_logprobs(logits, torch.tensor([1, 0])).exp()
+        tensor([0.5000, 0.8808])
+    """
+    logits = logits.float()
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(array).to(device)
+
+
+def supports_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (most transformers 5 causal LMs)."""
+    import inspect
+
+    forward = getattr(model, "module", model).forward  # DDP keeps the model in .module
+    return "logits_to_keep" in inspect.signature(forward).parameters
+
+
+def _logprobs(
+    model: Any,
+    input_ids: torch.Tensor,
+    targets: torch.Tensor,
+    keep: torch.Tensor | None,
+    **inputs: torch.Tensor,
+) -> torch.Tensor:
+    """Logprobs of ``targets`` (shape ``(B, T)``); with ``keep``, only at those positions.
+
+    ``keep`` holds sequence positions (``logits_to_keep``): the vocabulary
+    projection, usually the largest matrix of a small model, then runs on
+    action tokens only; every other position gets logprob 0, which the losses
+    and metrics never read (their weight and mask are 0).
+    """
+    # use_cache=False: with a cache, transformers skips the packed-sequence mask.
+    kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": False, **inputs}
+    if keep is None:
+        return target_logprobs(model(**kwargs).logits, targets)
+    logits = model(**kwargs, logits_to_keep=keep).logits
+    logprobs = torch.zeros(targets.shape, dtype=torch.float32, device=targets.device)
+    logprobs[:, keep] = target_logprobs(logits, targets[:, keep])
+    return logprobs
+
+
+def forward_packed(
+    model: Any, packed: PackedBatch, device: torch.device, *, actions_only: bool = False
+) -> torch.Tensor:
+    """Training logprobs of every target of a packed batch, shape ``(N,)``.
+
+    With ``actions_only``, logprobs are computed where ``mask_N == 1`` only (0
+    elsewhere); the model must take ``logits_to_keep``.
+    """
+    keep = _tensor(np.flatnonzero(packed.mask_N), device) if actions_only else None
+    logprobs = _logprobs(
+        model,
+        _tensor(packed.input_ids_N, device).unsqueeze(0),
+        _tensor(packed.target_tokens_N, device).unsqueeze(0),
+        keep,
+        position_ids=_tensor(packed.position_ids_N, device).unsqueeze(0),
+    )
+    return logprobs[0]
+
+
+def forward_padded(
+    model: Any, padded: PaddedBatch, device: torch.device, *, actions_only: bool = False
+) -> torch.Tensor:
+    """Training logprobs of every target of a padded batch, shape ``(B, T)``; 0 on padding.
+
+    With ``actions_only``, logprobs are computed at the positions where some
+    row has an action token (0 elsewhere).
+    """
+    keep = _tensor(np.flatnonzero(padded.mask_B_T.any(axis=0)), device) if actions_only else None
+    attention_mask = _tensor(padded.attention_mask_B_T, device)
+    logprobs_B_T = _logprobs(
+        model,
+        _tensor(padded.input_ids_B_T, device),
+        _tensor(padded.target_tokens_B_T, device),
+        keep,
+        attention_mask=attention_mask,
+    )
+    return logprobs_B_T * attention_mask
+
+
+def forward_logprobs(
+    model: Any,
+    data_D: Sequence[Datum],
+    layout: Layout,
+    device: torch.device,
+    *,
+    pad_token_id: int = 0,
+    actions_only: bool = False,
+) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Run the model on some Datums and return their targets' training logprobs.
+
+    Args:
+        model: a causal LM (possibly wrapped, e.g. by DDP).
+        data_D: the microbatch's Datums.
+        layout: ``"packed"`` or ``"padded"``.
+        device: where the model is.
+        pad_token_id: the padding token of the padded layout.
+        actions_only: compute logprobs of action targets (``mask == 1``) only,
+            through the model's ``logits_to_keep`` (see
+            :func:`supports_logits_to_keep`); observation targets get 0.
+
+    Returns:
+        ``(logprobs, logprobs_D, inputs)``: the logprobs in the layout's shape
+        (``(N,)`` or ``(B, T)``), with gradient; the same split per Datum
+        (views); and the matching per-token tensors of the batch
+        (``sampling_logprobs``, ``advantages``, ``weights``, ``mask``), on ``device``.
+    """
+    if layout == "packed":
+        packed = pack_data(data_D)
+        logprobs = forward_packed(model, packed, device, actions_only=actions_only)
+        logprobs_D = list(torch.split(logprobs, packed.lengths_D.tolist()))
+        arrays = {
+            "sampling_logprobs": packed.logprobs_N,
+            "advantages": packed.advantages_N,
+            "weights": packed.weights_N,
+            "mask": packed.mask_N,
+        }
+    elif layout == "padded":
+        padded = pad_data(data_D, pad_token_id=pad_token_id)
+        logprobs = forward_padded(model, padded, device, actions_only=actions_only)
+        logprobs_D = [logprobs[row, : len(d)] for row, d in enumerate(data_D)]
+        arrays = {
+            "sampling_logprobs": padded.logprobs_B_T,
+            "advantages": padded.advantages_B_T,
+            "weights": padded.weights_B_T,
+            "mask": padded.mask_B_T,
+        }
+    else:
+        raise ValueError(f"layout must be 'packed' or 'padded', got {layout!r}")
+    return logprobs, logprobs_D, {k: _tensor(v, device) for k, v in arrays.items()}
+
+
+def split_microbatches(
+    lengths_D: Sequence[int], max_tokens: int, layout: Layout = "packed"
+) -> list[list[int]]:
+    """Split Datum indices, in order, into microbatches of at most ``max_tokens`` tokens.
+
+    Packed microbatches cost the sum of their lengths; padded ones ``rows x
+    longest``. A Datum longer than ``max_tokens`` gets a microbatch of its own.
+
+    Example:
+        >>> split_microbatches([3, 3, 3, 5], max_tokens=6)
+        [[0, 1], [2], [3]]
+        >>> split_microbatches([2, 2, 5], max_tokens=6, layout="padded")
+        [[0, 1], [2]]
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    batches: list[list[int]] = []
+    current: list[int] = []
+    total = longest = 0
+    for index, length in enumerate(lengths_D):
+        # A packed row costs its tokens; a padded one rows x its longest Datum.
+        cost = total + length if layout == "packed" else (len(current) + 1) * max(longest, length)
+        if current and cost > max_tokens:
+            batches.append(current)
+            current, total, longest = [], 0, 0
+        current.append(index)
+        total += length
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@torch.no_grad()
+def packing_error(model: Any, device: torch.device, *, lengths: Sequence[int] = (5, 9, 4)) -> float:
+    """Largest logprob difference between a packed forward and separate forwards.
+
+    Random token sequences of ``lengths`` are scored one by one and packed in
+    one row; a model whose attention honours restarting ``position_ids`` gives
+    the same logprobs up to float noise (about 1e-5 in fp32). The model's
+    training mode and the global random state are left untouched.
+    """
+    vocab = int(model.get_input_embeddings().weight.shape[0])
+    generator = torch.Generator().manual_seed(0)
+    data = []
+    for length in lengths:
+        tokens = torch.randint(0, vocab, (length + 1,), generator=generator).numpy()
+        zeros = np.zeros(length, dtype=np.float32)
+        data.append(Datum(tokens[:-1], tokens[1:], zeros, zeros, zeros + 1, zeros + 1))
+    was_training = model.training
+    model.eval()  # no dropout, so that the two passes are comparable
+    try:
+        _, packed_D, _ = forward_logprobs(model, data, "packed", device)
+        separate_D = [forward_logprobs(model, [d], "packed", device)[0] for d in data]
+    finally:
+        model.train(was_training)
+    return max(float((p - s).abs().max()) for p, s in zip(packed_D, separate_D, strict=True))

@@ -1,0 +1,124 @@
+"""Transcripts of TRL GRPO runs: which episodes the rollout functions save, where, and when.
+
+A stand-in trainer (the attributes a rollout function reads) and scripted
+agents keep these tests free of model runs; the command-line test in
+test_grpo_cli.py checks a real run's files.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from baselines.grpo.adapters import DebateRollout, expert_iteration_rollout
+from baselines.grpo.run import GRPORunConfig
+from baselines.policies import ScriptedPolicy
+from baselines.report import write_report
+from llm_envs.agents import ScriptedMathSolver, scripted_debaters
+from llm_envs.tasks import ArithmeticTask
+
+
+@pytest.fixture
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def fake_trainer(tokenizer, output_dir, *, step=0, training=True, main_process=True):
+    """What a rollout function reads from a ``trl.GRPOTrainer``."""
+    return SimpleNamespace(
+        processing_class=tokenizer,
+        model=SimpleNamespace(training=training),
+        accelerator=SimpleNamespace(is_main_process=main_process),
+        state=SimpleNamespace(global_step=step),
+        args=SimpleNamespace(output_dir=str(output_dir)),
+        temperature=1.0,
+        top_p=1.0,
+    )
+
+
+def debate_rollout(tokenizer, save_episodes):
+    return DebateRollout(
+        ["What is 2 + 3?", "What is 17 * 23?"],
+        num_agents=2,
+        max_rounds=2,
+        save_episodes=save_episodes,
+        policy=ScriptedPolicy(scripted_debaters(2, seed=0), tokenizer),
+    )
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_each_training_step_saves_its_first_episodes(tokenizer, tmp_path):
+    rollout = debate_rollout(tokenizer, save_episodes=1)
+    two_debates = ["What is 2 + 3?"] * 2 + ["What is 17 * 23?"] * 2
+    rollout(two_debates, fake_trainer(tokenizer, tmp_path, step=0))
+    rollout(two_debates, fake_trainer(tokenizer, tmp_path, step=1))
+
+    folder = tmp_path / "episodes"
+    assert sorted(p.name for p in folder.iterdir()) == ["step_00001.jsonl", "step_00002.jsonl"]
+    (record,) = read(folder / "step_00001.jsonl")  # one debate of the two
+    # The step that trains on the batch (TRL samples before its optimizer step),
+    # as in metrics.jsonl's "iteration".
+    assert record["iteration"] == 1 and record["env"] == "debate_v0"
+    assert record["title"] == "What is 2 + 3?"
+    assert {t["agent"] for t in record["turns"]} == {"agent_0", "agent_1"}
+    assert all(t["prompt"] and t["text"] for t in record["turns"])
+
+    # The report turns them into transcript pages.
+    index = write_report(tmp_path)
+    assert "step_00001.html" in index.read_text()
+    assert "What is 2 + 3?" in (index.parent / "step_00001.html").read_text()
+
+
+def test_a_second_generation_batch_of_the_same_step_keeps_the_first(tokenizer, tmp_path):
+    rollout = debate_rollout(tokenizer, save_episodes=1)
+    rollout(["What is 2 + 3?"] * 2, fake_trainer(tokenizer, tmp_path, step=3))
+    rollout(["What is 17 * 23?"] * 2, fake_trainer(tokenizer, tmp_path, step=3))
+    (record,) = read(tmp_path / "episodes" / "step_00004.jsonl")
+    assert record["title"] == "What is 2 + 3?"
+
+
+@pytest.mark.parametrize(
+    ("save_episodes", "training", "main_process"),
+    [(0, True, True), (1, False, True), (1, True, False)],
+    ids=["save_episodes=0", "evaluation", "not the main process"],
+)
+def test_nothing_is_saved(tokenizer, tmp_path, save_episodes, training, main_process):
+    rollout = debate_rollout(tokenizer, save_episodes=save_episodes)
+    trainer = fake_trainer(tokenizer, tmp_path, training=training, main_process=main_process)
+    out = rollout(["What is 2 + 3?"] * 2, trainer)
+    assert len(out["completion_ids"]) == 2
+    assert not (tmp_path / "episodes").exists()
+
+
+def test_single_agent_episodes_are_saved_per_episode(tokenizer, tmp_path):
+    rollout = expert_iteration_rollout(
+        "two_turn_feedback",
+        ArithmeticTask(num_problems=4, seed=1),
+        num_generations=2,
+        save_episodes=3,
+        policy=ScriptedPolicy(ScriptedMathSolver(), tokenizer),
+    )
+    prompts = [p for p in rollout.dataset_prompts()[:2] for _ in range(2)]
+    out = rollout(prompts, fake_trainer(tokenizer, tmp_path))
+
+    records = read(tmp_path / "episodes" / "step_00001.jsonl")
+    assert len(records) == 3
+    task_ids = [r["summary"]["task_id"] for r in records]
+    assert task_ids[0] == task_ids[1] != task_ids[2]  # the first problem's group, then the next
+    # attempt 1, attempt 2: what the completion holds, readable.
+    assert [t["round"] for t in records[0]["turns"]] == [1, 2]
+    assert rollout.last_output is out
+
+
+def test_save_episodes_is_checked():
+    with pytest.raises(ValueError, match="save_episodes must be an int >= 0, got -1"):
+        DebateRollout(save_episodes=-1)
+    with pytest.raises(ValueError, match="save_episodes must be >= 0"):
+        GRPORunConfig(save_episodes=-1)

@@ -1,0 +1,367 @@
+"""The importance-sampling trainer: config and CLI, packed forward, loop, on-policy, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import doctest
+import importlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines.cli import attribute_docs, config_table, parse_config
+from baselines.data.datums import trajectory_to_data
+from baselines.env_families import DebateFamily
+from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.trainer import _shard_by_tokens
+from baselines.training.forward import forward_logprobs, packing_error, split_microbatches
+from baselines.types import Trajectory, Transition
+
+torch = pytest.importorskip("torch")
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "trainer.md"
+
+# A debate that costs little: two agents, one round, short turns.
+SMALL_DEBATE = {"num_agents": 2, "max_rounds": 1}
+
+
+def tiny_config(tmp_path: Path, tiny_model_dir: Path, **overrides) -> ISTrainerConfig:
+    settings = {
+        "model": str(tiny_model_dir),
+        "env": "debate",
+        "env_kwargs": SMALL_DEBATE,
+        "groups_per_batch": 2,
+        "num_iterations": 2,
+        "max_tokens": 16,
+        "learning_rate": 1e-3,
+        "sampler": "transformers",
+        "eval_every": 0,
+        "output_dir": str(tmp_path / "run"),
+        "progress": False,
+    }
+    return ISTrainerConfig(**{**settings, **overrides})
+
+
+def read_metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ---------------------------------------------------------------- config and CLI
+
+
+def test_cli_parses_every_kind_of_field():
+    config = parse_config(
+        ISTrainerConfig,
+        [
+            "--env",
+            "expert_iteration",
+            "--env-kwargs",
+            '{"format_reward": 0.5}',
+            "--adam-betas",
+            "0.8",
+            "0.9",
+            "--no-drop-constant-groups",
+            "--eval-opponent",
+            "none",
+            "--strategy-mix",
+            '{"iid": 2, "answer_hint": 1}',
+            "--strategy-weights",
+            '{"iid": 1.0, "answer_hint": 0.5}',
+            "--learning-rate",
+            "3e-5",
+        ],
+    )
+    assert config.env == "expert_iteration"
+    assert config.env_kwargs == {"format_reward": 0.5}
+    assert config.adam_betas == (0.8, 0.9)
+    assert config.drop_constant_groups is False
+    assert config.eval_opponent is None
+    assert config.strategy_mix == {"iid": 2, "answer_hint": 1}
+    assert config.strategy_weights == {"iid": 1.0, "answer_hint": 0.5}
+    assert config.learning_rate == 3e-5
+    assert parse_config(ISTrainerConfig, []) == ISTrainerConfig()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--num-substeps", "0"], "num_substeps must be an int >= 1, got 0"),
+        (["--env-kwargs", "[1]"], "expected a JSON object"),
+        (["--loss", "dpo"], "invalid choice"),
+        (["--sampler", "openai"], "needs sampler_url"),
+        (
+            ["--env", "expert_iteration", "--strategy-weights", '{"iid": 1}'],
+            "no weight for ['answer_hint', 'prompt_augmentation']",
+        ),
+    ],
+)
+def test_cli_rejects_bad_values_with_the_reason(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_config(ISTrainerConfig, argv)
+    assert message in capsys.readouterr().err
+
+
+def test_every_config_field_is_documented_once_and_in_the_docs():
+    docs = attribute_docs(ISTrainerConfig)
+    assert set(docs) == {f.name for f in dataclasses.fields(ISTrainerConfig)}
+    page = DOCS.read_text()
+    # The docs page embeds the generated table verbatim (python -m baselines.cli ...).
+    assert config_table(ISTrainerConfig) in page, (
+        "docs/trainer.md is out of date: paste the output of "
+        "`python -m baselines.cli baselines.is_trainer.config:ISTrainerConfig`"
+    )
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "baselines.cli",
+        "baselines.training.forward",
+        "baselines.data.episode_metrics",
+        "baselines.env_families",
+    ],
+)
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_undocumented_field_is_an_error():
+    @dataclasses.dataclass
+    class Config:
+        """A config.
+
+        Attributes:
+            documented: yes.
+        """
+
+        documented: int = 1
+        forgotten: int = 2
+
+    with pytest.raises(ValueError, match=r"\['forgotten'\] are not documented"):
+        attribute_docs(Config)
+
+
+# ------------------------------------------------------------- forward and layout
+
+
+def random_data(vocab: int, lengths: list[int], seed: int = 0):
+    rng = np.random.default_rng(seed)
+    data = []
+    for length in lengths:
+        prompt = rng.integers(0, vocab, size=length // 2).tolist()
+        action = rng.integers(0, vocab, size=length - length // 2).tolist()
+        turn = Transition(prompt, action, [-1.0] * len(action))
+        data.extend(trajectory_to_data(Trajectory([turn]), advantage=1.0))
+    return data
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_packed_forward_gives_the_logprobs_of_separate_forwards(tiny_model_dir, attention):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        tiny_model_dir, dtype=torch.float32, attn_implementation=attention
+    )
+    data = random_data(model.config.vocab_size, [7, 30, 12, 3])
+    device = torch.device("cpu")
+    with torch.no_grad():
+        packed, packed_D, inputs = forward_logprobs(model, data, "packed", device)
+        padded, padded_D, _ = forward_logprobs(model, data, "padded", device)
+        separate_D = [forward_logprobs(model, [d], "packed", device)[0] for d in data]
+    assert packed.shape == (sum(len(d) for d in data),)
+    assert padded.shape == (len(data), max(len(d) for d in data))
+    for one, together, row in zip(separate_D, packed_D, padded_D, strict=True):
+        torch.testing.assert_close(together, one, atol=1e-5, rtol=0)
+        torch.testing.assert_close(row, one, atol=1e-5, rtol=0)
+    assert torch.equal(inputs["mask"], torch.from_numpy(np.concatenate([d.mask for d in data])))
+    assert packing_error(model, device) < 1e-5
+    # The vocabulary projection on action tokens only: the same logprobs there.
+    with torch.no_grad():
+        packed_actions = forward_logprobs(model, data, "packed", device, actions_only=True)[0]
+        padded_actions = forward_logprobs(model, data, "padded", device, actions_only=True)[0]
+    mask_N = inputs["mask"]
+    mask_B_T = torch.zeros(padded.shape)
+    for row, datum in enumerate(data):
+        mask_B_T[row, : len(datum)] = torch.tensor(datum.mask)
+    torch.testing.assert_close(packed_actions * mask_N, packed * mask_N, atol=1e-5, rtol=0)
+    torch.testing.assert_close(padded_actions * mask_B_T, padded * mask_B_T, atol=1e-5, rtol=0)
+    assert not packed_actions[mask_N == 0].any()  # observation targets: never computed
+
+
+def test_microbatches_and_process_shards():
+    assert split_microbatches([4, 4, 4], max_tokens=8) == [[0, 1], [2]]
+    assert split_microbatches([10, 1], max_tokens=8) == [[0], [1]]
+    assert split_microbatches([1, 8], max_tokens=8, layout="padded") == [[0], [1]]
+    # Longest first to the lightest shard; each shard keeps batch order.
+    assert _shard_by_tokens([5, 1, 4, 2], 2) == [[0, 1], [2, 3]]
+    assert _shard_by_tokens([3], 2) == [[0], []]
+
+
+def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
+    family = DebateFamily({"num_agents": 3, "max_rounds": 1}, "arithmetic", seed=0)
+    batch = family.evaluation([0, 1], seed=5)
+    assert [sorted(r) for r in batch.trained_agents] == [
+        ["agent_0"],
+        ["agent_1"],
+        ["agent_2"],
+    ] * 2
+    # The three debates of a question differ only in who is trained.
+    assert batch.seeds[:3] == [batch.seeds[0]] * 3 and batch.seeds[3] != batch.seeds[0]
+    questions = [o["question"].text for o in batch.options]
+    assert questions[:3] == [questions[0]] * 3 and questions[3] != questions[0]
+    trained, fixed = object(), object()
+    assign = batch.assignment(trained, fixed)  # type: ignore[arg-type]
+    assert [assign(1, f"agent_{i}") for i in range(3)] == [fixed, trained, fixed]
+    # Training data does not depend on which process asks for it.
+    train = family.training([4, 5], seed=9)
+    assert train.seeds == family.training([4], seed=9).seeds + family.training([5], seed=9).seeds
+
+
+# ------------------------------------------------------------------------ the loop
+
+
+def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from baselines.is_trainer.trainer import train
+
+    config = tiny_config(tmp_path, tiny_model_dir, eval_every=1, eval_groups=1)
+    metrics_path = train(config)
+    rows = read_metrics(metrics_path)
+    assert [r["iteration"] for r in rows] == [0, 1, 2]  # the last row: the final evaluation
+    first = rows[0]
+    for key in (
+        "env/all/reward/total",
+        "env/all/turn/parse_error",
+        "env/all/ac_tokens_per_turn",
+        "env/all/by_group/frac_mixed",
+        "optim/kl_sample_train_v1",
+        "optim/kl_sample_train_v2",
+        "optim/entropy",
+        "optim/loss",
+        "strategy/untagged/mean_log_ratio",
+        "time/sample",
+        "time/train",
+        "train/tokens_per_s",
+    ):
+        assert np.isfinite(first[key]), key
+    assert first["data/num_groups"] == 2
+    # generate() on the trained model itself: on-policy up to float noise.
+    assert all(row["optim/kl_sample_train_v2"] < 1e-6 for row in rows[:2])
+    # Role-averaged evaluation: one trained agent per debate, the opponent in the other role.
+    assert first["eval/num_episodes"] == 2 and first["eval/opponent/num_episodes"] == 2
+    assert set(rows[-1]) == {"iteration"} | {k for k in first if k.startswith("eval/")}
+
+    before = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final_model").state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert len(changed) == len(before), "every parameter should have moved"
+    checkpoints = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert checkpoints == ["iteration_000002"]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["num_iterations"] == 2
+
+    # Transcripts for the report: the first episodes of every iteration.
+    episodes = sorted((tmp_path / "run" / "episodes").glob("*.jsonl"))
+    assert [p.name for p in episodes] == ["iter_00000.jsonl", "iter_00001.jsonl"]
+    record = json.loads(episodes[0].read_text().splitlines()[0])
+    assert record["env"] == "debate_v0" and record["iteration"] == 0 and record["turns"]
+    from baselines.report import write_report
+
+    assert (write_report(tmp_path / "run").parent / "iter_00000.html").exists()
+
+
+def test_first_substep_is_on_policy_with_the_vllm_sampler(tmp_path, tiny_model_dir):
+    pytest.importorskip("vllm")
+    from baselines.is_trainer.trainer import train
+
+    config = tiny_config(
+        tmp_path, tiny_model_dir, sampler="vllm", num_substeps=2, groups_per_batch=4
+    )
+    rows = read_metrics(train(config))
+    for row in rows:
+        # Sampled with the weights the first substep trains: only numerical noise.
+        assert abs(row["optim/substep_0/kl_sample_train_v1"]) < 1e-4
+        assert row["optim/substep_0/kl_sample_train_v2"] < 1e-6
+        # The second substep trains on data sampled before the first step.
+        assert row["optim/kl_sample_train_v2"] > row["optim/substep_0/kl_sample_train_v2"]
+        assert row["optim/num_steps"] == 2
+    # Iteration 1 was sampled after two refreshes: still on-policy.
+    assert rows[1]["time/refresh"] > 0
+
+
+class Crash(RuntimeError):
+    """Stands for a killed process."""
+
+
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch):
+    import baselines.is_trainer.trainer as is_trainer
+
+    settings = {"num_iterations": 2, "eval_every": 1, "eval_groups": 1}
+    whole = read_metrics(is_trainer.train(tiny_config(tmp_path / "a", tiny_model_dir, **settings)))
+
+    real_save = is_trainer.save_checkpoint
+
+    def save_then_die(accelerator, model, output_dir, iteration, tokenizer):
+        # Iteration 0 is checkpointed; iteration 1 is logged, then the process dies
+        # before its checkpoint: the resumed run must redo it and rewrite its line.
+        if iteration == 2:
+            raise Crash
+        return real_save(accelerator, model, output_dir, iteration, tokenizer)
+
+    config = tiny_config(tmp_path / "b", tiny_model_dir, **settings)
+    monkeypatch.setattr(is_trainer, "save_checkpoint", save_then_die)
+    with pytest.raises(Crash):
+        is_trainer.train(config)
+    assert [r["iteration"] for r in read_metrics(Path(config.output_dir) / "metrics.jsonl")] == [
+        0,
+        1,
+    ]
+    monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
+    resumed = read_metrics(is_trainer.train(config))
+
+    assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == [0, 1, 2]
+    for a, b in zip(whole, resumed, strict=True):
+        assert set(a) == set(b)
+        for key in a:
+            if re.match(r"time/|train/tokens_per_s", key):
+                continue
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+
+
+def test_two_iterations_on_expert_iteration_with_mixed_strategies(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+
+    mix = {"iid": 1, "prompt_augmentation": 1, "answer_hint": 1, "two_turn_feedback": 1}
+    config = tiny_config(
+        tmp_path,
+        tiny_model_dir,
+        env="expert_iteration",
+        env_kwargs={},
+        task="arithmetic",
+        task_kwargs={"max_digits": 1},
+        strategy_mix=mix,
+        strategy_weights={
+            "iid": 2.0,
+            "prompt_augmentation": 1.0,
+            "answer_hint": 1.0,
+            "two_turn_feedback": 1.0,
+        },
+        drop_constant_groups=False,  # a random model rarely answers right: keep every group
+        eval_every=2,
+        eval_groups=2,
+    )
+    rows = read_metrics(train(config))
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    first = rows[0]
+    for strategy in mix:
+        assert first[f"strategy/{strategy}/num_trajectories"] == 2  # n_s: one per group
+        assert f"env/{strategy}/reward/total" in first
+    # Attempt 1 of two_turn_feedback is context only (loss weight 0); the swapped
+    # contexts show as a non-zero log ratio, the on-policy iid samples do not.
+    assert abs(first["strategy/iid/mean_log_ratio"]) < 1e-4
+    assert abs(first["strategy/prompt_augmentation/mean_log_ratio"]) > 1e-3
+    assert first["eval/num_episodes"] == 2 and "eval/opponent/num_episodes" not in first

@@ -1,0 +1,359 @@
+"""The MAGRPO trainer on CPU with the tiny model: loss, logprobs, a two-step run, resume, config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from baselines.cli import parse_config  # noqa: E402
+from baselines.magrpo.trainer import (  # noqa: E402
+    MAGRPOConfig,
+    MAGRPOTrainer,
+    _datum,
+    completion_logprobs,
+    policy_gradient_loss,
+    shared_prompt_logprobs,
+)
+from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
+from baselines.report import write_report  # noqa: E402
+from llm_envs.tasks import load_coophumaneval  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def problems():
+    by_id = {p.task_id: p for p in load_coophumaneval()}
+    return [by_id["CoopHumanEval/0"], by_id["CoopHumanEval/1"]]
+
+
+def fresh_models(tiny_model_dir, agents=("helper", "main")):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    models = {
+        a: AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32) for a in agents
+    }
+    return models, tokenizer
+
+
+class HalfSolved:
+    """Samples with a real policy; every even request's text is replaced by ``answer``.
+
+    The random tiny model writes no code, so all its joint actions score 0 and every
+    advantage is 0. Replacing half of the main agent's completions with a solution
+    (tokenized, as a scripted sampler would) makes the rewards differ. The solutions
+    are the first of each node's G completions, so the saved transcripts (the first
+    joint action of every node) show them.
+    """
+
+    def __init__(self, inner, tokenizer, answer: str) -> None:
+        self.inner, self.tokenizer, self.answer = inner, tokenizer, answer
+
+    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams) -> list[Completion]:
+        got = self.inner.sample(requests, params)
+        tokens = tuple(self.tokenizer.encode(self.answer, add_special_tokens=False))
+        return [
+            Completion(c.prompt_tokens, tokens, (0.0,) * len(tokens), self.answer, "eos")
+            if i % 2 == 0
+            else c
+            for i, c in enumerate(got)
+        ]
+
+
+SOLUTION = "def x_or_y(n, x, y):\n    return x if n > 1 and all(n % k for k in range(2, n)) else y"
+
+
+def test_policy_gradient_loss_is_minus_mean_advantage_times_logprob_sum():
+    # Two completions: A = 2 with logprobs (-1, -2); A = -1 with (-0.5) then padding.
+    logprobs = torch.tensor([[-7.0, -1.0, -2.0], [-7.0, -0.5, -3.0]], requires_grad=True)
+    advantages = torch.tensor([[0.0, 2.0, 2.0], [0.0, -1.0, 0.0]])
+    weights = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
+    loss = policy_gradient_loss(logprobs, advantages, weights, num_completions=4)
+    # -(2 * (-3) + (-1) * (-0.5)) / 4 = 5.5 / 4; prompt (-7) and padding (-3) excluded
+    assert float(loss.detach()) == pytest.approx(5.5 / 4)
+    loss.backward()
+    assert logprobs.grad.tolist() == [[0.0, -0.5, -0.5], [0.0, 0.25, 0.0]]
+
+
+def test_training_logprobs_match_the_samplers(tiny_model):
+    # The forward pass on prompt + sampled tokens must reproduce the sampler's logprobs
+    # (temperature 1, top_p 1): the completion is aligned with its targets, never
+    # re-tokenized, and padding changes nothing.
+    from baselines.policies import TransformersPolicy
+
+    model, tokenizer = tiny_model
+    policy = TransformersPolicy(model, tokenizer)
+    requests = [
+        SampleRequest([{"role": "user", "content": "Write aux."}]),
+        SampleRequest([{"role": "user", "content": "Write a longer function called x_or_y."}]),
+    ]
+    completions = policy.sample(requests, SamplingParams(max_tokens=6, seed=3))
+    data = [_datum(c, 1.0) for c in completions]
+    assert all(d is not None for d in data)
+    with torch.no_grad():
+        logprobs_B_T, batch = completion_logprobs(model, data, torch.device("cpu"))
+    mask = batch["mask"].bool()
+    trained = logprobs_B_T[mask]
+    sampled = batch["sampling_logprobs"][mask]
+    assert len(trained) == sum(len(c.tokens) for c in completions)
+    assert torch.allclose(trained, sampled, atol=1e-4)
+    # padding has logprob 0; only the columns from the first completion token on are kept
+    assert float(logprobs_B_T[batch["attention_mask"] == 0].abs().sum()) == 0.0
+    first = min(int(d.mask.argmax()) for d in data)
+    assert logprobs_B_T.shape == (2, max(len(d) for d in data) - first)
+
+
+def test_shared_prompt_gives_the_logprobs_and_gradients_of_separate_rows(tiny_model_dir):
+    # Three completions of one prompt, of different lengths (one of a single token):
+    # the prompt run once with its cache repeated must match three full rows.
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    prompt = tuple(range(5, 17))
+    completions = [(40, 41, 42, 43), (50,), (60, 61)]
+    advantages = [1.5, -0.5, -1.0]
+    data = [
+        _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
+        for c, a in zip(completions, advantages, strict=True)
+    ]
+
+    def gradients(loss):
+        model.zero_grad()
+        loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    separate, batch = completion_logprobs(model, data, torch.device("cpu"), temperature=0.7)
+    shared, mask = shared_prompt_logprobs(
+        model, prompt, completions, torch.device("cpu"), temperature=0.7
+    )
+    assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]
+    assert torch.allclose(shared, separate, atol=1e-5)  # the same (rows, columns) layout
+    expected = gradients(policy_gradient_loss(separate, batch["advantages"], batch["weights"], 3))
+    advantages_K_C = torch.tensor(advantages)[:, None] * mask
+    got = gradients(policy_gradient_loss(shared, advantages_K_C, mask, 3))
+    assert expected.keys() == got.keys() and len(got) > 10
+    for name, grad in expected.items():
+        assert torch.allclose(got[name], grad, atol=1e-5, rtol=1e-4), name
+    with pytest.raises(ValueError, match="none empty"):
+        shared_prompt_logprobs(model, prompt, [(1,), ()], torch.device("cpu"))
+
+
+def make_config(tmp_path, **overrides):
+    values = {
+        "model": "tiny",
+        "eval_problems": 1,
+        "group_size": 2,
+        "num_turns": 2,
+        "max_tokens": 6,
+        "num_iterations": 2,
+        "learning_rate": 1e-3,
+        "eval_every": 2,
+        "output_dir": str(tmp_path / "run"),
+        "progress": False,
+        "device": "cpu",
+    }
+    values.update(overrides)
+    return MAGRPOConfig(**values)
+
+
+def build(tmp_path, tiny_model_dir, problems, **overrides):
+    from baselines.policies import TransformersPolicy
+
+    models, tokenizer = fresh_models(tiny_model_dir)
+    samplers = {
+        "helper": TransformersPolicy(models["helper"], tokenizer),
+        "main": HalfSolved(TransformersPolicy(models["main"], tokenizer), tokenizer, SOLUTION),
+    }
+    config = make_config(tmp_path, **overrides)
+    return MAGRPOTrainer(
+        config, models=models, tokenizer=tokenizer, samplers=samplers, problems=problems
+    )
+
+
+@pytest.mark.slow
+def test_two_step_run_updates_both_agents_and_writes_metrics(tmp_path, tiny_model_dir, problems):
+    trainer = build(tmp_path, tiny_model_dir, problems)
+    assert trainer.agents == ["helper", "main"]
+    assert [p.task_id for p in trainer.train_problems] == ["CoopHumanEval/0"]
+    assert [p.task_id for p in trainer.eval_problems] == ["CoopHumanEval/1"]
+    before = {
+        a: {k: v.clone() for k, v in m.state_dict().items()} for a, m in trainer.models.items()
+    }
+    trainer.run()
+
+    for agent, model in trainer.models.items():
+        after = model.state_dict()
+        changed = [k for k in after if not torch.equal(before[agent][k], after[k])]
+        assert changed, f"{agent}'s parameters did not change"
+    assert trainer.models["helper"] is not trainer.models["main"]
+
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text().split("\n")
+        if line
+    ]
+    # two iterations (evaluation before the first), then the final evaluation
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    assert "eval/num_problems" not in rows[1]
+    first = rows[0]
+    # align, G = 2, two turns: 1 + 2 nodes, 2 + 4 joint actions; every odd main completion
+    # solves x_or_y alone (2.1), every even one is the tiny model's noise (0)
+    assert first["env/turn_1/nodes"] == 1 and first["env/turn_2/nodes"] == 2
+    assert first["env/turn_1/joint_actions"] == 2 and first["env/turn_2/joint_actions"] == 4
+    assert first["env/turn_1/reward"] == pytest.approx(2.1 / 2)
+    assert first["env/turn_1/pass_rate"] == pytest.approx(0.5)
+    for key in ("level1", "level2", "level3", "bonus", "solved", "return"):
+        assert f"env/turn_2/{key}" in first
+    for agent in ("helper", "main"):
+        assert first[f"optim/{agent}/completions"] == 6  # (1 + 2 nodes) x G
+        assert first[f"optim/{agent}/trained_completions"] > 0
+        assert first[f"optim/{agent}/grad_norm"] > 0
+    assert first["eval/num_problems"] == 1 and "eval/final/pass_rate" in first
+    assert "eval/turn_2/reward" in rows[-1]
+    # The helper's tokens are the sampler's, so training reproduces its logprobs.
+    assert first["optim/helper/sample_train_logprob_diff"] < 1e-3
+
+    run = tmp_path / "run"
+    assert (run / "checkpoints" / "iteration_000002" / "trainer_state.json").is_file()
+    for agent in ("helper", "main"):
+        assert (run / "final_model" / agent / "config.json").is_file()
+        assert (run / "checkpoints" / "iteration_000002" / agent / "optimizer.pt").is_file()
+    assert json.loads((run / "config.json").read_text())["joint_mode"] == "align"
+
+    # Transcripts: one episode of each iteration's tree, the evaluation episodes.
+    episodes = run / "episodes"
+    assert sorted(p.name for p in episodes.iterdir()) == [
+        "eval_00000.jsonl", "eval_00002.jsonl", "iter_00000.jsonl", "iter_00001.jsonl"
+    ]  # fmt: skip
+    (record,) = [
+        json.loads(line) for line in (episodes / "iter_00000.jsonl").read_text().split("\n") if line
+    ]
+    assert record["iteration"] == 0 and record["phase"] == "train"
+    assert record["title"] == "CoopHumanEval/0 (x_or_y)"
+    assert [(t["agent"], t["round"]) for t in record["turns"]] == [
+        ("helper", 1), ("main", 1), ("helper", 2), ("main", 2)
+    ]  # fmt: skip
+    main1 = record["turns"][1]["details"]
+    assert main1["code"] == SOLUTION and main1["tests"] == "5/5 passed"
+    # 2.1 against its sibling's 0, and both children earn (2.1, 0): A = (2.1 - 0) / 2
+    assert main1["advantage"] == pytest.approx(1.05)
+    (evaluated,) = [
+        json.loads(line) for line in (episodes / "eval_00002.jsonl").read_text().split("\n") if line
+    ]
+    assert evaluated["phase"] == "eval" and evaluated["summary"]["task_id"] == "CoopHumanEval/1"
+    assert "advantage" not in evaluated["turns"][0]["details"]
+
+    index = write_report(run)
+    page = (index.parent / "iter_00000.html").read_text()
+    assert "def x_or_y(n, x, y):" in page and "passed: assert candidate(7, 34, 12) == 34" in page
+    assert "Static and execution diagnostics" in page  # the feedback before turn 2
+
+
+@pytest.mark.slow
+def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
+    trainer = build(
+        tmp_path,
+        tiny_model_dir,
+        problems,
+        joint_mode="cross",
+        num_turns=1,
+        num_iterations=1,
+        eval_every=0,
+        save_episodes=0,
+        share_prompts=False,  # one row per prompt + completion
+    )
+    trainer.run()
+    assert not (tmp_path / "run" / "episodes").exists()
+    (row,) = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert row["env/turn_1/joint_actions"] == 4  # G^N
+    assert row["optim/main/completions"] == 2
+    saved = {k: v.clone() for k, v in trainer.models["main"].state_dict().items()}
+
+    resumed = build(
+        tmp_path,
+        tiny_model_dir,
+        problems,
+        joint_mode="cross",
+        num_turns=1,
+        num_iterations=2,
+        eval_every=0,
+        share_prompts=False,
+    )
+    assert resumed.start_iteration == 1
+    for key, value in resumed.models["main"].state_dict().items():
+        assert torch.equal(value, saved[key])
+    resumed.run()
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [r["iteration"] for r in rows] == [0, 1]
+
+
+def test_problem_order_is_seeded_and_covers_every_problem(tmp_path, tiny_model_dir):
+    problems = load_coophumaneval()[:6]
+    trainer = build(tmp_path, tiny_model_dir, problems, eval_problems=1, problems_per_iteration=2)
+    first_pass = [p.task_id for k in range(3) for p in trainer.iteration_problems(k)]
+    assert sorted(first_pass[:5]) == sorted(p.task_id for p in problems[:5])
+    assert first_pass == [p.task_id for k in range(3) for p in trainer.iteration_problems(k)]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"group_size": 1}, "group_size must be >= 2"),
+        ({"joint_mode": "aligned"}, "joint_mode must be one of"),
+        ({"return_reduction": "max"}, "return_reduction must be one of"),
+        ({"num_agents": 3}, "num_agents must be 2"),
+        ({"discount": 1.5}, "discount must be in"),
+        ({"env_kwargs": {"termination_threshold": 3.0}}, "must not set"),
+        ({"env_kwargs": {"num_turns": 3}}, "must not set"),
+        ({"external_mode": "expert_edits"}, "needs an expert"),
+        ({"temperature": 0.0}, "temperature must be"),
+    ],
+)
+def test_config_rejects_bad_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        MAGRPOConfig(**overrides)
+
+
+def test_command_line_builds_the_config():
+    config = parse_config(
+        MAGRPOConfig,
+        [
+            "--joint-mode",
+            "cross",
+            "--termination-threshold",
+            "-0.2",
+            "--env-kwargs",
+            '{"reward_shift": -4.0}',
+            "--return-reduction",
+            "sum",
+            "--no-progress",
+        ],
+    )
+    assert config.joint_mode == "cross" and config.return_reduction == "sum"
+    assert config.termination_threshold == -0.2
+    assert config.env_kwargs == {"reward_shift": -4.0}
+    assert config.progress is False
+    assert (
+        parse_config(MAGRPOConfig, ["--termination-threshold", "none"]).termination_threshold
+        is None
+    )
+
+
+def test_the_docs_show_the_current_flags():
+    from pathlib import Path
+
+    from baselines.cli import config_table
+
+    page = (Path(__file__).parents[3] / "docs" / "magrpo.md").read_text()
+    assert config_table(MAGRPOConfig) in page, (
+        "docs/magrpo.md is out of date: paste `python -m baselines.cli "
+        "baselines.magrpo.config:MAGRPOConfig` into its Flags section"
+    )
