@@ -3,7 +3,8 @@
 * :mod:`baselines.grpo.adapters`: TRL rollout functions that play our environments.
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment"s tokens masked out of the loss.
-* :mod:`baselines.grpo.run`: :class:`GRPORunConfig` and the command line.
+* :mod:`baselines.grpo.config`: :class:`GRPORunConfig`.
+* :mod:`baselines.grpo.run`: building TRL's trainer from it, and the command line.
 
 ``python -m baselines.grpo --help`` lists the flags.
 """
@@ -52,7 +53,7 @@ __getattr__, __dir__ = lazy_attributes(
     {
         "DebateRollout": ".run",
         "EnvRollout": ".run",
-        "GRPORunConfig": ".run",
+        "GRPORunConfig": ".config",
         "SingleAgentRollout": ".run",
         "build_rollout": ".run",
         "build_trainer": ".run",
