@@ -9,8 +9,8 @@ At a tree node each agent samples G completions of one prompt, and in code
 collaboration the prompt (problem, history, feedback) is most of each
 sequence. The trainer's default (``share_prompts``) runs the prompt through the
 model once and repeats its key/value cache for the G completions
-(:func:`baselines.magrpo.trainer.shared_prompt_logprobs`); the alternative runs G rows
-of prompt + completion (:func:`baselines.magrpo.trainer.completion_logprobs`). Both are
+(:func:`baselines.training.forward.shared_prompt_logprobs`); the alternative runs G padded
+rows of prompt + completion (:func:`baselines.training.forward.forward_logprobs`). Both are
 timed side by side (forward, MAGRPO's loss, backward), alternating, best of
 ``--repeat``; the script checks that the two give the same loss.
 
@@ -25,14 +25,11 @@ from collections.abc import Callable
 
 import torch
 
-from baselines.magrpo.trainer import (
-    _datum,
-    completion_logprobs,
-    policy_gradient_loss,
-    shared_prompt_logprobs,
-)
+from baselines.magrpo.trainer import _datum
 from baselines.models import resolve_model
 from baselines.policies.base import Completion
+from baselines.training.forward import forward_logprobs, shared_prompt_logprobs
+from baselines.training.losses import reinforce_loss
 
 
 def main() -> None:
@@ -59,7 +56,7 @@ def main() -> None:
     def shared() -> float:
         logprobs, mask = shared_prompt_logprobs(model, prompt, completions, device)
         weighted = torch.tensor(advantages)[:, None] * mask
-        loss = policy_gradient_loss(logprobs, weighted, mask, len(completions))
+        loss = reinforce_loss(logprobs, weighted, mask, len(completions))
         loss.backward()
         return float(loss.detach())
 
@@ -68,10 +65,8 @@ def main() -> None:
             _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
             for c, a in zip(completions, advantages, strict=True)
         ]
-        logprobs, batch = completion_logprobs(model, data, device)
-        loss = policy_gradient_loss(
-            logprobs, batch["advantages"], batch["weights"], len(completions)
-        )
+        logprobs, _, batch = forward_logprobs(model, data, "padded", device, actions_only=True)
+        loss = reinforce_loss(logprobs, batch["advantages"], batch["weights"], len(completions))
         loss.backward()
         return float(loss.detach())
 

@@ -12,7 +12,7 @@ This package is pure Python: it never imports torch or :mod:`baselines`, and an
 environment never sees tokens.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from llm_envs import registration as _registration
 

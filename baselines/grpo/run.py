@@ -31,11 +31,11 @@ importance-sampling trainer instead.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from baselines.cli import parse_config
@@ -50,7 +50,7 @@ from baselines.grpo.adapters import (
 )
 from baselines.grpo.config import GRPORunConfig
 from baselines.models import resolve_model
-from baselines.report import EPISODES_DIR, METRICS_FILE
+from baselines.run_directory import RunDirectory
 
 __all__ = [
     "DebateRollout",
@@ -173,8 +173,8 @@ def grpo_config(cfg: GRPORunConfig, num_generations: int) -> Any:
     return GRPOConfig(**grpo_config_kwargs(cfg, num_generations, gpu=_on_gpu(cfg)))
 
 
-def _metrics_callback(path: Path) -> Any:
-    """A ``TrainerCallback`` that appends every TRL log to ``path`` (``iteration`` = step)."""
+def _metrics_callback(run_dir: RunDirectory) -> Any:
+    """A ``TrainerCallback`` that logs every TRL log in the run's metrics (``iteration`` = step)."""
     from transformers import TrainerCallback
 
     class MetricsFile(TrainerCallback):
@@ -182,11 +182,8 @@ def _metrics_callback(path: Path) -> Any:
             self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
         ) -> None:
             if logs:
-                with path.open("a") as f:
-                    f.write(json.dumps({"iteration": state.global_step, **logs}) + "\n")
+                run_dir.log({"iteration": state.global_step, **logs})
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("")
     return MetricsFile()
 
 
@@ -206,8 +203,9 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
     from trl import GRPOTrainer
 
     rollout_func = rollout_func or build_rollout(cfg)
-    for stale in (Path(cfg.output_dir) / EPISODES_DIR).glob("step_*.jsonl"):
-        stale.unlink()
+    run_dir = RunDirectory(cfg.output_dir)
+    run_dir.start(json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True))
+    run_dir.remove_episodes("step_*.jsonl")
     args = grpo_config(cfg, rollout_func.num_generations)
     path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -220,7 +218,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
         train_dataset=rollout_func.dataset(),
         rollout_func=rollout_func,
         args=args,
-        callbacks=[_metrics_callback(Path(cfg.output_dir) / METRICS_FILE)],
+        callbacks=[_metrics_callback(run_dir)],
     )
 
 
@@ -241,5 +239,5 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"step {h['step']}: reward {h['reward']:+.3f} (std {h['reward_std']:.3f}), "
             f"model tokens {h.get('completions/mean_length', 0):.0f}"
         )
-    print(f"metrics: {Path(cfg.output_dir) / METRICS_FILE}", file=sys.stderr)
+    print(f"metrics: {RunDirectory(cfg.output_dir).metrics_path}", file=sys.stderr)
     return history[-1] if history else {}

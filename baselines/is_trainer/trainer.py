@@ -41,18 +41,16 @@ This trainer never parses environment text: it reads rewards, token ids and
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from baselines.cli import parse_config
 from baselines.data.advantages import trajectory_return
 from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
@@ -62,6 +60,7 @@ from baselines.models import resolve_model
 from baselines.policies.base import ChatRenderer, Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
 from baselines.rollouts import rollout
+from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from baselines.training.forward import (
     Layout,
@@ -71,6 +70,7 @@ from baselines.training.forward import (
     supports_logits_to_keep,
 )
 from baselines.training.losses import get_loss, kl_sample_train, per_strategy_metrics
+from baselines.training.run import TrainingRun, command_line, seed_everything
 from baselines.types import Datum, TrajectoryGroup
 
 __all__ = ["ISTrainer", "main", "train"]
@@ -93,8 +93,12 @@ def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int
     return [sorted(shard) for shard in shards]
 
 
-class ISTrainer:
+class ISTrainer(TrainingRun):
     """Set up a run (model, optimizer, sampler, resume), then :meth:`run` it.
+
+    The loop, the metrics log and the final evaluation are
+    :class:`~baselines.training.run.TrainingRun`'s; this class samples groups,
+    assembles Datums and optimizes on them.
 
     Args:
         config: the run's configuration.
@@ -103,7 +107,6 @@ class ISTrainer:
     def __init__(self, config: ISTrainerConfig) -> None:
         # accelerate ships no type information (no py.typed).
         from accelerate import Accelerator  # type: ignore[import-untyped]
-        from accelerate.utils import set_seed  # type: ignore[import-untyped]
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config = config
@@ -112,8 +115,9 @@ class ISTrainer:
         self.accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if bf16 else "no")
         acc = self.accelerator
         self.rank, self.world = acc.process_index, acc.num_processes
-        set_seed(derive_seed(config.seed, self.rank))
+        seed_everything(derive_seed(config.seed, self.rank))
         self.output_dir = Path(config.output_dir)
+        self.run_dir = RunDirectory(self.output_dir, writer=acc.is_main_process)
         self.family = make_family(
             config.env,
             config.env_kwargs,
@@ -166,7 +170,8 @@ class ISTrainer:
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
         self._opponent: Policy | None = None
-        self._prepare_output()
+        self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
+        self.metrics_path = self.run_dir.metrics_path
         if acc.is_main_process:
             probe = "" if math.isnan(self.packing_probe) else f", probe {self.packing_probe:.1e}"
             print(
@@ -198,30 +203,6 @@ class ISTrainer:
         warnings.warn(f"{message}; falling back to padded batches", stacklevel=2)
         return "padded", error
 
-    def _prepare_output(self) -> None:
-        self.metrics_path = self.output_dir / "metrics.jsonl"
-        if not self.accelerator.is_main_process:
-            return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        config_path = self.output_dir / "config.json"
-        if config_path.exists() and self.start_iteration > 0:
-            before = json.loads(config_path.read_text())
-            changed = sorted(
-                k
-                for k, v in json.loads(self.config.to_json()).items()
-                if before.get(k) != v and k not in ("num_iterations", "progress")
-            )
-            if changed:
-                warnings.warn(f"resuming with changed settings {changed}", stacklevel=3)
-        config_path.write_text(self.config.to_json())
-        # Drop lines the last checkpoint does not cover: they are about to be redone.
-        kept = []
-        if self.metrics_path.exists():
-            for line in self.metrics_path.read_text().splitlines():
-                if line.strip() and json.loads(line)["iteration"] < self.start_iteration:
-                    kept.append(line + "\n")
-        self.metrics_path.write_text("".join(kept))
-
     # -------------------------------------------------------------- utilities
 
     def _gather(self, items: list[Any]) -> list[Any]:
@@ -231,11 +212,6 @@ class ISTrainer:
         gathered: list[Any] = [None] * self.world
         torch.distributed.all_gather_object(gathered, items)
         return [item for part in gathered for item in part]
-
-    def _log(self, metrics: dict[str, Any]) -> None:
-        if self.accelerator.is_main_process:
-            with self.metrics_path.open("a") as f:
-                f.write(json.dumps(metrics, sort_keys=True) + "\n")
 
     def _refresh_sampler(self) -> float:
         start = time.perf_counter()
@@ -274,8 +250,7 @@ class ISTrainer:
                     options=batch.options,
                 )
             groups = batch.to_groups(results)
-            if self.accelerator.is_main_process:
-                self._save_episodes(iteration, batch.envs)
+            self._save_episodes(iteration, batch.envs)
         return self._gather(groups)
 
     def _save_episodes(self, iteration: int, envs: Sequence[Any]) -> None:
@@ -285,11 +260,7 @@ class ISTrainer:
             for e in envs[: self.config.save_episodes]
             if hasattr(e.unwrapped, "record")
         ]
-        if records:
-            folder = self.output_dir / "episodes"
-            folder.mkdir(parents=True, exist_ok=True)
-            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-            (folder / f"iter_{iteration:05d}.jsonl").write_text(lines, encoding="utf-8")
+        self.run_dir.write_episodes(f"iter_{iteration:05d}", records)
 
     # ------------------------------------------------------------ optimizing
 
@@ -442,8 +413,12 @@ class ISTrainer:
             )
         return self._opponent
 
-    def evaluate(self) -> dict[str, float]:
-        """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy."""
+    def evaluate(self, iteration: int | None = None) -> dict[str, float]:
+        """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy.
+
+        The episodes are the same at every evaluation (their seed does not
+        depend on ``iteration``), so evaluations compare.
+        """
         config = self.config
         indices = list(range(config.eval_groups))[self.rank :: self.world]
         rows: list[tuple[bool, float, dict[str, float]]] = []
@@ -485,22 +460,12 @@ class ISTrainer:
 
     # ------------------------------------------------------------------- loop
 
-    def _eval_due(self, iteration: int) -> bool:
-        every = self.config.eval_every
-        return every > 0 and (iteration % every == 0 or iteration == self.config.num_iterations)
-
-    def iterate(self, iteration: int) -> dict[str, Any]:
-        """Run one training iteration; return its metrics."""
+    def train_iteration(self, iteration: int) -> dict[str, Any]:
+        """Sample the iteration's groups, assemble Datums, optimize; return the metrics."""
         config = self.config
         start = time.perf_counter()
-        metrics: dict[str, Any] = {"iteration": iteration}
-        if self._eval_due(iteration):
-            eval_start = time.perf_counter()
-            metrics.update(self.evaluate())
-            metrics["time/eval"] = time.perf_counter() - eval_start
-        sample_start = time.perf_counter()
         groups = self.sample(iteration)
-        metrics["time/sample"] = time.perf_counter() - sample_start
+        metrics: dict[str, Any] = {"time/sample": time.perf_counter() - start}
         batch = assemble_training_data(
             groups,
             render_messages=self.renderer,
@@ -513,51 +478,28 @@ class ISTrainer:
         train_start = time.perf_counter()
         metrics.update(self.optimize(batch.data_D))
         metrics["time/train"] = time.perf_counter() - train_start
-        metrics["time/iteration"] = time.perf_counter() - start
-        metrics["progress/done_frac"] = (iteration + 1) / config.num_iterations
         return metrics
 
-    def run(self) -> Path:
-        """Train from the start or the last checkpoint to ``num_iterations``; return the metrics."""
-        config, acc = self.config, self.accelerator
-        bar = _progress(
-            range(self.start_iteration, config.num_iterations),
-            initial=self.start_iteration,
-            total=config.num_iterations,
-            enabled=config.progress and acc.is_main_process,
-        )
-        for iteration in bar:
-            metrics = self.iterate(iteration)
-            # Log, then save: a run killed in between redoes this iteration and
-            # rewrites its line; the other order could lose the line.
-            self._log(metrics)
-            done = iteration + 1
-            every = config.save_every
-            if done == config.num_iterations or (every and done % every == 0):
-                save_checkpoint(acc, self.model, self.output_dir, done, self.tokenizer)
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(
-                    reward=f"{metrics.get('env/all/reward/total', math.nan):.3f}",
-                    kl=f"{metrics.get('optim/kl_sample_train_v2', math.nan):.1e}",
-                )
-        if self._eval_due(config.num_iterations):
-            self._log({"iteration": config.num_iterations, **self.evaluate()})
-        if acc.is_main_process:
-            final = self.output_dir / "final_model"
-            self.unwrapped.save_pretrained(final)
-            self.tokenizer.save_pretrained(final)
-        acc.wait_for_everyone()
-        return self.metrics_path
+    def save_checkpoint(self, iteration: int) -> None:
+        """Save model, optimizer and every process's random states (every process calls it)."""
+        save_checkpoint(self.accelerator, self.model, self.output_dir, iteration, self.tokenizer)
 
+    def save_final_model(self) -> None:
+        """Save the trained model and tokenizer in ``final_model/``."""
+        if self.accelerator.is_main_process:
+            self.unwrapped.save_pretrained(self.run_dir.final_model_dir)
+            self.tokenizer.save_pretrained(self.run_dir.final_model_dir)
 
-def _progress(items: range, *, initial: int, total: int, enabled: bool) -> Iterator[int] | Any:
-    if not enabled:
-        return items
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with the train extra
-        return items
-    return tqdm(items, initial=initial, total=total, desc="iterations", unit="it")
+    def progress_postfix(self, metrics: Mapping[str, Any]) -> dict[str, str]:
+        """The mean reward and the sampler/trainer KL of the iteration."""
+        return {
+            "reward": f"{metrics.get('env/all/reward/total', math.nan):.3f}",
+            "kl": f"{metrics.get('optim/kl_sample_train_v2', math.nan):.1e}",
+        }
+
+    def finish(self) -> None:
+        """Wait for every process."""
+        self.accelerator.wait_for_everyone()
 
 
 def train(config: ISTrainerConfig) -> Path:
@@ -567,6 +509,4 @@ def train(config: ISTrainerConfig) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line: ``python -m baselines.is_trainer --help``."""
-    config = parse_config(ISTrainerConfig, argv, prog="python -m baselines.is_trainer")
-    path = train(config)
-    print(f"metrics written to {path}")
+    command_line(ISTrainerConfig, train, argv, prog="python -m baselines.is_trainer")

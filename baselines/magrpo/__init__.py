@@ -16,34 +16,20 @@ from baselines._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from baselines.magrpo.config import MAGRPOConfig
-    from baselines.magrpo.trainer import (
-        MAGRPOTrainer,
-        completion_logprobs,
-        main,
-        policy_gradient_loss,
-        shared_prompt_logprobs,
-        train,
-    )
+    from baselines.magrpo.trainer import MAGRPOTrainer, main, train
 
-__all__ = [
-    "MAGRPOConfig",
-    "MAGRPOTrainer",
-    "completion_logprobs",
-    "main",
-    "policy_gradient_loss",
-    "shared_prompt_logprobs",
-    "train",
-]
+__all__ = ["MAGRPOConfig", "MAGRPOTrainer", "main", "train"]
 
 __getattr__, __dir__ = lazy_attributes(
     __name__,
     {
         "MAGRPOConfig": ".config",
         "MAGRPOTrainer": ".trainer",
-        "completion_logprobs": ".trainer",
         "main": ".trainer",
-        "policy_gradient_loss": ".trainer",
-        "shared_prompt_logprobs": ".trainer",
         "train": ".trainer",
+    },
+    moved={
+        "policy_gradient_loss": "baselines.training.losses:reinforce_loss",
+        "shared_prompt_logprobs": "baselines.training.forward:shared_prompt_logprobs",
     },
 )

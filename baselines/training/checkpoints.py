@@ -1,27 +1,39 @@
-"""Trainer checkpoints: save the whole training state, find the latest, resume from it.
+"""Trainer checkpoints: written atomically, the latest found, the training state restored.
 
 A checkpoint is a folder ``{output_dir}/checkpoints/iteration_{k:06d}`` holding
-what ``accelerate``'s ``save_state`` writes (model weights as
-``model.safetensors``, optimizer state, every process's python/numpy/torch
-random states; sharded the right way under FSDP or DeepSpeed), the model's
-``config.json`` and tokenizer (so ``from_pretrained(folder)`` loads the
-weights), and ``trainer_state.json`` with ``k``, the number of completed
-iterations. Since each iteration's data is a pure function of the seed and its
-index, ``k`` is the whole data position.
+what the trainer saves (the IS trainer: ``accelerate``'s ``save_state`` with
+model weights, optimizer state and every process's random states, sharded the
+right way under FSDP or DeepSpeed, plus the model's ``config.json`` and
+tokenizer; MAGRPO: a folder per agent with its model, tokenizer and
+``optimizer.pt``) and ``trainer_state.json`` with ``k``, the number of
+completed iterations. Since each iteration's data is a pure function of the
+seed and its index, ``k`` is the whole data position.
 
-A checkpoint is written to ``iteration_{k:06d}.tmp`` and renamed when complete,
-so a run killed while saving leaves the previous checkpoint as the latest.
+Every checkpoint is written by :func:`writing_checkpoint`: into
+``iteration_{k:06d}.tmp``, then renamed when complete, so a run killed while
+saving leaves the previous checkpoint as the latest; older ones are removed
+after the rename.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+from baselines.run_directory import CHECKPOINTS_DIR
+
+__all__ = [
+    "checkpoint_iteration",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+    "writing_checkpoint",
+]
 
 _NAME = re.compile(r"^iteration_(\d{6,})$")
 _STATE_FILE = "trainer_state.json"
@@ -29,7 +41,7 @@ _STATE_FILE = "trainer_state.json"
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
     """The complete checkpoint with the most iterations under ``output_dir``, or None."""
-    folder = Path(output_dir) / "checkpoints"
+    folder = Path(output_dir) / CHECKPOINTS_DIR
     if not folder.is_dir():
         return None
     complete = [
@@ -38,6 +50,57 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
         if (match := _NAME.match(path.name)) and (path / _STATE_FILE).is_file()
     ]
     return max(complete)[1] if complete else None
+
+
+def checkpoint_iteration(checkpoint: str | Path) -> int:
+    """The completed iterations a checkpoint holds."""
+    return int(json.loads((Path(checkpoint) / _STATE_FILE).read_text())["iteration"])
+
+
+@contextlib.contextmanager
+def writing_checkpoint(
+    output_dir: str | Path,
+    iteration: int,
+    *,
+    keep: int = 1,
+    writer: bool = True,
+    barrier: Callable[[], None] = lambda: None,
+) -> Iterator[Path]:
+    """Yield the folder to write a checkpoint into; publish it when the block ends.
+
+    The block writes into ``iteration_{k:06d}.tmp``; on leaving it,
+    ``trainer_state.json`` is added, the folder is renamed to
+    ``iteration_{k:06d}``, and all but the newest ``keep`` checkpoints are
+    removed. An exception in the block publishes nothing.
+
+    Args:
+        output_dir: the run's folder.
+        iteration: completed iterations.
+        keep: how many checkpoints to keep, this one included.
+        writer: whether this process creates, renames and removes folders (the
+            main process); every process may write into the yielded folder.
+        barrier: waits for every process (``accelerator.wait_for_everyone``);
+            called before and after the block and after publishing.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1 (the checkpoint just written), got {keep}")
+    folder = Path(output_dir) / CHECKPOINTS_DIR
+    final = folder / f"iteration_{iteration:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    if writer:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier()
+    yield tmp
+    barrier()
+    if writer:
+        (tmp / _STATE_FILE).write_text(json.dumps({"iteration": iteration}))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        older = sorted(p for p in folder.iterdir() if _NAME.match(p.name) and p != final)
+        for path in older[: max(0, len(older) - (keep - 1))]:
+            shutil.rmtree(path, ignore_errors=True)
+    barrier()
 
 
 def save_checkpoint(
@@ -49,36 +112,22 @@ def save_checkpoint(
     *,
     keep: int = 1,
 ) -> Path:
-    """Save the training state after ``iteration`` completed iterations; keep the newest ``keep``.
+    """Save an ``accelerate`` training state after ``iteration`` completed iterations.
 
     Every process must call it (each saves its random states).
     """
-    folder = Path(output_dir) / "checkpoints"
-    final = folder / f"iteration_{iteration:06d}"
-    tmp = final.with_name(final.name + ".tmp")
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp), safe_serialization=True)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        accelerator.unwrap_model(model).config.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / _STATE_FILE).write_text(json.dumps({"iteration": iteration}))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        older = sorted(
-            (p for p in folder.iterdir() if _NAME.match(p.name) and p != final),
-            key=lambda p: p.name,
-        )
-        for path in older[: max(0, len(older) - (keep - 1))]:
-            shutil.rmtree(path, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    return final
+    main = bool(accelerator.is_main_process)
+    with writing_checkpoint(
+        output_dir, iteration, keep=keep, writer=main, barrier=accelerator.wait_for_everyone
+    ) as folder:
+        accelerator.save_state(str(folder), safe_serialization=True)
+        if main:
+            accelerator.unwrap_model(model).config.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+    return Path(output_dir) / CHECKPOINTS_DIR / f"iteration_{iteration:06d}"
 
 
 def load_checkpoint(accelerator: Any, checkpoint: str | Path) -> int:
     """Restore model, optimizer and random states; return the completed iterations."""
     accelerator.load_state(str(checkpoint))
-    return int(json.loads((Path(checkpoint) / _STATE_FILE).read_text())["iteration"])
+    return checkpoint_iteration(checkpoint)

@@ -18,6 +18,10 @@ sampling and training contexts differ (seed 003's context swap), ``r`` is the
 ratio between the training context and the sampling context, which is exactly
 the correction the off-policy estimator needs.
 
+MAGRPO (seed 004) trains on-policy, without a ratio: :func:`reinforce_loss`
+is ``-(1/C) * sum_c A_c * sum_t lp_train``, the mean over a batch's C
+completions of each one's advantage times its summed token logprobs.
+
 Losses are sums, not means, as in seed 001: how to normalize (by tokens, by
 Datums, by a constant) is the trainer's decision. They work on any shape
 (packed ``_N`` or padded ``_B_T``) because every operation is elementwise.
@@ -50,6 +54,7 @@ __all__ = [
     "kl_sample_train",
     "per_strategy_metrics",
     "ppo_loss",
+    "reinforce_loss",
 ]
 
 LossName = Literal["importance_sampling", "ppo", "cispo"]
@@ -150,6 +155,32 @@ def cispo_loss(
     ratio = torch.exp(training_logprobs - sampling_logprobs)
     coefficient = torch.clamp(ratio, clip_low, clip_high).detach()
     return -(weights * coefficient * training_logprobs * advantages).sum()
+
+
+def reinforce_loss(
+    logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    weights: torch.Tensor,
+    num_completions: int,
+) -> torch.Tensor:
+    """``-(1/C) * sum_c A_c * sum_t lp_ct``: MAGRPO's on-policy loss (seed 004).
+
+    ``advantages`` holds each completion's advantage on its tokens, ``weights``
+    1 on completion tokens and 0 on prompt and padding; any shape (rows of
+    completions, or packed). ``num_completions`` is C, every completion of the
+    agent in the batch (those with A = 0 included), so the losses of a batch's
+    microbatches add up to the batch's loss.
+
+    Example:
+        >>> lp = torch.tensor([[-9.0, -1.0, -2.0], [-9.0, -0.5, 0.0]])  # prompt token first
+        >>> adv = torch.tensor([[0.0, 2.0, 2.0], [0.0, -1.0, 0.0]])  # row 2 is padded
+        >>> w = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
+        >>> reinforce_loss(lp, adv, w, num_completions=2)  # -(2*(-3) + -1*(-0.5)) / 2
+        tensor(2.7500)
+    """
+    if num_completions < 1:
+        raise ValueError(f"num_completions must be >= 1, got {num_completions}")
+    return -(advantages * weights * logprobs).sum() / num_completions
 
 
 LOSSES: Mapping[LossName, Callable[..., torch.Tensor]] = {

@@ -3,6 +3,7 @@
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,9 @@ def test_each_trainer_package_runs_as_a_module(package):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"python -m baselines.{package}" in done.stdout
+
+
+def test_the_changelog_lists_every_moved_module():
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
+    for old, new in MOVED_MODULES.items():
+        assert f"| `{old}` | `{new}` |" in changelog, old

@@ -14,10 +14,6 @@ from baselines.cli import parse_config  # noqa: E402
 from baselines.magrpo.trainer import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
-    _datum,
-    completion_logprobs,
-    policy_gradient_loss,
-    shared_prompt_logprobs,
 )
 from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
 from baselines.report import write_report  # noqa: E402
@@ -65,81 +61,6 @@ class HalfSolved:
 
 
 SOLUTION = "def x_or_y(n, x, y):\n    return x if n > 1 and all(n % k for k in range(2, n)) else y"
-
-
-def test_policy_gradient_loss_is_minus_mean_advantage_times_logprob_sum():
-    # Two completions: A = 2 with logprobs (-1, -2); A = -1 with (-0.5) then padding.
-    logprobs = torch.tensor([[-7.0, -1.0, -2.0], [-7.0, -0.5, -3.0]], requires_grad=True)
-    advantages = torch.tensor([[0.0, 2.0, 2.0], [0.0, -1.0, 0.0]])
-    weights = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
-    loss = policy_gradient_loss(logprobs, advantages, weights, num_completions=4)
-    # -(2 * (-3) + (-1) * (-0.5)) / 4 = 5.5 / 4; prompt (-7) and padding (-3) excluded
-    assert float(loss.detach()) == pytest.approx(5.5 / 4)
-    loss.backward()
-    assert logprobs.grad.tolist() == [[0.0, -0.5, -0.5], [0.0, 0.25, 0.0]]
-
-
-def test_training_logprobs_match_the_samplers(tiny_model):
-    # The forward pass on prompt + sampled tokens must reproduce the sampler's logprobs
-    # (temperature 1, top_p 1): the completion is aligned with its targets, never
-    # re-tokenized, and padding changes nothing.
-    from baselines.policies import TransformersPolicy
-
-    model, tokenizer = tiny_model
-    policy = TransformersPolicy(model, tokenizer)
-    requests = [
-        SampleRequest([{"role": "user", "content": "Write aux."}]),
-        SampleRequest([{"role": "user", "content": "Write a longer function called x_or_y."}]),
-    ]
-    completions = policy.sample(requests, SamplingParams(max_tokens=6, seed=3))
-    data = [_datum(c, 1.0) for c in completions]
-    assert all(d is not None for d in data)
-    with torch.no_grad():
-        logprobs_B_T, batch = completion_logprobs(model, data, torch.device("cpu"))
-    mask = batch["mask"].bool()
-    trained = logprobs_B_T[mask]
-    sampled = batch["sampling_logprobs"][mask]
-    assert len(trained) == sum(len(c.tokens) for c in completions)
-    assert torch.allclose(trained, sampled, atol=1e-4)
-    # padding has logprob 0; only the columns from the first completion token on are kept
-    assert float(logprobs_B_T[batch["attention_mask"] == 0].abs().sum()) == 0.0
-    first = min(int(d.mask.argmax()) for d in data)
-    assert logprobs_B_T.shape == (2, max(len(d) for d in data) - first)
-
-
-def test_shared_prompt_gives_the_logprobs_and_gradients_of_separate_rows(tiny_model_dir):
-    # Three completions of one prompt, of different lengths (one of a single token):
-    # the prompt run once with its cache repeated must match three full rows.
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    prompt = tuple(range(5, 17))
-    completions = [(40, 41, 42, 43), (50,), (60, 61)]
-    advantages = [1.5, -0.5, -1.0]
-    data = [
-        _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
-        for c, a in zip(completions, advantages, strict=True)
-    ]
-
-    def gradients(loss):
-        model.zero_grad()
-        loss.backward()
-        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-    separate, batch = completion_logprobs(model, data, torch.device("cpu"), temperature=0.7)
-    shared, mask = shared_prompt_logprobs(
-        model, prompt, completions, torch.device("cpu"), temperature=0.7
-    )
-    assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]]
-    assert torch.allclose(shared, separate, atol=1e-5)  # the same (rows, columns) layout
-    expected = gradients(policy_gradient_loss(separate, batch["advantages"], batch["weights"], 3))
-    advantages_K_C = torch.tensor(advantages)[:, None] * mask
-    got = gradients(policy_gradient_loss(shared, advantages_K_C, mask, 3))
-    assert expected.keys() == got.keys() and len(got) > 10
-    for name, grad in expected.items():
-        assert torch.allclose(got[name], grad, atol=1e-5, rtol=1e-4), name
-    with pytest.raises(ValueError, match="none empty"):
-        shared_prompt_logprobs(model, prompt, [(1,), ()], torch.device("cpu"))
 
 
 def make_config(tmp_path, **overrides):
@@ -306,11 +227,11 @@ def test_problem_order_is_seeded_and_covers_every_problem(tmp_path, tiny_model_d
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"group_size": 1}, "group_size must be >= 2"),
+        ({"group_size": 1}, r"group_size must be an int >= 2 \(the baseline is the mean of G"),
         ({"joint_mode": "aligned"}, "joint_mode must be one of"),
         ({"return_reduction": "max"}, "return_reduction must be one of"),
-        ({"num_agents": 3}, "num_agents must be 2"),
-        ({"discount": 1.5}, "discount must be in"),
+        ({"num_agents": 3}, r"num_agents must be an int in \[1, 2\] \(2: helper"),
+        ({"discount": 1.5}, r"discount must be a finite number in \[0, 1\], got 1.5"),
         ({"env_kwargs": {"termination_threshold": 3.0}}, "must not set"),
         ({"env_kwargs": {"num_turns": 3}}, "must not set"),
         ({"external_mode": "expert_edits"}, "needs an expert"),

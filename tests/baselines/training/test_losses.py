@@ -19,6 +19,7 @@ from baselines.training.losses import (
     kl_sample_train,
     per_strategy_metrics,
     ppo_loss,
+    reinforce_loss,
 )
 from baselines.types import Datum
 
@@ -237,3 +238,17 @@ def test_docstring_examples_run() -> None:
     result = doctest.testmod(baselines.training.losses)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_reinforce_loss_is_minus_mean_advantage_times_logprob_sum():
+    # Two completions: A = 2 with logprobs (-1, -2); A = -1 with (-0.5) then padding.
+    logprobs = torch.tensor([[-7.0, -1.0, -2.0], [-7.0, -0.5, -3.0]], requires_grad=True)
+    advantages = torch.tensor([[0.0, 2.0, 2.0], [0.0, -1.0, 0.0]])
+    weights = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
+    loss = reinforce_loss(logprobs, advantages, weights, num_completions=4)
+    # -(2 * (-3) + (-1) * (-0.5)) / 4 = 5.5 / 4; prompt (-7) and padding (-3) excluded
+    assert float(loss.detach()) == pytest.approx(5.5 / 4)
+    loss.backward()
+    assert logprobs.grad.tolist() == [[0.0, -0.5, -0.5], [0.0, 0.25, 0.0]]
+    with pytest.raises(ValueError, match="num_completions must be >= 1"):
+        reinforce_loss(logprobs, advantages, weights, num_completions=0)

@@ -1,0 +1,214 @@
+"""A training run's folder: its settings, its metrics log, its transcripts, its checkpoints.
+
+Every trainer of :mod:`baselines` writes the same layout, which
+``python -m baselines.report`` reads::
+
+    OUTPUT_DIR/
+        config.json          the run's settings (written at every start)
+        metrics.jsonl        one JSON object per line, each with an "iteration"
+        episodes/*.jsonl     episode records for the transcript viewer
+        checkpoints/         iteration_NNNNNN/ folders (baselines.training.checkpoints)
+        final_model/         the trained weights, at the end
+
+:class:`RunDirectory` owns the first three. Resuming a run drops the metric
+lines of the iterations that are about to be redone (those at or past the
+checkpoint's iteration), so a resumed run's log reads like an uninterrupted
+one. A process killed while writing can leave a torn last line; it is dropped
+with a warning, never an error, when the run starts again or is read.
+
+Nothing here imports torch: the report reads runs with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "CONFIG_FILE",
+    "EPISODES_DIR",
+    "FINAL_MODEL_DIR",
+    "METRICS_FILE",
+    "RunDirectory",
+    "read_metrics",
+]
+
+CONFIG_FILE = "config.json"
+"""The run's settings, as the trainer's config writes them."""
+METRICS_FILE = "metrics.jsonl"
+"""One JSON object per logged step."""
+EPISODES_DIR = "episodes"
+"""Episode records (``*.jsonl``) for ``python -m baselines.report``."""
+CHECKPOINTS_DIR = "checkpoints"
+"""Checkpoint folders, ``iteration_NNNNNN``."""
+FINAL_MODEL_DIR = "final_model"
+"""The trained model and tokenizer, saved at the end."""
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    r"""The rows of a ``metrics.jsonl`` file; blank lines skipped, a torn last line dropped.
+
+    A process killed while appending leaves the last line cut short: it is
+    dropped with a warning. A broken line anywhere else is a damaged file, not
+    a crash, and raises.
+
+    Raises:
+        ValueError: a line other than the last is not a JSON object; the
+            message names the file and line.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = path.write_text('{"iteration": 0}\n\n{"iteration": 1}\n{"itera')
+        >>> with warnings.catch_warnings(record=True):
+        ...     read_metrics(path)
+        [{'iteration': 0}, {'iteration': 1}]
+    """
+    rows: list[dict[str, Any]] = []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if index == last:
+                warnings.warn(
+                    f"{path}:{index + 1}: dropped a torn last line (a run stopped while "
+                    f"writing it): {line[:60]!r}",
+                    stacklevel=2,
+                )
+                break
+            raise ValueError(f"{path}:{index + 1} is not JSON: {exc}") from exc
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{index + 1} is not a JSON object: {line[:60]!r}")
+        rows.append(row)
+    return rows
+
+
+class RunDirectory:
+    """The output folder of one run, as every trainer writes it.
+
+    Only the main process writes: under several processes, the others get a
+    ``RunDirectory(..., writer=False)`` whose methods do nothing, so trainer
+    code calls them unconditionally.
+
+    Args:
+        path: the folder (created by :meth:`start`).
+        writer: whether this process writes (the main process).
+    """
+
+    def __init__(self, path: str | Path, *, writer: bool = True) -> None:
+        self.path = Path(path)
+        self.writer = writer
+
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.jsonl``."""
+        return self.path / METRICS_FILE
+
+    @property
+    def config_path(self) -> Path:
+        """``config.json``."""
+        return self.path / CONFIG_FILE
+
+    @property
+    def episodes_dir(self) -> Path:
+        """``episodes/``."""
+        return self.path / EPISODES_DIR
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """``checkpoints/``."""
+        return self.path / CHECKPOINTS_DIR
+
+    @property
+    def final_model_dir(self) -> Path:
+        """``final_model/``."""
+        return self.path / FINAL_MODEL_DIR
+
+    def start(
+        self,
+        config_json: str,
+        *,
+        resume_from: int = 0,
+        may_change: Iterable[str] = ("num_iterations", "progress"),
+    ) -> None:
+        """Create the folder, write ``config.json``, keep the metric lines before ``resume_from``.
+
+        Args:
+            config_json: the config as a JSON object (``config.to_json()``).
+            resume_from: the iteration the run starts at (a checkpoint's
+                completed iterations; 0 for a new run). Lines whose
+                ``iteration`` is at or past it are dropped: they are redone.
+            may_change: settings a resumed run may change without a warning
+                (e.g. ``num_iterations``, to train further).
+
+        Warns:
+            UserWarning: a resumed run's settings differ from the ones it
+                started with, other than ``may_change``; the warning names them.
+        """
+        if not self.writer:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        if resume_from > 0 and self.config_path.exists():
+            self._warn_changed(config_json, frozenset(may_change))
+        self.config_path.write_text(config_json)
+        kept: list[dict[str, Any]] = []
+        if resume_from > 0 and self.metrics_path.exists():
+            kept = [
+                row for row in read_metrics(self.metrics_path) if row["iteration"] < resume_from
+            ]
+        self._replace(self.metrics_path, "".join(_line(row) for row in kept))
+
+    def _warn_changed(self, config_json: str, may_change: frozenset[str]) -> None:
+        try:
+            before = json.loads(self.config_path.read_text())
+        except json.JSONDecodeError:
+            return  # torn by a crash: nothing to compare with
+        now = json.loads(config_json)
+        changed = sorted(k for k, v in now.items() if before.get(k) != v and k not in may_change)
+        if changed:
+            warnings.warn(f"resuming {self.path} with changed settings {changed}", stacklevel=3)
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Append one line to ``metrics.jsonl`` (it must hold an ``iteration``)."""
+        if "iteration" not in metrics:
+            raise ValueError(f"a metrics line needs an 'iteration', got keys {sorted(metrics)}")
+        if self.writer:
+            with self.metrics_path.open("a", encoding="utf-8") as f:
+                f.write(_line(metrics))
+                f.flush()
+
+    def write_episodes(self, name: str, records: Sequence[Mapping[str, Any]]) -> Path | None:
+        """Write episode records to ``episodes/{name}.jsonl``; None when there are none."""
+        if not records or not self.writer:
+            return None
+        self.episodes_dir.mkdir(parents=True, exist_ok=True)
+        path = self.episodes_dir / f"{name}.jsonl"
+        lines = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
+        self._replace(path, lines)
+        return path
+
+    def remove_episodes(self, pattern: str) -> None:
+        """Delete the earlier episode files matching ``pattern`` (a glob, e.g. ``step_*.jsonl``)."""
+        if self.writer:
+            for stale in self.episodes_dir.glob(pattern):
+                stale.unlink()
+
+    @staticmethod
+    def _replace(path: Path, text: str) -> None:
+        # Written beside and renamed: a crash leaves the old file or the new one.
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _line(row: Mapping[str, Any]) -> str:
+    return json.dumps(dict(row), sort_keys=True) + "\n"

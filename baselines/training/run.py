@@ -1,0 +1,188 @@
+"""The skeleton every local trainer fills in: the iteration loop, seeding, progress, main.
+
+A trainer subclasses :class:`TrainingRun` and writes what is its own: how an
+iteration samples and optimizes (:meth:`TrainingRun.train_iteration`), how it
+evaluates, and what its checkpoints and final model hold. The skeleton owns
+the rest, the same for every trainer:
+
+* the loop from the start (or the resumed iteration) to ``num_iterations``;
+* per iteration: evaluation when due (before training, so ``eval/...`` at
+  iteration ``k`` measures the weights after ``k`` iterations), timings, one
+  line in ``metrics.jsonl``, then a checkpoint when due. Log, then save: a run
+  killed in between redoes the iteration and rewrites its line (the other order
+  could lose the line);
+* after the last iteration: a final evaluation at ``num_iterations``, the final
+  model;
+* the progress bar, and ``train(config)`` / ``main(argv)`` through
+  :func:`command_line`.
+
+:class:`~baselines.is_trainer.ISTrainer` (one model, ``accelerate``) and
+:class:`~baselines.magrpo.MAGRPOTrainer` (a model per agent) are the two
+examples to follow.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from baselines.cli import parse_config
+from baselines.run_directory import RunDirectory
+
+__all__ = ["LoopSettings", "TrainingRun", "command_line", "progress_bar", "seed_everything"]
+
+ConfigT = TypeVar("ConfigT")
+
+
+class LoopSettings(Protocol):
+    """The settings the loop reads from a trainer's config."""
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations to train, in all (a resumed run continues up to it)."""
+
+    @property
+    def save_every(self) -> int:
+        """A checkpoint every this many iterations and after the last; 0: after the last only."""
+
+    @property
+    def eval_every(self) -> int:
+        """Evaluate before every this many iterations and after the last; 0: never."""
+
+    @property
+    def progress(self) -> bool:
+        """Show a progress bar."""
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global generators (every CUDA device too)."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - the legacy global generator is what we seed
+    torch.manual_seed(seed)  # seeds every CUDA device as well
+
+
+def progress_bar(
+    items: range, *, initial: int, total: int, enabled: bool, unit: str = "it"
+) -> Iterable[int]:
+    """``items``, behind a tqdm bar when ``enabled`` (and tqdm is installed)."""
+    if not enabled:
+        return items
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the train extra
+        return items
+    bar: Iterable[int] = tqdm(items, initial=initial, total=total, desc="iterations", unit=unit)
+    return bar
+
+
+class TrainingRun(abc.ABC):
+    """The iteration loop of a local trainer; a subclass fills in the steps.
+
+    A subclass sets, in its ``__init__``: :attr:`config` (with the fields of
+    :class:`LoopSettings`), :attr:`run_dir` (started with
+    :meth:`RunDirectory.start`) and :attr:`start_iteration` (0, or the resumed
+    checkpoint's iterations).
+    """
+
+    config: Any
+    run_dir: RunDirectory
+    start_iteration: int = 0
+
+    # ------------------------------------------------------------- the steps
+
+    @abc.abstractmethod
+    def train_iteration(self, iteration: int) -> dict[str, Any]:
+        """Sample and optimize once; return the iteration's metrics (with ``time/...``)."""
+
+    @abc.abstractmethod
+    def evaluate(self, iteration: int | None = None) -> dict[str, float]:
+        """Evaluate the current weights; ``eval/...`` metrics (``{}`` when nothing to do)."""
+
+    @abc.abstractmethod
+    def save_checkpoint(self, iteration: int) -> None:
+        """Save everything needed to resume after ``iteration`` completed iterations."""
+
+    @abc.abstractmethod
+    def save_final_model(self) -> None:
+        """Save the trained model(s) under ``run_dir.final_model_dir``."""
+
+    def can_evaluate(self) -> bool:
+        """Whether there is anything to evaluate on (e.g. held-out problems)."""
+        return True
+
+    def progress_postfix(self, metrics: Mapping[str, Any]) -> dict[str, str]:
+        """What the progress bar shows after an iteration."""
+        return {}
+
+    def finish(self) -> None:
+        """Called last, on every process (e.g. to wait for the others)."""
+        return None
+
+    # --------------------------------------------------------------- the loop
+
+    def eval_due(self, iteration: int) -> bool:
+        """Whether to evaluate before training ``iteration`` (and at the end)."""
+        every = self.config.eval_every
+        return every > 0 and iteration % every == 0 and self.can_evaluate()
+
+    def checkpoint_due(self, done: int) -> bool:
+        """Whether to save a checkpoint after ``done`` completed iterations."""
+        every = self.config.save_every
+        return done == self.config.num_iterations or bool(every and done % every == 0)
+
+    def iterate(self, iteration: int) -> dict[str, Any]:
+        """One iteration: evaluate when due, then train; return its metrics line."""
+        start = time.perf_counter()
+        metrics: dict[str, Any] = {"iteration": iteration}
+        if self.eval_due(iteration):
+            metrics.update(self.evaluate(iteration))
+            metrics["time/eval"] = time.perf_counter() - start
+        metrics.update(self.train_iteration(iteration))
+        metrics["time/iteration"] = time.perf_counter() - start
+        metrics["progress/done_frac"] = (iteration + 1) / self.config.num_iterations
+        return metrics
+
+    def run(self) -> Path:
+        """Train from the start or the last checkpoint to ``num_iterations``; return the metrics."""
+        total = self.config.num_iterations
+        bar = progress_bar(
+            range(self.start_iteration, total),
+            initial=self.start_iteration,
+            total=total,
+            enabled=self.config.progress and self.run_dir.writer,
+        )
+        for iteration in bar:
+            metrics = self.iterate(iteration)
+            self.run_dir.log(metrics)  # log, then save (see the module docstring)
+            if self.checkpoint_due(iteration + 1):
+                self.save_checkpoint(iteration + 1)
+            postfix = self.progress_postfix(metrics)
+            if postfix and hasattr(bar, "set_postfix"):
+                bar.set_postfix(postfix)
+        if self.config.eval_every > 0 and self.can_evaluate():
+            self.run_dir.log({"iteration": total, **self.evaluate(total)})
+        self.save_final_model()
+        self.finish()
+        return self.run_dir.metrics_path
+
+
+def command_line(
+    config_type: type[ConfigT],
+    train: Callable[[ConfigT], Path],
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+) -> Path:
+    """Parse ``argv`` into ``config_type``, ``train`` with it, and say where the metrics went."""
+    config = parse_config(config_type, argv, prog=prog)
+    path = train(config)
+    print(f"metrics written to {path}", flush=True)
+    return path

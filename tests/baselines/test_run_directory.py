@@ -1,0 +1,219 @@
+"""The run folder every trainer writes: config, metrics log with resume, episodes, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from baselines.run_directory import RunDirectory, read_metrics
+from baselines.training.checkpoints import (
+    checkpoint_iteration,
+    latest_checkpoint,
+    writing_checkpoint,
+)
+from baselines.training.run import TrainingRun
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_new_run_writes_its_config_and_starts_an_empty_log(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    run.start('{"seed": 1}')
+    assert run.config_path.read_text() == '{"seed": 1}'
+    assert run.metrics_path.read_text() == ""
+    run.log({"iteration": 0, "loss": 0.5})
+    run.log({"loss": 0.25, "iteration": 1})
+    assert run.metrics_path.read_text() == (
+        '{"iteration": 0, "loss": 0.5}\n{"iteration": 1, "loss": 0.25}\n'
+    )
+
+
+def test_a_new_run_in_an_old_folder_drops_the_old_lines(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.start("{}")
+    run.log({"iteration": 0})
+    RunDirectory(tmp_path).start("{}")  # resume_from=0: a fresh start
+    assert run.metrics_path.read_text() == ""
+
+
+def test_resuming_keeps_the_lines_before_the_checkpoint_and_repairs_a_torn_line(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.start('{"lr": 1}')
+    for i in range(4):
+        run.log({"iteration": i})
+    with run.metrics_path.open("a") as f:
+        f.write('{"iteration": 4, "lo')  # killed while writing
+    with pytest.warns(UserWarning, match="torn last line"):
+        RunDirectory(tmp_path).start('{"lr": 1}', resume_from=2)
+    assert lines(run.metrics_path) == [{"iteration": 0}, {"iteration": 1}]
+
+
+def test_resuming_with_other_settings_warns_and_names_them(tmp_path):
+    RunDirectory(tmp_path).start('{"lr": 1, "num_iterations": 5, "seed": 0}')
+    with pytest.warns(UserWarning, match=r"changed settings \['lr'\]"):
+        RunDirectory(tmp_path).start('{"lr": 2, "num_iterations": 9, "seed": 0}', resume_from=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RunDirectory(tmp_path).start('{"lr": 2, "num_iterations": 12, "seed": 0}', resume_from=1)
+
+
+def test_a_broken_line_inside_the_log_is_an_error_naming_file_and_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 0}\nnot json\n{"iteration": 2}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2 is not JSON"):
+        read_metrics(path)
+    path.write_text('{"iteration": 0}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2 is not a JSON object"):
+        read_metrics(path)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    logged=st.integers(0, 8),
+    resume=st.integers(0, 8),
+    cut=st.integers(1, 30),
+)
+def test_any_resume_keeps_exactly_the_lines_before_it(tmp_path_factory, logged, resume, cut):
+    folder = tmp_path_factory.mktemp("run")
+    run = RunDirectory(folder)
+    run.start("{}")
+    for i in range(logged):
+        run.log({"iteration": i, "x": "y" * 20})
+    text = run.metrics_path.read_text()
+    if text:  # sometimes tear the last line
+        run.metrics_path.write_text(text[: max(0, len(text) - cut)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        RunDirectory(folder).start("{}", resume_from=resume)
+        kept = [row["iteration"] for row in read_metrics(run.metrics_path)]
+    assert kept == list(range(min(resume, len(kept))))
+    assert all(i < resume for i in kept)
+
+
+def test_only_the_writer_writes(tmp_path):
+    reader = RunDirectory(tmp_path / "run", writer=False)
+    reader.start("{}")
+    reader.log({"iteration": 0})
+    assert reader.write_episodes("iter_00000", [{"a": 1}]) is None
+    assert not (tmp_path / "run").exists()
+
+
+def test_episodes_are_written_as_json_lines_and_stale_ones_removed(tmp_path):
+    run = RunDirectory(tmp_path)
+    assert run.write_episodes("step_00001", []) is None
+    path = run.write_episodes("step_00001", [{"text": "é"}, {"n": 2}])
+    assert path == tmp_path / "episodes" / "step_00001.jsonl"
+    assert path.read_text(encoding="utf-8") == '{"text": "é"}\n{"n": 2}\n'
+    run.write_episodes("iter_00001", [{"n": 3}])
+    run.remove_episodes("step_*.jsonl")
+    assert sorted(p.name for p in run.episodes_dir.iterdir()) == ["iter_00001.jsonl"]
+
+
+def test_a_line_without_an_iteration_is_refused(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.start("{}")
+    with pytest.raises(ValueError, match="needs an 'iteration'"):
+        run.log({"loss": 1.0})
+
+
+def test_checkpoints_are_published_whole_and_only_the_newest_kept(tmp_path):
+    assert latest_checkpoint(tmp_path) is None
+    for iteration in (1, 2, 3):
+        with writing_checkpoint(tmp_path, iteration, keep=2) as folder:
+            (folder / "weights").write_text(str(iteration))
+            assert folder.name.endswith(".tmp")
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["iteration_000002", "iteration_000003"]
+    latest = latest_checkpoint(tmp_path)
+    assert latest is not None and checkpoint_iteration(latest) == 3
+
+    def fail_while_writing() -> None:
+        with writing_checkpoint(tmp_path, 4) as folder:
+            (folder / "weights").write_text("half")
+            raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        fail_while_writing()
+    assert latest_checkpoint(tmp_path) == latest  # the failed one was never published
+    with pytest.raises(ValueError, match="keep must be >= 1"):
+        writing_checkpoint(tmp_path, 5, keep=0).__enter__()
+
+
+class CountingRun(TrainingRun):
+    """A trainer whose "model" is a number: the skeleton's loop, seen from outside."""
+
+    def __init__(self, folder: Path, **settings: int) -> None:
+        self.config = type("Config", (), {"progress": False, **settings})()
+        self.run_dir = RunDirectory(folder)
+        checkpoint = latest_checkpoint(folder)
+        self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
+        self.value = 0 if checkpoint is None else int((checkpoint / "value").read_text())
+        self.run_dir.start("{}", resume_from=self.start_iteration)
+        self.calls: list[str] = []
+
+    def train_iteration(self, iteration: int) -> dict[str, Any]:
+        self.value += 1
+        self.calls.append(f"train {iteration}")
+        if iteration == getattr(self.config, "crash_at", -1):
+            raise KeyboardInterrupt
+        return {"value": self.value}
+
+    def evaluate(self, iteration: int | None = None) -> dict[str, float]:
+        self.calls.append(f"eval {iteration}")
+        return {"eval/value": float(self.value)}
+
+    def save_checkpoint(self, iteration: int) -> None:
+        self.calls.append(f"save {iteration}")
+        with writing_checkpoint(self.run_dir.path, iteration) as folder:
+            (folder / "value").write_text(str(self.value))
+
+    def save_final_model(self) -> None:
+        self.calls.append("final")
+
+
+def test_the_loop_evaluates_trains_logs_saves_in_that_order(tmp_path):
+    run = CountingRun(tmp_path, num_iterations=4, save_every=2, eval_every=2)
+    assert run.run() == tmp_path / "metrics.jsonl"
+    assert run.calls == [
+        "eval 0",
+        "train 0",
+        "train 1",
+        "save 2",
+        "eval 2",
+        "train 2",
+        "train 3",
+        "save 4",
+        "eval 4",
+        "final",
+    ]
+    rows = lines(run.run_dir.metrics_path)
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r.get("eval/value") for r in rows] == [0.0, None, 2.0, None, 4.0]
+    assert [r["progress/done_frac"] for r in rows[:4]] == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_a_crashed_run_resumes_after_its_checkpoint_as_if_uninterrupted(tmp_path):
+    crashed = CountingRun(tmp_path / "a", num_iterations=5, save_every=2, eval_every=0, crash_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        crashed.run()
+    resumed = CountingRun(tmp_path / "a", num_iterations=5, save_every=2, eval_every=0)
+    assert resumed.start_iteration == 2
+    resumed.run()
+    whole = CountingRun(tmp_path / "b", num_iterations=5, save_every=2, eval_every=0)
+    whole.run()
+
+    def untimed(run: CountingRun) -> list[dict[str, Any]]:
+        rows = lines(run.run_dir.metrics_path)
+        return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+    assert untimed(resumed) == untimed(whole)
+    assert [r["iteration"] for r in untimed(resumed)] == [0, 1, 2, 3, 4]
+    assert resumed.value == whole.value == 5
