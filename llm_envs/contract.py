@@ -54,6 +54,7 @@ Rewards
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, Literal, TypedDict
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Message",
     "Observation",
     "Role",
+    "copy_messages",
 ]
 
 Role = Literal["system", "user", "assistant"]
@@ -83,6 +85,21 @@ class Observation(TypedDict):
     """What an agent sees: the chat its model should continue."""
 
     messages: list[Message]
+
+
+def copy_messages(messages: Iterable[Message]) -> list[Message]:
+    """Fresh ``{"role", "content"}`` dicts: a caller editing the copy never edits the original.
+
+    Environments hand out copies (observations, infos, records) so that what a
+    trainer does to a chat never reaches the environment's state.
+
+    Example:
+        >>> chat: list[Message] = [{"role": "user", "content": "Hi"}]
+        >>> copied = copy_messages(chat)
+        >>> copied == chat, copied[0] is chat[0]
+        (True, False)
+    """
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
 STOP: Final = "stop"

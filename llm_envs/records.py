@@ -8,15 +8,20 @@ read it and what it earned.
 
 A record holds plain JSON types only (str, int, float, bool, None, lists and
 dicts), so ``json.dumps(env.unwrapped.record())`` always works.
+
+An environment builds its record with :func:`episode_record` and
+:func:`turn_record`, which own the envelope (the keys and the copying); what it
+writes itself is only its title, its summary and each turn's details.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from llm_envs.contract import Message
+from llm_envs.contract import Message, copy_messages
 
-__all__ = ["EpisodeRecord", "TurnRecord"]
+__all__ = ["EpisodeRecord", "TurnRecord", "episode_record", "turn_record"]
 
 
 class TurnRecord(TypedDict):
@@ -52,3 +57,45 @@ class EpisodeRecord(TypedDict):
     title: str
     summary: dict[str, Any]
     turns: list[TurnRecord]
+
+
+def turn_record(
+    agent: str,
+    round: int,
+    prompt: Sequence[Message],
+    text: str,
+    details: Mapping[str, Any] | None = None,
+) -> TurnRecord:
+    """One turn of a record; the prompt and details are copied, so later edits never reach it.
+
+    Example:
+        >>> turn = turn_record("agent_0", 1, [{"role": "user", "content": "1 + 1?"}], "2")
+        >>> turn["agent"], turn["round"], turn["prompt"][0]["content"], turn["details"]
+        ('agent_0', 1, '1 + 1?', {})
+    """
+    return {
+        "agent": agent,
+        "round": round,
+        "prompt": copy_messages(prompt),
+        "text": text,
+        "details": dict(details or {}),
+    }
+
+
+def episode_record(
+    env: str, title: str, summary: Mapping[str, Any], turns: Iterable[TurnRecord]
+) -> EpisodeRecord:
+    """The envelope of a record: the environment's name, a title, the summary and the turns.
+
+    Args:
+        env: the environment's ``metadata["name"]``.
+        title: one line: the question, the task id...
+        summary: episode-level results (copied).
+        turns: every turn, in order (from :func:`turn_record`).
+
+    Example:
+        >>> record = episode_record("demo_v0", "1 + 1?", {"solved": True}, [])
+        >>> record["env"], record["title"], record["summary"], record["turns"]
+        ('demo_v0', '1 + 1?', {'solved': True}, [])
+    """
+    return {"env": env, "title": title, "summary": dict(summary), "turns": list(turns)}

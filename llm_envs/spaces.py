@@ -14,6 +14,7 @@ plain ``str`` observation trips PettingZoo's ``api_test`` (it reads
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,21 +26,10 @@ __all__ = ["ROLES", "ChatMessages", "UnicodeText", "chat_observation_space"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 """The chat roles an observation may contain."""
 
-# Fragments mixed into samples so that random actions exercise the XML parsers
-# (unclosed tags, stray closers, entities) rather than only plain words.
-_SAMPLE_FRAGMENTS: tuple[str, ...] = (
-    "<solution>",
-    "</solution>",
-    "<evaluation>",
-    "</evaluation>",
-    "<comparison>",
-    "</comparison>",
-    "<consensus>",
-    "YES",
-    "NO",
-    "</consensus>",
-    "<consensus_reason>",
-    "</consensus_reason>",
+# Fragments mixed into samples so that random actions exercise the parsers
+# (unclosed tags, stray closers, entities, code) rather than only plain words:
+# the debate contract's tags (see _sample_fragments), then these.
+_OTHER_FRAGMENTS: tuple[str, ...] = (
     "Agent 0 > Agent 1",
     "Agent 1 = Agent 2",
     "```",
@@ -50,6 +40,22 @@ _SAMPLE_FRAGMENTS: tuple[str, ...] = (
     " é ü 😀 ",
     "\n",
 )
+
+
+@functools.cache
+def _sample_fragments() -> tuple[str, ...]:
+    # Imported on first use: the debate package imports this module.
+    from llm_envs.debate.protocol import CONSENSUS, TAGS
+
+    tags: list[str] = []
+    for tag in TAGS:
+        tags.append(f"<{tag}>")
+        if tag == CONSENSUS:
+            tags += ["YES", "NO"]
+        tags.append(f"</{tag}>")
+    return (*tags, *_OTHER_FRAGMENTS)
+
+
 _SAMPLE_ALPHABET = "abcdefghijklmnopqrstuvwxyz ABC0123456789.,;:!?-_=+*/()[]{}'\"\n\t"
 
 
@@ -109,7 +115,8 @@ class UnicodeText(Text):
         target = int(rng.integers(0, self.sample_max_length + 1))
         while sum(map(len, parts)) < target:
             if rng.random() < 0.4:
-                parts.append(_SAMPLE_FRAGMENTS[int(rng.integers(len(_SAMPLE_FRAGMENTS)))])
+                fragments = _sample_fragments()
+                parts.append(fragments[int(rng.integers(len(fragments)))])
             else:
                 n = int(rng.integers(1, 8))
                 idx = rng.integers(0, len(_SAMPLE_ALPHABET), size=n)

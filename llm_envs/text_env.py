@@ -1,42 +1,148 @@
-"""What every llm-envs environment shares: text spaces, checked resets, transcript rendering.
+"""What every llm-envs environment shares, so that an environment writes only its own rules.
 
 :class:`TextEnvMixin` sits beside PettingZoo's ``AECEnv`` or ``ParallelEnv``
 in an environment's bases. It holds the parts that must behave identically in
 every family, so that they are written (and fixed) once:
 
+* the constructor convention ``Env(config=None, *, render_mode=None, **overrides)``
+  (:func:`resolve_config`): a frozen config dataclass, keyword overrides of its
+  fields, or both (the overrides are applied on top of the config and the
+  result is validated again);
 * spaces built once per agent and returned from a dict (PettingZoo requires
   ``observation_space(a) is observation_space(a)``);
 * ``render_mode`` checked at construction;
 * the reset preamble: reseed only when a seed is given (or on the first
   reset), and warn about option keys the environment does not know (PettingZoo's
   ``api_test`` passes ``{"options": 1}``, so unknown keys must not raise);
+* the AEC reset bookkeeping (:meth:`TextEnvMixin._start_aec_episode`): agents,
+  rewards, cumulative rewards, terminations, truncations, infos, the first agent;
 * the AEC step preamble: a clear error after the episode ended, PettingZoo's
-  dead step for an agent whose episode is over, and a type check of the action;
+  dead step for an agent whose episode is over, a type check of the action,
+  and the reward reset of the acting agent;
+* the envelope of ``record()`` (:meth:`TextEnvMixin._episode_record`);
 * ``render()`` from the environment's ``transcript()``.
+
+The module-level ``raw_env``/``env``/``parallel_env`` functions come from
+:mod:`llm_envs.factories`. This module never knows a family's rules.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gymnasium.utils import seeding
 
+from llm_envs.records import EpisodeRecord, TurnRecord, episode_record
 from llm_envs.spaces import UnicodeText, chat_observation_space
 
-__all__ = ["RENDER_MODES", "TextEnvMixin"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["RENDER_MODES", "TextEnvMixin", "env_metadata", "numbered_agents", "resolve_config"]
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "human")
 """``"ansi"``: ``render()`` returns the transcript; ``"human"``: it prints it."""
+
+ConfigT = TypeVar("ConfigT", bound="DataclassInstance")
+
+
+def resolve_config(
+    config_type: type[ConfigT],
+    config: ConfigT | None,
+    overrides: Mapping[str, Any],
+    *,
+    owner: str,
+    defaults: Mapping[str, Any] | None = None,
+    other_arguments: Sequence[str] = ("render_mode",),
+) -> ConfigT:
+    """An environment's configuration: ``config``, keyword overrides of its fields, or both.
+
+    Giving both *merges*: the overrides replace those fields of ``config`` and
+    the config's own checks run again on the result, so
+    ``DebateEnv(base, max_rounds=5)`` is ``base`` with five rounds.
+
+    Args:
+        config_type: the environment's frozen config dataclass.
+        config: a ``config_type`` instance, or None to build one from the overrides.
+        overrides: keyword arguments, each a field of ``config_type``.
+        owner: the environment's name, for error messages.
+        defaults: values for fields the environment defaults differently from
+            ``config_type`` (or that ``config_type`` requires); used only
+            without ``config``.
+        other_arguments: the environment's keyword arguments that are not
+            config fields, listed in the error for an unknown keyword.
+
+    Raises:
+        TypeError: an override that is no field of ``config_type`` (the error
+            lists the valid names), or a ``config`` of another type.
+
+    Example:
+        >>> from llm_envs.debate import DebateConfig
+        >>> resolve_config(DebateConfig, None, {"num_agents": 2}, owner="DebateEnv").num_agents
+        2
+        >>> base = DebateConfig(num_agents=4)
+        >>> merged = resolve_config(DebateConfig, base, {"max_rounds": 5}, owner="DebateEnv")
+        >>> merged.num_agents, merged.max_rounds
+        (4, 5)
+    """
+    fields = [f.name for f in dataclasses.fields(config_type) if f.init]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError(
+            f"{owner}() got unknown keyword argument(s) {unknown}; the valid ones are the "
+            f"{config_type.__name__} fields {fields} and {list(other_arguments)}"
+        )
+    if config is None:
+        return config_type(**{**(defaults or {}), **overrides})
+    if not isinstance(config, config_type):
+        raise TypeError(
+            f"{owner}(config) takes a {config_type.__name__}, got {type(config).__name__} "
+            f"{config!r:.80}; pass single settings by keyword instead, e.g. "
+            f"{owner}({fields[0]}=...)"
+        )
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
+def env_metadata(name: str, *, is_parallelizable: bool) -> dict[str, Any]:
+    """PettingZoo's class-level ``metadata`` of a text environment.
+
+    Args:
+        name: the versioned name, e.g. ``"debate_v0"`` (records and reports use it).
+        is_parallelizable: whether the env is also a ``ParallelEnv`` (PettingZoo's flag).
+
+    Example:
+        >>> env_metadata("demo_v0", is_parallelizable=False)["render_modes"]
+        ['ansi', 'human']
+    """
+    return {
+        "name": name,
+        "render_modes": list(RENDER_MODES),
+        "is_parallelizable": is_parallelizable,
+    }
+
+
+def numbered_agents(num_agents: int) -> list[str]:
+    """The agent names of an environment whose agents are peers: ``agent_0 ... agent_{N-1}``.
+
+    Example:
+        >>> numbered_agents(3)
+        ['agent_0', 'agent_1', 'agent_2']
+    """
+    return [f"agent_{i}" for i in range(num_agents)]
 
 
 class TextEnvMixin:
     """Shared plumbing of llm-envs environments; see the module docstring.
 
-    Subclasses call :meth:`_init_text_env` in ``__init__``, :meth:`_begin_reset`
-    at the top of ``reset``, :meth:`_begin_step` at the top of an AEC ``step``,
-    and implement :meth:`transcript`.
+    Subclasses build ``self.config`` with :func:`resolve_config` and call
+    :meth:`_init_text_env` in ``__init__``; call :meth:`_begin_reset` at the top
+    of ``reset`` and, for an AEC env, :meth:`_start_aec_episode` once they know
+    the episode's agents; call :meth:`_begin_step` at the top of an AEC ``step``
+    and PettingZoo's ``_accumulate_rewards()`` at its end; build ``record()``
+    with :meth:`_episode_record`; and implement :meth:`transcript`.
     """
 
     render_mode: str | None
@@ -45,6 +151,7 @@ class TextEnvMixin:
     _observation_spaces: dict[str, Any]
     _action_spaces: dict[str, Any]
     _np_random_ready: bool
+    metadata: dict[str, Any]
 
     def _init_text_env(self, agents: Iterable[str], render_mode: str | None) -> None:
         if render_mode is not None and render_mode not in RENDER_MODES:
@@ -82,13 +189,33 @@ class TextEnvMixin:
             )
         return options
 
+    def _start_aec_episode(self, agents: Sequence[str]) -> None:
+        """PettingZoo's per-episode AEC state, fresh: the first of ``agents`` acts.
+
+        Every agent is live, with zero rewards and empty infos; the environment
+        then sets its own state and fills ``infos``.
+        """
+        if not agents:
+            raise ValueError("an episode needs at least one agent, got none")
+        env: Any = self
+        env.agents = list(agents)
+        env.rewards = dict.fromkeys(env.agents, 0.0)
+        env._cumulative_rewards = dict.fromkeys(env.agents, 0.0)
+        env.terminations = dict.fromkeys(env.agents, False)
+        env.truncations = dict.fromkeys(env.agents, False)
+        env.infos = {a: {} for a in env.agents}
+        env.agent_selection = env.agents[0]
+
     def _begin_step(self, action: str | None) -> tuple[str, str] | None:
-        """Check an AEC step; return ``(agent, text)``, or ``None`` when the step is done already.
+        """Check and open an AEC step; return ``(agent, text)``, or ``None`` when it is done.
 
         Before the first ``reset()``, and after the episode has ended (no agents
         left), stepping is an error that says to reset. An agent whose episode is
         over takes PettingZoo's dead step (its action must be ``None``), after
         which there is nothing left to do. Any other agent must act with a string.
+        An opened step has zeroed the acting agent's cumulative reward (``last()``
+        returned it) and every step reward: the environment sets this step's
+        rewards and ends with ``self._accumulate_rewards()``.
         """
         env: Any = self
         if getattr(env, "agents", None) is None:
@@ -110,7 +237,15 @@ class TextEnvMixin:
                 f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
                 "only agents whose episode has ended step with None"
             )
+        env._cumulative_rewards[agent] = 0.0
+        env._clear_rewards()
         return agent, action
+
+    def _episode_record(
+        self, title: str, summary: Mapping[str, Any], turns: Iterable[TurnRecord]
+    ) -> EpisodeRecord:
+        """The ``record()`` envelope with ``metadata["name"]`` (see :mod:`llm_envs.records`)."""
+        return episode_record(self.metadata["name"], title, summary, turns)
 
     def transcript(self) -> str:
         """The episode so far as text."""

@@ -12,7 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from llm_envs.contract import Observation
-from llm_envs.debate.protocol import format_response
+from llm_envs.debate.protocol import (
+    COMPARISON,
+    CONSENSUS_REASON,
+    EVALUATION,
+    SOLUTION,
+    format_response,
+)
+from llm_envs.text_env import numbered_agents
 
 __all__ = [
     "MalformedDebater",
@@ -159,15 +166,16 @@ class MalformedDebater:
         if self.style == "prose":
             return "I think the answer is 42, and everyone else is wrong."
         if self.style == "truncated":
-            return "<solution>42</solution>\n<evaluation>Agent 0 is rig"
+            return f"<{SOLUTION}>42</{SOLUTION}>\n<{EVALUATION}>Agent 0 is rig"
         return (
-            "<solution>42</solution>\n<evaluation>N/A</evaluation>\n"
-            "<comparison>N/A</comparison>\n<consensus_reason>none</consensus_reason>"
+            f"<{SOLUTION}>42</{SOLUTION}>\n<{EVALUATION}>N/A</{EVALUATION}>\n"
+            f"<{COMPARISON}>N/A</{COMPARISON}>\n<{CONSENSUS_REASON}>none</{CONSENSUS_REASON}>"
         )
 
 
 def scripted_debaters(num_agents: int, seed: int = 0, **kwargs: Any) -> dict[str, TextAgent]:
     """One :class:`ScriptedDebater` per agent, keyed ``"agent_i"`` like the environment's agents."""
     return {
-        f"agent_{i}": ScriptedDebater(i, num_agents, seed=seed, **kwargs) for i in range(num_agents)
+        agent: ScriptedDebater(i, num_agents, seed=seed, **kwargs)
+        for i, agent in enumerate(numbered_agents(num_agents))
     }

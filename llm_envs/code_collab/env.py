@@ -43,9 +43,11 @@ Infos
     ``program`` and the ``task_id``.
 
 Arguments:
-    See :class:`CodeCollabConfig`; besides it, ``expert`` (the callable of the
-    ``expert_edits`` mode), ``sandbox`` (a shared :class:`~llm_envs.sandbox.Sandbox`;
-    default: the process-wide pool) and ``render_mode``.
+    Give a :class:`CodeCollabConfig`, its fields as keywords, or both (the
+    keywords replace those fields of the config); besides it, ``expert`` (the
+    callable of the ``expert_edits`` mode), ``sandbox`` (a shared
+    :class:`~llm_envs.sandbox.Sandbox`; default: the process-wide pool) and
+    ``render_mode``.
     ``reset(options={"problem": p})`` poses ``p`` (a :class:`CodeProblem`, an index
     into ``problems`` or a ``task_id``) instead of drawing one.
 
@@ -56,36 +58,34 @@ Version history
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Self, TypeVar
+from typing import Any, Final, Self
 
-from pettingzoo import AECEnv, ParallelEnv
-from pettingzoo.utils.conversions import parallel_to_aec_wrapper
-from pettingzoo.utils.wrappers import OrderEnforcingWrapper
+from pettingzoo import ParallelEnv
 
+from llm_envs.code_collab.config import CodeCollabConfig
 from llm_envs.code_collab.experts import Expert
 from llm_envs.code_collab.feedback import (
-    EXTERNAL_MODES,
     ExpertEdits,
-    ExternalMode,
-    SandboxSlice,
     expert_feedback,
     level_feedback,
     plain_feedback,
-    validate_sandbox_slice,
 )
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, first_prompt
-from llm_envs.contract import STOP, TURN, Message, Observation
-from llm_envs.records import EpisodeRecord
-from llm_envs.records import TurnRecord as RecordTurn
+from llm_envs.contract import STOP, TURN, Message, Observation, copy_messages
+from llm_envs.factories import parallel_factories
+from llm_envs.parallel_aec import ParallelAECView
+from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.rewards.code import CodeEvaluation, clean_code, evaluate_many
 from llm_envs.sandbox import Sandbox, TestReport, TestStatus
+from llm_envs.tasks.code_datasets import CODE_DATASETS, CodeDatasetName, load_code_problems
 from llm_envs.tasks.problems import CodeProblem
-from llm_envs.text_env import RENDER_MODES, TextEnvMixin
+from llm_envs.text_env import TextEnvMixin, env_metadata, resolve_config
 
 __all__ = [
     "DATASETS",
+    "DEFAULT_DATASET",
     "CodeCollabAECEnv",
     "CodeCollabConfig",
     "CodeCollabEnv",
@@ -97,8 +97,13 @@ __all__ = [
     "step_batch",
 ]
 
-DatasetName = Literal["coophumaneval", "humaneval", "mbpp"]
-DATASETS: tuple[DatasetName, ...] = ("coophumaneval", "humaneval", "mbpp")
+DatasetName = CodeDatasetName
+DATASETS = CODE_DATASETS
+"""The data set names ``problems`` takes (:data:`llm_envs.tasks.CODE_DATASETS`)."""
+load_problems = load_code_problems
+"""The problems of a data set by name (:func:`llm_envs.tasks.load_code_problems`)."""
+DEFAULT_DATASET: Final[CodeDatasetName] = "coophumaneval"
+"""The problems of an environment built without ``problems`` or a config."""
 _KNOWN_OPTIONS = frozenset({"problem"})
 
 StepResult = tuple[
@@ -108,87 +113,6 @@ StepResult = tuple[
     dict[str, bool],
     dict[str, dict[str, Any]],
 ]
-
-
-def load_problems(name: DatasetName) -> tuple[CodeProblem, ...]:
-    """The problems of a data set by name: ``"coophumaneval"``, ``"humaneval"``, ``"mbpp"`` (test).
-
-    Raises:
-        ValueError: an unknown name.
-        llm_envs.tasks.TaskDataNotFoundError: the data is nowhere to be found.
-    """
-    from llm_envs.tasks import load_coophumaneval, load_humaneval, load_mbpp
-
-    loaders: dict[str, Callable[[], tuple[CodeProblem, ...]]] = {
-        "coophumaneval": load_coophumaneval,
-        "humaneval": load_humaneval,
-        "mbpp": lambda: load_mbpp("test"),
-    }
-    if name not in loaders:
-        raise ValueError(
-            f"problems must be a sequence of CodeProblem or one of {DATASETS}, got {name!r}"
-        )
-    return loaders[name]()
-
-
-@dataclass(frozen=True)
-class CodeCollabConfig:
-    """Configuration of code collaboration; validated at construction.
-
-    Attributes:
-        problems: the problems drawn (uniformly, from the reset seed) at each reset.
-        num_agents: 2 (``helper`` and ``main``) or 1 (``main`` alone).
-        num_turns: joint actions per episode, at least 1.
-        external_mode: ``"level_feedback"``, ``"plain"`` or ``"expert_edits"``
-            (see :mod:`llm_envs.code_collab.feedback`).
-        sandbox_slice: the tests ``level_feedback`` shows: ``n > 0`` the first
-            ``n``, ``n < 0`` the last ``|n|``, ``0``/``None``/``"all"`` every
-            test. The reward always uses every test.
-        termination_threshold: end the episode (terminated) once a turn's
-            reward, shift included, exceeds it; None never ends early.
-        reward_shift: added to the team reward (e.g. -4.0: a perfect team scores 0).
-        timeout: wall-clock seconds of one program's test run (None: the pool's).
-    """
-
-    problems: tuple[CodeProblem, ...]
-    num_agents: int = 2
-    num_turns: int = 2
-    external_mode: ExternalMode = "level_feedback"
-    sandbox_slice: SandboxSlice = 1
-    termination_threshold: float | None = None
-    reward_shift: float = 0.0
-    timeout: float | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.problems, str) or not all(
-            isinstance(p, CodeProblem) for p in self.problems
-        ):
-            raise TypeError(
-                "problems must be CodeProblem records (e.g. llm_envs.tasks.load_mbpp()) "
-                f"or a data set name in {DATASETS}"
-            )
-        if not self.problems:
-            raise ValueError("problems must not be empty")
-        if self.num_agents not in (1, 2) or isinstance(self.num_agents, bool):
-            raise ValueError(
-                f"num_agents must be 2 (helper and main) or 1 (main alone), got {self.num_agents!r}"
-            )
-        if not isinstance(self.num_turns, int) or self.num_turns < 1:
-            raise ValueError(f"num_turns must be an int >= 1, got {self.num_turns!r}")
-        if self.external_mode not in EXTERNAL_MODES:
-            raise ValueError(
-                f"external_mode must be one of {EXTERNAL_MODES}, got {self.external_mode!r}"
-            )
-        validate_sandbox_slice(self.sandbox_slice)
-        for name in ("termination_threshold", "reward_shift", "timeout"):
-            value = getattr(self, name)
-            if value is None and name != "reward_shift":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
-        object.__setattr__(self, "problems", tuple(self.problems))
 
 
 @dataclass(frozen=True)
@@ -214,16 +138,8 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
     r"""The code-collaboration environment of seed 004; see the module docstring.
 
     Args:
-        problems: :class:`~llm_envs.tasks.CodeProblem` records, or a data set name
-            (``"coophumaneval"``, the default; ``"humaneval"``; ``"mbpp"``: its
-            test split).
-        num_agents: see :class:`CodeCollabConfig` (and the other config arguments).
-        num_turns: see :class:`CodeCollabConfig`.
-        external_mode: see :class:`CodeCollabConfig`.
-        sandbox_slice: see :class:`CodeCollabConfig`.
-        termination_threshold: see :class:`CodeCollabConfig`.
-        reward_shift: see :class:`CodeCollabConfig`.
-        timeout: see :class:`CodeCollabConfig`.
+        config: a :class:`CodeCollabConfig`; None builds one from ``overrides``
+            (with ``problems="coophumaneval"`` unless given).
         expert: ``expert(problem, helper_code, main_code) -> edits`` (a str, or
             a str per role), required by and only used with ``"expert_edits"``;
             e.g. :class:`~llm_envs.code_collab.experts.OpenAIChatExpert`.
@@ -231,6 +147,9 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
             process-wide pool, started at the first test run.
         render_mode: ``"ansi"`` (``render()`` returns the transcript), ``"human"``
             (prints it) or None.
+        **overrides: :class:`CodeCollabConfig` fields (``problems="mbpp"``,
+            ``num_turns=3``...), applied on top of ``config`` (see
+            :func:`~llm_envs.text_env.resolve_config`).
 
     Example:
         >>> from llm_envs.tasks import CodeProblem
@@ -245,38 +164,26 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
         ({'helper': 3.0, 'main': 3.0}, True, 1)
     """
 
-    metadata: dict[str, Any] = {  # noqa: RUF012 (PettingZoo's convention: a class-level dict)
-        "name": "code_collab_v0",
-        "render_modes": list(RENDER_MODES),
-        "is_parallelizable": True,
-    }
+    metadata = env_metadata("code_collab_v0", is_parallelizable=True)
 
     def __init__(
         self,
-        problems: Sequence[CodeProblem] | DatasetName = "coophumaneval",
-        num_agents: int = 2,
-        num_turns: int = 2,
-        external_mode: ExternalMode = "level_feedback",
-        sandbox_slice: SandboxSlice = 1,
-        termination_threshold: float | None = None,
-        reward_shift: float = 0.0,
-        timeout: float | None = None,
+        config: CodeCollabConfig | None = None,
+        *,
         expert: Expert | None = None,
         sandbox: Sandbox | None = None,
         render_mode: str | None = None,
+        **overrides: Any,
     ) -> None:
-        if isinstance(problems, str):
-            problems = load_problems(problems)
-        self.config = CodeCollabConfig(
-            problems=tuple(problems),
-            num_agents=num_agents,
-            num_turns=num_turns,
-            external_mode=external_mode,
-            sandbox_slice=sandbox_slice,
-            termination_threshold=termination_threshold,
-            reward_shift=reward_shift,
-            timeout=timeout,
+        self.config = resolve_config(
+            CodeCollabConfig,
+            config,
+            overrides,
+            owner="CodeCollabEnv",
+            defaults={"problems": DEFAULT_DATASET},
+            other_arguments=("expert", "sandbox", "render_mode"),
         )
+        external_mode = self.config.external_mode
         if external_mode == "expert_edits" and not callable(expert):
             raise ValueError(
                 "external_mode='expert_edits' needs expert=: a callable "
@@ -294,7 +201,7 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
             )
         self.expert = expert
         self.sandbox = sandbox
-        self.possible_agents: list[str] = [HELPER, MAIN] if num_agents == 2 else [MAIN]
+        self.possible_agents: list[str] = [HELPER, MAIN] if self.config.num_agents == 2 else [MAIN]
         self._init_text_env(self.possible_agents, render_mode)
         self._task_index = {p.task_id: i for i, p in enumerate(self.config.problems)}
         self.agents: list[str] = []
@@ -438,7 +345,7 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
 
     def observe(self, agent: str) -> Observation:
         """The chat ``agent``'s model continues next (after the end: the whole conversation)."""
-        return {"messages": [_copy_message(m) for m in self._chats[agent]]}
+        return {"messages": copy_messages(self._chats[agent])}
 
     @property
     def done(self) -> bool:
@@ -479,7 +386,7 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
         per test in ``test_results``, the ``sandbox_status`` and its error, and
         the ``reward`` (shift included) with its parts.
         """
-        turns: list[RecordTurn] = []
+        turns = []
         for record in self.history:
             evaluation = record.evaluation
             program, report, parts = evaluation.program, evaluation.report, evaluation.reward
@@ -506,19 +413,11 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
                         "calls_aux": bool(program.aux_usage and program.aux_usage.calls_aux),
                     }
                 details["feedback"] = record.feedback.get(agent)
-                turns.append(
-                    {
-                        "agent": agent,
-                        "round": record.turn + 1,
-                        # The chat alternates user and assistant: turn t was sampled
-                        # on its first 2t + 1 messages.
-                        "prompt": [
-                            _copy_message(m) for m in self._chats[agent][: 2 * record.turn + 1]
-                        ],
-                        "text": record.actions.get(agent, ""),
-                        "details": details,
-                    }
-                )
+                # The chat alternates user and assistant: turn t was sampled on its
+                # first 2t + 1 messages.
+                prompt = self._chats[agent][: 2 * record.turn + 1]
+                text = record.actions.get(agent, "")
+                turns.append(turn_record(agent, record.turn + 1, prompt, text, details))
         last = self.history[-1].evaluation.reward if self.history else None
         summary: dict[str, Any] = {
             "task_id": self.problem.task_id,
@@ -530,12 +429,8 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
             "final_pass_rate": last.pass_rate if last else None,
             "solved": bool(last and last.total_tests and last.passed == last.total_tests),
         }
-        return {
-            "env": self.metadata["name"],
-            "title": f"{self.problem.task_id} ({self.problem.entry_point})",
-            "summary": summary,
-            "turns": turns,
-        }
+        title = f"{self.problem.task_id} ({self.problem.entry_point})"
+        return self._episode_record(title, summary, turns)
 
     # ------------------------------------------------------------------ render
 
@@ -564,10 +459,6 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
 
 def _role(agent: str) -> Role:
     return HELPER if agent == HELPER else MAIN
-
-
-def _copy_message(message: Message) -> Message:
-    return {"role": message["role"], "content": message["content"]}
 
 
 def _test_lines(problem: CodeProblem, report: TestReport | None) -> list[str]:
@@ -639,104 +530,14 @@ def step_batch(
 
 # ------------------------------------------------------------------------- the AEC form
 
-_T = TypeVar("_T")
 
-
-class _Forwarded(Generic[_T]):
-    """An attribute that lives on the wrapped PettingZoo conversion."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> _T:
-        if obj is None:
-            return self  # type: ignore[return-value]
-        value: _T = getattr(obj._conversion, self.name)
-        return value
-
-    def __set__(self, obj: Any, value: _T) -> None:
-        setattr(obj._conversion, self.name, value)
-
-
-class CodeCollabAECEnv(AECEnv[str, Observation, str | None]):
+class CodeCollabAECEnv(ParallelAECView[CodeCollabEnv]):
     """The AEC form: PettingZoo's ``parallel_to_aec`` conversion of :class:`CodeCollabEnv`.
 
-    Every call goes to PettingZoo's ``parallel_to_aec_wrapper``: ``helper`` then
-    ``main`` act, and the parallel env steps after ``main``. This class exists
-    because the conversion alone reports the *parallel* env as ``unwrapped``,
-    which has no ``observe``/``agent_selection``, and ``api_test`` rejects a
-    conversion wrapper as ``unwrapped``; this class is its own ``unwrapped``
-    and adds :meth:`fork` (a deep copy that shares the sandbox).
+    ``helper`` then ``main`` act, and the parallel env steps after ``main``;
+    :attr:`parallel_env` is the :class:`CodeCollabEnv` underneath (its problem,
+    history and transcript). See :class:`~llm_envs.parallel_aec.ParallelAECView`.
     """
 
-    agents: _Forwarded[list[str]] = _Forwarded()
-    agent_selection: _Forwarded[str] = _Forwarded()
-    rewards: _Forwarded[dict[str, float]] = _Forwarded()
-    _cumulative_rewards: _Forwarded[dict[str, float]] = _Forwarded()
-    terminations: _Forwarded[dict[str, bool]] = _Forwarded()
-    truncations: _Forwarded[dict[str, bool]] = _Forwarded()
-    infos: _Forwarded[dict[str, dict[str, Any]]] = _Forwarded()
 
-    def __init__(self, parallel: CodeCollabEnv) -> None:
-        super().__init__()
-        self._conversion = parallel_to_aec_wrapper(parallel)
-        self.metadata = dict(self._conversion.metadata)
-        self.possible_agents = list(parallel.possible_agents)
-        self.render_mode = parallel.render_mode
-
-    @property
-    def parallel_env(self) -> CodeCollabEnv:
-        """The parallel environment underneath (its problem, history and transcript)."""
-        env: CodeCollabEnv = self._conversion.env
-        return env
-
-    def observation_space(self, agent: str) -> Any:
-        """The parallel env's observation space."""
-        return self._conversion.observation_space(agent)
-
-    def action_space(self, agent: str) -> Any:
-        """The parallel env's action space."""
-        return self._conversion.action_space(agent)
-
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset the parallel env (see :meth:`CodeCollabEnv.reset`)."""
-        self._conversion.reset(seed=seed, options=options)
-
-    def step(self, action: str | None) -> None:
-        """Record the selected agent's text; after ``main``, step the parallel env."""
-        self._conversion.step(action)
-
-    def observe(self, agent: str) -> Observation:
-        """The chat ``agent``'s model continues next."""
-        observation: Observation = self._conversion.observe(agent)
-        return observation
-
-    def fork(self) -> Self:
-        """An independent copy mid-episode (the parallel env inside forks cheaply)."""
-        return copy.deepcopy(self)
-
-    def render(self) -> str | None:
-        """See :meth:`CodeCollabEnv.render`."""
-        return self.parallel_env.render()
-
-    def close(self) -> None:
-        """See :meth:`CodeCollabEnv.close`."""
-        self.parallel_env.close()
-
-    def __str__(self) -> str:
-        return "code_collab_v0"
-
-
-def parallel_env(**kwargs: Any) -> CodeCollabEnv:
-    """The parallel environment (joint actions): :class:`CodeCollabEnv` with ``kwargs``."""
-    return CodeCollabEnv(**kwargs)
-
-
-def raw_env(**kwargs: Any) -> CodeCollabAECEnv:
-    """The AEC form without lifecycle checks."""
-    return CodeCollabAECEnv(CodeCollabEnv(**kwargs))
-
-
-def env(**kwargs: Any) -> AECEnv[str, Observation, str | None]:
-    """The AEC form as most users want it: with PettingZoo's order enforcement."""
-    return OrderEnforcingWrapper(raw_env(**kwargs))
+parallel_env, raw_env, env = parallel_factories(CodeCollabEnv, CodeCollabAECEnv)

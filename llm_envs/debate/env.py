@@ -57,7 +57,9 @@ Infos
     ``solution_correct``, a metric never part of the reward.
 
 Arguments:
-    See :class:`DebateConfig`. ``reset(options={"question": q})`` debates ``q``
+    Give a :class:`DebateConfig`, its fields as keywords, or both (the
+    keywords replace those fields of the config), and ``render_mode``.
+    ``reset(options={"question": q})`` debates ``q``
     (a ``str`` or :class:`~llm_envs.debate.questions.DebateQuestion`) instead of
     drawing one from ``questions``.
 
@@ -68,14 +70,12 @@ Version history
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pettingzoo import AECEnv
-from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, TURN, Message, Observation
+from llm_envs.debate.config import DebateConfig, ObservationMode, OnParseError
 from llm_envs.debate.prompts import (
     RecordedTurn,
     format_turn,
@@ -84,100 +84,27 @@ from llm_envs.debate.prompts import (
     system_prompt,
 )
 from llm_envs.debate.protocol import STOP as STOP_STRING
-from llm_envs.debate.protocol import ParseError, parse_response
-from llm_envs.debate.questions import DEFAULT_QUESTIONS, DebateQuestion, as_question
-from llm_envs.records import EpisodeRecord, TurnRecord
+from llm_envs.debate.protocol import DebateResponse, ParseError, parse_response
+from llm_envs.debate.questions import DebateQuestion, as_question
+from llm_envs.factories import raw_factory, wrap_aec
+from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.rewards.pairwise import RewardMode, Vote, win_minus_loss, win_rate
-from llm_envs.text_env import RENDER_MODES, TextEnvMixin
+from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
 
 __all__ = ["DebateConfig", "DebateEnv", "ObservationMode", "OnParseError", "env", "raw_env"]
 
-OnParseError = Literal["penalize", "mask"]
-ObservationMode = Literal["prompt", "chat"]
-
-_ON_PARSE_ERROR: tuple[OnParseError, ...] = ("penalize", "mask")
-_OBSERVATION_MODES: tuple[ObservationMode, ...] = ("prompt", "chat")
 _KNOWN_OPTIONS = frozenset({"question"})
-
-
-@dataclass(frozen=True)
-class DebateConfig:
-    """Configuration of a debate; validated at construction.
-
-    Attributes:
-        num_agents: debaters, at least 2.
-        max_rounds: rounds before the debate is cut off (truncation), at least 1.
-        history_rounds: completed rounds shown in ``"prompt"`` mode: ``-1`` all,
-            ``0`` none, ``K`` the last ``K``. The answers already given in the
-            current round are always shown, since the round's instruction refers
-            to them. ``"chat"`` mode always keeps the whole conversation.
-        max_chars_per_field: each field of an answer shown to other agents is
-            clipped to this many characters.
-        questions: questions drawn (uniformly, from the reset seed) at each reset.
-        on_parse_error: ``"penalize"`` or ``"mask"``, see the module docstring.
-        observation_mode: ``"prompt"`` or ``"chat"``, see the module docstring.
-    """
-
-    num_agents: int = 3
-    max_rounds: int = 3
-    history_rounds: int = -1
-    max_chars_per_field: int = 1000
-    questions: tuple[DebateQuestion, ...] = field(default=DEFAULT_QUESTIONS)
-    on_parse_error: OnParseError = "penalize"
-    observation_mode: ObservationMode = "prompt"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.num_agents, int) or self.num_agents < 2:
-            raise ValueError(f"num_agents must be an int >= 2, got {self.num_agents!r}")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be an int >= 1, got {self.max_rounds!r}")
-        if not isinstance(self.history_rounds, int) or self.history_rounds < -1:
-            raise ValueError(
-                f"history_rounds must be -1 (all), 0 (none) or K > 0, got {self.history_rounds!r}"
-            )
-        if not isinstance(self.max_chars_per_field, int) or self.max_chars_per_field < 1:
-            raise ValueError(
-                f"max_chars_per_field must be an int >= 1, got {self.max_chars_per_field!r}"
-            )
-        if self.on_parse_error not in _ON_PARSE_ERROR:
-            raise ValueError(
-                f"on_parse_error must be one of {_ON_PARSE_ERROR}, got {self.on_parse_error!r}"
-            )
-        if self.observation_mode not in _OBSERVATION_MODES:
-            raise ValueError(
-                f"observation_mode must be one of {_OBSERVATION_MODES}, "
-                f"got {self.observation_mode!r}"
-            )
-        if self.observation_mode == "chat" and self.history_rounds != -1:
-            raise ValueError(
-                "history_rounds applies to observation_mode='prompt' only: a chat observation "
-                f"keeps the whole conversation (got history_rounds={self.history_rounds}); "
-                "leave it at -1 or use observation_mode='prompt'"
-            )
-        if isinstance(self.questions, str):
-            raise TypeError(
-                f"questions must be a sequence of questions, got one str ({self.questions!r:.60}); "
-                f"wrap it in a list: questions=[{self.questions!r:.60}]"
-            )
-        questions = tuple(as_question(q) for q in self.questions)
-        if not questions:
-            raise ValueError("questions must not be empty")
-        object.__setattr__(self, "questions", questions)
 
 
 class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
     """The debate environment of seed 001; see the module docstring for the full contract.
 
     Args:
-        num_agents: see :class:`DebateConfig` (and the other config arguments).
-        max_rounds: see :class:`DebateConfig`.
-        history_rounds: see :class:`DebateConfig`.
-        max_chars_per_field: see :class:`DebateConfig`.
-        questions: see :class:`DebateConfig`; defaults to a few built-in questions.
-        on_parse_error: see :class:`DebateConfig`.
-        observation_mode: see :class:`DebateConfig`.
+        config: a :class:`DebateConfig`; None builds one from ``overrides``.
         render_mode: ``"ansi"`` (``render()`` returns the transcript) or
             ``"human"`` (prints it), or ``None``.
+        **overrides: :class:`DebateConfig` fields (``num_agents=2``...), applied
+            on top of ``config`` (see :func:`~llm_envs.text_env.resolve_config`).
 
     Example:
         >>> env = DebateEnv(num_agents=2, max_rounds=1, questions=["1 + 1?"])
@@ -188,36 +115,19 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         'Question: 1 + 1?'
     """
 
-    metadata: dict[str, Any] = {  # noqa: RUF012 (PettingZoo's convention: a class-level dict)
-        "name": "debate_v0",
-        "render_modes": list(RENDER_MODES),
-        "is_parallelizable": False,
-    }
+    metadata = env_metadata("debate_v0", is_parallelizable=False)
 
     def __init__(
         self,
-        num_agents: int = 3,
-        max_rounds: int = 3,
-        history_rounds: int = -1,
-        max_chars_per_field: int = 1000,
-        questions: Sequence[str | DebateQuestion] | None = None,
-        on_parse_error: OnParseError = "penalize",
-        observation_mode: ObservationMode = "prompt",
+        config: DebateConfig | None = None,
+        *,
         render_mode: str | None = None,
+        **overrides: Any,
     ) -> None:
         super().__init__()
-        # (A str goes through whole, so that the config names the mistake.)
-        given: Any = questions if isinstance(questions, str) else tuple(questions or ())
-        self.config = DebateConfig(
-            num_agents=num_agents,
-            max_rounds=max_rounds,
-            history_rounds=history_rounds,
-            max_chars_per_field=max_chars_per_field,
-            questions=DEFAULT_QUESTIONS if questions is None else given,
-            on_parse_error=on_parse_error,
-            observation_mode=observation_mode,
-        )
-        self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
+        self.config = resolve_config(DebateConfig, config, overrides, owner="DebateEnv")
+        num_agents = self.config.num_agents
+        self.possible_agents = numbered_agents(num_agents)
         self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._init_text_env(self.possible_agents, render_mode)
         self._system_prompts = [system_prompt(i, num_agents) for i in range(num_agents)]
@@ -238,11 +148,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             questions = self.config.questions
             self.question = questions[int(self.np_random.integers(len(questions)))]
 
-        self.agents = list(self.possible_agents)
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
+        self._start_aec_episode(self.possible_agents)
         self.turns = []
         self.votes = []
         self.consensus_reached = False
@@ -252,7 +158,6 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._observations = {}
         self._seen: dict[str, int] = dict.fromkeys(self.agents, 0)
         self.infos = {a: self._context_info(a) for a in self.agents}
-        self.agent_selection = self.agents[0]
 
     def step(self, action: str | None) -> None:
         """Record the acting agent's answer, apply the parse-error rule, and advance the debate."""
@@ -262,8 +167,6 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         agent, text = begun
         author = self._index[agent]
         prompt = tuple(self.observe(agent)["messages"])
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
         if self.config.observation_mode == "chat":
             # What the agent just answered becomes history: its prompt, then its answer.
             self._chat[agent] = [*prompt, {"role": "assistant", "content": text}]
@@ -333,20 +236,18 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "consensus_reached": self.consensus_reached,
         }
 
-    def _outcome_info(self, response: Any, error: str | None) -> dict[str, Any]:
+    def _outcome_info(self, response: DebateResponse | None, error: str | None) -> dict[str, Any]:
         masked = error is not None and self.config.on_parse_error == "mask"
+        # A broken answer reads as a blank one: every field empty, consensus NO, no votes.
+        parsed = response if response is not None else DebateResponse.empty(0)
         info: dict[str, Any] = {
             "parse_error": error is not None,
             "parse_error_message": error or "",
             LOSS_WEIGHT: 0.0 if masked else 1.0,
-            "solution": response.solution if response else "",
-            "evaluation": response.evaluation if response else "",
-            "comparison": response.comparison_text if response else "",
-            "consensus": bool(response and response.consensus),
-            "consensus_reason": response.consensus_reason if response else "",
-            "votes_cast": len(response.comparisons) if response else 0,
-            "self_comparisons_dropped": response.self_comparisons_dropped if response else 0,
-            "unparsed_comparison_lines": response.unparsed_comparison_lines if response else 0,
+            **parsed.fields(),
+            "votes_cast": len(parsed.comparisons),
+            "self_comparisons_dropped": parsed.self_comparisons_dropped,
+            "unparsed_comparison_lines": parsed.unparsed_comparison_lines,
         }
         if self.question.answer is not None:
             info["solution_correct"] = bool(
@@ -432,31 +333,21 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         a report shows them whichever wrapper the training run used.
         """
         n = self.config.num_agents
-        turns: list[TurnRecord] = []
+        turns = []
         for t in self.turns:
             r = t.response
             details: dict[str, Any] = {"parse_error": t.error}
             if r is not None:
                 details |= {
-                    "solution": r.solution,
-                    "evaluation": r.evaluation,
-                    "comparison": r.comparison_text,
+                    **r.fields(),
                     "votes": [f"Agent {a} {op} Agent {b}" for a, op, b in r.comparisons],
-                    "consensus": r.consensus,
-                    "consensus_reason": r.consensus_reason,
                     "self_comparisons_dropped": r.self_comparisons_dropped,
                     "unparsed_comparison_lines": r.unparsed_comparison_lines,
                 }
                 if self.question.answer is not None:
                     details["solution_correct"] = self.question.is_correct(r.solution)
             turns.append(
-                {
-                    "agent": self.possible_agents[t.agent],
-                    "round": t.round,
-                    "prompt": [dict(m) for m in t.prompt],  # type: ignore[misc]
-                    "text": t.text,
-                    "details": details,
-                }
+                turn_record(self.possible_agents[t.agent], t.round, t.prompt, t.text, details)
             )
         summary: dict[str, Any] = {
             "question": self.question.text,
@@ -468,12 +359,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "win_rate": list(win_rate(self.votes, n).rewards),
             "win_minus_loss": list(win_minus_loss(self.votes, n).rewards),
         }
-        return {
-            "env": self.metadata["name"],
-            "title": self.question.text,
-            "summary": summary,
-            "turns": turns,
-        }
+        return self._episode_record(self.question.text, summary, turns)
 
     # ------------------------------------------------------------------- render
 
@@ -501,28 +387,28 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         """Nothing to release."""
 
 
-def raw_env(**kwargs: Any) -> DebateEnv:
-    """The bare environment: no reward wrapper, no order enforcement."""
-    return DebateEnv(**kwargs)
+raw_env = raw_factory(DebateEnv)
 
 
-def env(reward: RewardMode | None = "win_rate", **kwargs: Any) -> AECEnv[str, Observation, str]:
+def env(
+    config: DebateConfig | None = None,
+    *,
+    reward: RewardMode | None = "win_rate",
+    **overrides: Any,
+) -> AECEnv[str, Observation, str]:
     """The debate environment as most users want it: pairwise reward and lifecycle checks.
 
     Args:
+        config: see :class:`DebateEnv`.
         reward: ``"win_rate"`` (default) or ``"win_minus_loss"`` adds the final group
             reward through :class:`~llm_envs.wrappers.WinRateReward` or
             :class:`~llm_envs.wrappers.WinMinusLossReward`; ``None`` leaves only
             the parse-error penalty.
-        **kwargs: :class:`DebateEnv` arguments.
+        **overrides: :class:`DebateEnv` arguments.
     """
     from llm_envs.wrappers.pairwise import REWARD_WRAPPERS
 
-    wrapped: AECEnv[str, Observation, str] = DebateEnv(**kwargs)
-    if reward is not None:
-        if reward not in REWARD_WRAPPERS:
-            raise ValueError(
-                f"reward must be one of {sorted(REWARD_WRAPPERS)} or None, got {reward!r}"
-            )
-        wrapped = REWARD_WRAPPERS[reward](wrapped)
-    return OrderEnforcingWrapper(wrapped)
+    if reward is not None and reward not in REWARD_WRAPPERS:
+        raise ValueError(f"reward must be one of {sorted(REWARD_WRAPPERS)} or None, got {reward!r}")
+    inner = () if reward is None else (REWARD_WRAPPERS[reward],)
+    return wrap_aec(DebateEnv(config, **overrides), *inner)

@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_envs.contract import Message
-from llm_envs.debate.protocol import DebateResponse
+from llm_envs.debate.protocol import (
+    COMPARISON,
+    CONSENSUS,
+    CONSENSUS_REASON,
+    EVALUATION,
+    SOLUTION,
+    TAGS,
+    DebateResponse,
+)
 
 __all__ = [
     "RecordedTurn",
@@ -23,6 +31,15 @@ __all__ = [
 ]
 
 _CLIP_MARK = " …[clipped]"
+# What the system prompt asks for in each tag of the contract.
+_TAG_GUIDE = {
+    SOLUTION: "your answer to the question, with your reasoning",
+    EVALUATION: "your assessment of the other agents' answers and judgements, or N/A",
+    COMPARISON: "votes between two other agents, one per line, written "
+    '"Agent A > Agent B" (A is better) or "Agent A = Agent B" (equally good); or N/A',
+    CONSENSUS: "YES if you agree with the other agents and the debate can end, otherwise NO",
+    CONSENSUS_REASON: "why you agree or disagree",
+}
 
 
 @dataclass(frozen=True)
@@ -55,19 +72,11 @@ def system_prompt(agent_id: int, num_agents: int) -> str:
         "one at a time, over several rounds. You judge the other agents' answers and "
         "try to reach agreement on the best one.\n\n"
         "Reply with exactly these five tags, in this order:\n"
-        "<solution>your answer to the question, with your reasoning</solution>\n"
-        "<evaluation>your assessment of the other agents' answers and judgements, "
-        "or N/A</evaluation>\n"
-        "<comparison>votes between two other agents, one per line, written "
-        '"Agent A > Agent B" (A is better) or "Agent A = Agent B" (equally good); '
-        "or N/A</comparison>\n"
-        "<consensus>YES if you agree with the other agents and the debate can end, "
-        "otherwise NO</consensus>\n"
-        "<consensus_reason>why you agree or disagree</consensus_reason>\n\n"
-        "Rules:\n"
+        + "".join(f"<{tag}>{_TAG_GUIDE[tag]}</{tag}>\n" for tag in TAGS)
+        + "\nRules:\n"
         f"- Never include yourself (Agent {agent_id}) in a comparison; compare only "
         f"{others}.\n"
-        "- Reason in <evaluation> before you vote in <comparison>.\n"
+        f"- Reason in <{EVALUATION}> before you vote in <{COMPARISON}>.\n"
         "- Write nothing outside the five tags."
     )
 
@@ -144,31 +153,31 @@ def round_instruction(
     earlier = [a for a in spoken_this_round if a != agent_id]
     if round_number == 1 and not earlier:
         body = (
-            "You answer first. Propose your solution. Write N/A in <evaluation> and in "
-            "<comparison>: there is nothing to judge yet."
+            f"You answer first. Propose your solution. Write N/A in <{EVALUATION}> and in "
+            f"<{COMPARISON}>: there is nothing to judge yet."
         )
     elif round_number == 1 and len(earlier) == 1:
         body = (
-            f"Evaluate the answer of Agent {earlier[0]} in <evaluation>, then propose your "
-            "own solution. Write N/A in <comparison>: one other answer is not enough to "
+            f"Evaluate the answer of Agent {earlier[0]} in <{EVALUATION}>, then propose your "
+            f"own solution. Write N/A in <{COMPARISON}>: one other answer is not enough to "
             "compare."
         )
     elif round_number == 1:
         body = (
-            f"Evaluate the answers of {_agents_list(earlier)} in <evaluation> and propose "
-            "your own solution. In <comparison>, compare only agents who have answered this "
+            f"Evaluate the answers of {_agents_list(earlier)} in <{EVALUATION}> and propose "
+            f"your own solution. In <{COMPARISON}>, compare only agents who have answered this "
             f"round ({_agents_list(earlier)}), never yourself."
         )
     else:
         others = [a for a in range(num_agents) if a != agent_id]
         body = (
-            "Read the earlier solutions, evaluations and comparisons. In <evaluation>, judge "
+            f"Read the earlier solutions, evaluations and comparisons. In <{EVALUATION}>, judge "
             "both the solutions and how well the other agents judged each other. Then give "
-            f"your best solution, and in <comparison> compare pairs among {_agents_list(others)}, "
-            "never yourself."
+            f"your best solution, and in <{COMPARISON}> compare pairs among "
+            f"{_agents_list(others)}, never yourself."
         )
     consensus = (
-        "Say YES in <consensus> only if you agree with the other agents' answers; the "
+        f"Say YES in <{CONSENSUS}> only if you agree with the other agents' answers; the "
         "debate ends when every agent says YES in the same round."
     )
     return f"{header}\n{body}\n{consensus}"

@@ -74,7 +74,12 @@ from llm_envs.parsing.tags import normalize, scan_tags
 from llm_envs.rewards.pairwise import Vote
 
 __all__ = [
+    "COMPARISON",
+    "CONSENSUS",
+    "CONSENSUS_REASON",
+    "EVALUATION",
     "OPTIONAL_TAGS",
+    "SOLUTION",
     "STOP",
     "TAGS",
     "Comparison",
@@ -86,13 +91,26 @@ __all__ = [
     "parse_response",
 ]
 
-STOP: Final = "</consensus_reason>"
-"""The stop string for sampling a debate answer: the closing tag of the last field."""
+# The contract's tag names. Every other module (prompts, the env's infos and
+# records, scripted agents, the spaces' samples) takes them from here.
+SOLUTION: Final = "solution"
+"""The answer, with its reasoning."""
+EVALUATION: Final = "evaluation"
+"""The agent's assessment of the other answers (``N/A`` when there are none)."""
+COMPARISON: Final = "comparison"
+"""The votes, one pairwise comparison per line (optional)."""
+CONSENSUS: Final = "consensus"
+"""``YES`` or ``NO``: whether the agent agrees that the debate can end."""
+CONSENSUS_REASON: Final = "consensus_reason"
+"""Why the agent agrees or not; the last field, whose closing tag is :data:`STOP`."""
 
-TAGS: Final = ("solution", "evaluation", "comparison", "consensus", "consensus_reason")
+TAGS: Final = (SOLUTION, EVALUATION, COMPARISON, CONSENSUS, CONSENSUS_REASON)
 """The contract's tag names, in the order an answer must give them."""
 
-OPTIONAL_TAGS: Final = frozenset({"comparison"})
+STOP: Final = f"</{CONSENSUS_REASON}>"
+"""The stop string for sampling a debate answer: the closing tag of the last field."""
+
+OPTIONAL_TAGS: Final = frozenset({COMPARISON})
 """Tags an answer may leave out; every other tag of :data:`TAGS` is required."""
 
 Comparison = tuple[int, str, int]
@@ -179,6 +197,21 @@ class DebateResponse:
         """The comparisons as :class:`~llm_envs.rewards.pairwise.Vote`, authored by ``author``."""
         return tuple(Vote(self.author, a, op, b) for a, op, b in self.comparisons)
 
+    def fields(self) -> dict[str, str | bool]:
+        """The answer's fields by tag name (:data:`TAGS`); ``consensus`` as a bool.
+
+        Example:
+            >>> DebateResponse.empty(0).fields()[CONSENSUS]
+            False
+        """
+        return {
+            SOLUTION: self.solution,
+            EVALUATION: self.evaluation,
+            COMPARISON: self.comparison_text,
+            CONSENSUS: self.consensus,
+            CONSENSUS_REASON: self.consensus_reason,
+        }
+
     @classmethod
     def empty(cls, author: int) -> DebateResponse:
         """A blank answer (no text, no votes, consensus NO), e.g. to record a masked turn."""
@@ -231,25 +264,25 @@ def parse_response(text: str, author: int) -> DebateResponse:
         span = spans.get(tag)
         return "" if span is None else span.content.strip()
 
-    consensus_text = field("consensus")
+    consensus_text = field(CONSENSUS)
     consensus = _CONSENSUS.fullmatch(consensus_text)
     if consensus is None:
         shown = consensus_text if len(consensus_text) <= 60 else consensus_text[:57] + "..."
         raise ParseError(
-            f"<consensus> must be YES or NO, got {shown!r}: "
-            "answer <consensus>YES</consensus> or <consensus>NO</consensus>",
-            "consensus",
+            f"<{CONSENSUS}> must be YES or NO, got {shown!r}: "
+            f"answer <{CONSENSUS}>YES</{CONSENSUS}> or <{CONSENSUS}>NO</{CONSENSUS}>",
+            CONSENSUS,
         )
-    comparison_text = field("comparison")
+    comparison_text = field(COMPARISON)
     parsed = parse_comparisons(comparison_text, author)
     return DebateResponse(
         author=author,
-        solution=field("solution"),
-        evaluation=field("evaluation"),
+        solution=field(SOLUTION),
+        evaluation=field(EVALUATION),
         comparison_text=comparison_text,
         comparisons=parsed.comparisons,
         consensus=consensus.group(1).lower() == "yes",
-        consensus_reason=field("consensus_reason"),
+        consensus_reason=field(CONSENSUS_REASON),
         self_comparisons_dropped=parsed.self_comparisons_dropped,
         unparsed_comparison_lines=parsed.unparsed_comparison_lines,
     )
@@ -320,11 +353,11 @@ def format_response(
         ((0, '>', 1),)
     """
     parts = [
-        f"<solution>\n{solution}\n</solution>",
-        f"<evaluation>\n{evaluation}\n</evaluation>",
-        f"<comparison>\n{comparison}\n</comparison>",
-        f"<consensus>{'YES' if consensus else 'NO'}</consensus>",
-        f"<consensus_reason>\n{consensus_reason}\n" + (STOP if close_last else ""),
+        f"<{SOLUTION}>\n{solution}\n</{SOLUTION}>",
+        f"<{EVALUATION}>\n{evaluation}\n</{EVALUATION}>",
+        f"<{COMPARISON}>\n{comparison}\n</{COMPARISON}>",
+        f"<{CONSENSUS}>{'YES' if consensus else 'NO'}</{CONSENSUS}>",
+        f"<{CONSENSUS_REASON}>\n{consensus_reason}\n" + (STOP if close_last else ""),
     ]
     return "\n".join(parts)
 
@@ -344,6 +377,6 @@ def _missing_tag_error(tag: str, body: str) -> ParseError:
         return ParseError(f"<{tag}> is out of order: give the tags in the order {order}", tag)
     return ParseError(
         f"missing <{tag}>: every answer needs <{tag}>...</{tag}> "
-        f"(tags in order: {order}; only <comparison> may be left out)",
+        f"(tags in order: {order}; only <{COMPARISON}> may be left out)",
         tag,
     )

@@ -73,7 +73,9 @@ Records
     every turn's prompt, text, verdict, ``loss_weight`` and training context.
 
 Arguments:
-    See :class:`ExpertIterationConfig`. ``reset(options={"problem": p})`` poses
+    Give an :class:`ExpertIterationConfig`, its fields as keywords, or both
+    (the keywords replace those fields of the config), and ``render_mode``.
+    ``reset(options={"problem": p})`` poses
     ``p`` (a :class:`~llm_envs.tasks.MathProblem` or
     :class:`~llm_envs.tasks.CodeProblem`) instead of drawing one from
     ``problems``; ``options={"strategy": s}`` runs that episode with strategy
@@ -87,13 +89,10 @@ from __future__ import annotations
 
 import copy
 import importlib
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Self, get_args
+from dataclasses import dataclass
+from typing import Any, Literal, Self
 
 from pettingzoo import AECEnv
-from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from llm_envs.contract import (
     LOSS_WEIGHT,
@@ -104,37 +103,29 @@ from llm_envs.contract import (
     TURN,
     Message,
     Observation,
+    copy_messages,
 )
-from llm_envs.expert_iteration.prompts import (
-    CRITIC_SYSTEM_PROMPT,
-    DEFAULT_AUGMENTATION,
-    Problem,
-    critic_user_message,
-)
+from llm_envs.expert_iteration.config import ExpertIterationConfig, OnFirstCorrect
+from llm_envs.expert_iteration.prompts import CRITIC_SYSTEM_PROMPT, Problem, critic_user_message
 from llm_envs.expert_iteration.strategies import (
-    FeedbackSource,
-    HintMode,
-    PromptSettings,
     Strategy,
-    TrainingContext,
     TurnContext,
+    as_strategy,
     first_attempt_context,
     problem_messages,
     second_attempt_context,
-    validate_augmentation,
 )
 from llm_envs.expert_iteration.verifier import (
-    CodeReward,
     CodeRunner,
     Verdict,
     reference_program,
     verify_code,
     verify_math,
 )
-from llm_envs.records import EpisodeRecord, TurnRecord
-from llm_envs.tasks.arithmetic import ArithmeticTask
+from llm_envs.factories import aec_factories
+from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.tasks.problems import CodeProblem, MathProblem
-from llm_envs.text_env import RENDER_MODES, TextEnvMixin
+from llm_envs.text_env import TextEnvMixin, env_metadata, resolve_config
 
 __all__ = [
     "CRITIC",
@@ -151,163 +142,8 @@ SOLVER = "solver"
 CRITIC = "critic"
 """The agent that reviews attempt 1 when ``feedback_source="critic"``."""
 
-OnFirstCorrect = Literal["continue", "stop"]
-"""What a correct attempt 1 of ``two_turn_feedback`` leads to (see the module docstring)."""
-
 _KNOWN_OPTIONS = frozenset({"problem", "strategy"})
-_STRATEGIES = tuple(s.value for s in Strategy)
-_DEFAULT_PROBLEMS = ArithmeticTask(num_problems=1000, seed=0)
 _Phase = Literal["attempt1", "critic", "attempt2", "done"]
-
-
-def _check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-
-
-def _as_strategy(value: Any, where: str = "strategy") -> Strategy:
-    try:
-        return Strategy(value)
-    except ValueError:
-        raise ValueError(f"{where} must be one of {_STRATEGIES}, got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class ExpertIterationConfig:
-    r"""Configuration of the expert-iteration environment; validated at construction.
-
-    Attributes:
-        strategy: the default search strategy (``"iid"``, ``"prompt_augmentation"``,
-            ``"answer_hint"``, ``"two_turn_feedback"``); ``reset(options=
-            {"strategy": ...})`` overrides it per episode.
-        problems: math or code problems, one drawn (uniformly, from the reset
-            seed) per episode. Default: 1,000 two-operand arithmetic problems
-            (:class:`~llm_envs.tasks.ArithmeticTask`, seed 0).
-        system_prompt: a system message opening every solver context, or None.
-        augmentation: ``prompt_augmentation``'s help: text appended to the
-            problem's user message, or chat messages inserted before it (see
-            :class:`~llm_envs.expert_iteration.strategies.PromptSettings`).
-        hint: what ``answer_hint`` shows: ``"answer"``, ``"solution"`` or
-            ``"partial_solution"`` (see
-            :data:`~llm_envs.expert_iteration.strategies.HintMode`).
-        hint_fraction: share of the solution's lines a ``"partial_solution"`` shows, in (0, 1].
-        hint_template: the hint paragraph with a ``{hint}`` placeholder; None: the default.
-        feedback_source: ``"verifier"`` (the task's checker writes the feedback)
-            or ``"critic"`` (the ``critic`` agent does).
-        training_context: attempt 2's training context, ``"problem+attempt1"``
-            or ``"problem"``.
-        revise_message: the feedback-free user message that ends the feedback
-            message and replaces it for training; None: the default, which asks
-            to review the answer and restates the answer format.
-        attempt1_loss_weight: ``loss_weight`` of an attempt 1 that is followed by
-            attempt 2 (seed 003: "only attempt2 contributes to loss").
-        on_first_correct: ``"continue"`` or ``"stop"`` (see the module docstring).
-        critic_sees_reference: show the critic the reference answer (or program).
-        code_reward: ``"fraction"`` of tests passed, or ``"all_or_nothing"``.
-        format_reward: added to the final reward when the final attempt is formatted.
-        stop: stop strings for sampling (``info["stop"]``).
-        code_timeout: seconds a code attempt may run.
-        max_failures_shown: failing tests listed in code feedback.
-        code_runner: runs code attempts (:class:`~llm_envs.expert_iteration.verifier.CodeRunner`);
-            None: :func:`llm_envs.sandbox.run_tests`.
-    """
-
-    strategy: Strategy = Strategy.IID
-    problems: Sequence[Problem] = field(default=_DEFAULT_PROBLEMS)
-    system_prompt: str | None = None
-    augmentation: str | tuple[Message, ...] = DEFAULT_AUGMENTATION
-    hint: HintMode = "answer"
-    hint_fraction: float = 0.5
-    hint_template: str | None = None
-    feedback_source: FeedbackSource = "verifier"
-    training_context: TrainingContext = "problem+attempt1"
-    revise_message: str | None = None
-    attempt1_loss_weight: float = 0.0
-    on_first_correct: OnFirstCorrect = "continue"
-    critic_sees_reference: bool = False
-    code_reward: CodeReward = "fraction"
-    format_reward: float = 0.0
-    stop: tuple[str, ...] = ()
-    code_timeout: float = 5.0
-    max_failures_shown: int = 3
-    code_runner: CodeRunner | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategy", _as_strategy(self.strategy))
-        if isinstance(self.problems, str | MathProblem | CodeProblem):
-            raise TypeError(
-                "problems must be a sequence of MathProblem or CodeProblem, got one "
-                f"{type(self.problems).__name__}: wrap it in a tuple"
-            )
-        if len(self.problems) == 0:
-            raise ValueError("problems must not be empty")
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise TypeError(f"system_prompt must be a str or None, got {self.system_prompt!r}")
-        augmentation = validate_augmentation(self.augmentation)
-        object.__setattr__(self, "augmentation", augmentation)
-        if (
-            self.system_prompt is not None
-            and not isinstance(augmentation, str)
-            and any(m["role"] == "system" for m in augmentation)
-        ):
-            raise ValueError(
-                "augmentation has a system message and system_prompt is set: the sampling "
-                "context would hold two system messages; put the extra instructions in the "
-                "augmentation text or drop one of them"
-            )
-        _check_choice("hint", self.hint, get_args(HintMode))
-        if not (isinstance(self.hint_fraction, int | float) and 0 < self.hint_fraction <= 1):
-            raise ValueError(f"hint_fraction must be in (0, 1], got {self.hint_fraction!r}")
-        if self.hint_template is not None and "{hint}" not in self.hint_template:
-            raise ValueError(
-                f"hint_template must contain the placeholder {{hint}}, got {self.hint_template!r}"
-            )
-        _check_choice("feedback_source", self.feedback_source, get_args(FeedbackSource))
-        _check_choice("training_context", self.training_context, get_args(TrainingContext))
-        if self.revise_message is not None and (
-            not isinstance(self.revise_message, str) or not self.revise_message.strip()
-        ):
-            raise ValueError(
-                "revise_message must be non-empty text or None (the default): attempt 2 needs "
-                f"a user message before it in the training context, got {self.revise_message!r}"
-            )
-        weight = self.attempt1_loss_weight
-        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"attempt1_loss_weight must be a finite number >= 0, got {weight!r}")
-        _check_choice("on_first_correct", self.on_first_correct, get_args(OnFirstCorrect))
-        _check_choice("code_reward", self.code_reward, get_args(CodeReward))
-        if not (isinstance(self.format_reward, int | float) and math.isfinite(self.format_reward)):
-            raise ValueError(f"format_reward must be a finite number, got {self.format_reward!r}")
-        if isinstance(self.stop, str):
-            raise TypeError(
-                f"stop must be a sequence of strings, got one str {self.stop!r}: wrap it"
-            )
-        stop = tuple(self.stop)
-        if not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"stop must hold non-empty strings, got {stop!r}")
-        object.__setattr__(self, "stop", stop)
-        timeout = self.code_timeout
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"code_timeout must be a number of seconds > 0, got {timeout!r}")
-        if not isinstance(self.max_failures_shown, int) or self.max_failures_shown < 0:
-            raise ValueError(
-                f"max_failures_shown must be an int >= 0, got {self.max_failures_shown!r}"
-            )
-        if self.code_runner is not None and not callable(self.code_runner):
-            raise TypeError(f"code_runner must be callable, got {self.code_runner!r}")
-
-    @property
-    def prompt_settings(self) -> PromptSettings:
-        """The slice of this configuration that the context builders read."""
-        return PromptSettings(
-            system_prompt=self.system_prompt,
-            augmentation=self.augmentation,
-            hint=self.hint,
-            hint_fraction=float(self.hint_fraction),
-            hint_template=self.hint_template,
-            training_context=self.training_context,
-            revise_message=self.revise_message,
-        )
 
 
 @dataclass(frozen=True)
@@ -330,35 +166,15 @@ def _default_code_runner() -> CodeRunner:
     return runner
 
 
-def _copy_messages(messages: Sequence[Message]) -> list[Message]:
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
-
-
 class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
     r"""The expert-iteration environment of seed 003; see the module docstring for the contract.
 
     Args:
-        strategy: see :class:`ExpertIterationConfig` (and every other config argument).
-        problems: see :class:`ExpertIterationConfig`; defaults to arithmetic.
-        system_prompt: see :class:`ExpertIterationConfig`.
-        augmentation: see :class:`ExpertIterationConfig`.
-        hint: see :class:`ExpertIterationConfig`.
-        hint_fraction: see :class:`ExpertIterationConfig`.
-        hint_template: see :class:`ExpertIterationConfig`.
-        feedback_source: see :class:`ExpertIterationConfig`.
-        training_context: see :class:`ExpertIterationConfig`.
-        revise_message: see :class:`ExpertIterationConfig`.
-        attempt1_loss_weight: see :class:`ExpertIterationConfig`.
-        on_first_correct: see :class:`ExpertIterationConfig`.
-        critic_sees_reference: see :class:`ExpertIterationConfig`.
-        code_reward: see :class:`ExpertIterationConfig`.
-        format_reward: see :class:`ExpertIterationConfig`.
-        stop: see :class:`ExpertIterationConfig`.
-        code_timeout: see :class:`ExpertIterationConfig`.
-        max_failures_shown: see :class:`ExpertIterationConfig`.
-        code_runner: see :class:`ExpertIterationConfig`.
+        config: an :class:`ExpertIterationConfig`; None builds one from ``overrides``.
         render_mode: ``"ansi"`` (``render()`` returns the transcript), ``"human"``
             (prints it), or ``None``.
+        **overrides: :class:`ExpertIterationConfig` fields (``strategy=...``),
+            applied on top of ``config`` (see :func:`~llm_envs.text_env.resolve_config`).
 
     Example:
         >>> from llm_envs.tasks import MathProblem
@@ -373,57 +189,18 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         (1.0, True, False)
     """  # noqa: E501 (a doctest output line cannot be wrapped)
 
-    metadata: dict[str, Any] = {  # noqa: RUF012 (PettingZoo's convention: a class-level dict)
-        "name": "expert_iteration_v0",
-        "render_modes": list(RENDER_MODES),
-        "is_parallelizable": False,
-    }
+    metadata = env_metadata("expert_iteration_v0", is_parallelizable=False)
 
     def __init__(
         self,
-        strategy: Strategy | str = Strategy.IID,
-        problems: Sequence[Problem] | None = None,
+        config: ExpertIterationConfig | None = None,
         *,
-        system_prompt: str | None = None,
-        augmentation: str | Sequence[Message] = DEFAULT_AUGMENTATION,
-        hint: HintMode = "answer",
-        hint_fraction: float = 0.5,
-        hint_template: str | None = None,
-        feedback_source: FeedbackSource = "verifier",
-        training_context: TrainingContext = "problem+attempt1",
-        revise_message: str | None = None,
-        attempt1_loss_weight: float = 0.0,
-        on_first_correct: OnFirstCorrect = "continue",
-        critic_sees_reference: bool = False,
-        code_reward: CodeReward = "fraction",
-        format_reward: float = 0.0,
-        stop: Sequence[str] = (),
-        code_timeout: float = 5.0,
-        max_failures_shown: int = 3,
-        code_runner: CodeRunner | None = None,
         render_mode: str | None = None,
+        **overrides: Any,
     ) -> None:
         super().__init__()
-        self.config = ExpertIterationConfig(
-            strategy=strategy,  # type: ignore[arg-type]  # validated into a Strategy
-            problems=_DEFAULT_PROBLEMS if problems is None else problems,
-            system_prompt=system_prompt,
-            augmentation=augmentation,  # type: ignore[arg-type]  # validated into a tuple
-            hint=hint,
-            hint_fraction=hint_fraction,
-            hint_template=hint_template,
-            feedback_source=feedback_source,
-            training_context=training_context,
-            revise_message=revise_message,
-            attempt1_loss_weight=attempt1_loss_weight,
-            on_first_correct=on_first_correct,
-            critic_sees_reference=critic_sees_reference,
-            code_reward=code_reward,
-            format_reward=format_reward,
-            stop=stop,  # type: ignore[arg-type]  # validated into a tuple
-            code_timeout=code_timeout,
-            max_failures_shown=max_failures_shown,
-            code_runner=code_runner,
+        self.config = resolve_config(
+            ExpertIterationConfig, config, overrides, owner="ExpertIterationEnv"
         )
         self._settings = self.config.prompt_settings
         self.possible_agents = (
@@ -458,7 +235,7 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             problem = problems[int(self.np_random.integers(len(problems)))]
         strategy = self.config.strategy
         if "strategy" in options:
-            strategy = _as_strategy(options["strategy"], "options['strategy']")
+            strategy = as_strategy(options["strategy"], "options['strategy']")
         if isinstance(problem, CodeProblem) and not problem.tests:
             raise ValueError(
                 f"code problem {problem.task_id!r} has no tests, so no attempt can be scored; "
@@ -473,18 +250,13 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         else:
             self._schedule = (SOLVER, CRITIC, SOLVER) if uses_critic else (SOLVER, SOLVER)
 
-        self.agents = [SOLVER, CRITIC] if uses_critic else [SOLVER]
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
+        self._start_aec_episode([SOLVER, CRITIC] if uses_critic else [SOLVER])
         self.attempts = []
         self.critic_feedback = None
         self._phase = "attempt1"
         self._turn = 0
         self._outcomes = {a: {} for a in self.agents}
         self.infos = {a: self._context_info(a) for a in self.agents}
-        self.agent_selection = SOLVER
 
     def step(self, action: str | None) -> None:
         """Score the solver's attempt (or record the critic's feedback) and advance the episode."""
@@ -492,8 +264,6 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         if begun is None:
             return
         agent, text = begun
-        self._cumulative_rewards[agent] = 0.0
-        self._clear_rewards()
         if agent == SOLVER:
             self._solver_step(text)
         else:
@@ -606,7 +376,7 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         }
         about_to_act = agent == SOLVER and self._phase in ("attempt1", "attempt2")
         if about_to_act and self._context.training is not None:
-            info[TRAINING_MESSAGES] = _copy_messages(self._context.training)
+            info[TRAINING_MESSAGES] = copy_messages(self._context.training)
         return info
 
     # -------------------------------------------------------------- observation
@@ -616,13 +386,13 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         if agent == CRITIC:
             return {"messages": self._critic_messages()}
         if self._phase in ("attempt1", "attempt2"):
-            return {"messages": _copy_messages(self._context.observation)}
+            return {"messages": copy_messages(self._context.observation)}
         if not self.attempts:  # before the first reset
             return {"messages": problem_messages(self.problem, self._settings.system_prompt)}
         last = self.attempts[-1]
         return {
             "messages": [
-                *_copy_messages(last.context.observation),
+                *copy_messages(last.context.observation),
                 {"role": "assistant", "content": last.text},
             ]
         }
@@ -658,18 +428,11 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         verifier's verdict, its ``loss_weight`` and, where the context was
         swapped, the ``training_messages`` it is trained on.
         """
-        turns: list[TurnRecord] = []
+        turns = []
         for attempt in self.attempts:
             if attempt.number == 2 and self.critic_feedback is not None:
-                turns.append(
-                    {
-                        "agent": CRITIC,
-                        "round": 1,
-                        "prompt": self._critic_prompt(self.attempts[0].text),
-                        "text": self.critic_feedback,
-                        "details": {},
-                    }
-                )
+                critic_prompt = self._critic_prompt(self.attempts[0].text)
+                turns.append(turn_record(CRITIC, 1, critic_prompt, self.critic_feedback))
             final = attempt is self.attempts[-1] and self.done
             details: dict[str, Any] = {
                 "attempt": attempt.number,
@@ -678,15 +441,11 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 "verifier_feedback": attempt.verdict.feedback,
             }
             if attempt.context.training is not None:
-                details[TRAINING_MESSAGES] = _copy_messages(attempt.context.training)
+                details[TRAINING_MESSAGES] = copy_messages(attempt.context.training)
             turns.append(
-                {
-                    "agent": SOLVER,
-                    "round": attempt.number,
-                    "prompt": _copy_messages(attempt.context.observation),
-                    "text": attempt.text,
-                    "details": details,
-                }
+                turn_record(
+                    SOLVER, attempt.number, attempt.context.observation, attempt.text, details
+                )
             )
         summary: dict[str, Any] = {
             "task_id": self.problem.task_id,
@@ -701,12 +460,9 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         if self.strategy == Strategy.TWO_TURN_FEEDBACK and self.attempts:
             summary["first_attempt_correct"] = self.attempts[0].verdict.correct
             summary["feedback_source"] = "critic" if CRITIC in self._schedule else "verifier"
-        return {
-            "env": self.metadata["name"],
-            "title": f"{self.problem.task_id} ({self.strategy.value})",
-            "summary": summary,
-            "turns": turns,
-        }
+        return self._episode_record(
+            f"{self.problem.task_id} ({self.strategy.value})", summary, turns
+        )
 
     # ------------------------------------------------------------------- render
 
@@ -732,15 +488,4 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         """Nothing to release (a code runner's pool belongs to whoever made it)."""
 
 
-def raw_env(**kwargs: Any) -> ExpertIterationEnv:
-    """The bare environment, without order enforcement."""
-    return ExpertIterationEnv(**kwargs)
-
-
-def env(**kwargs: Any) -> AECEnv[str, Observation, str]:
-    """The expert-iteration environment with PettingZoo's lifecycle checks.
-
-    Args:
-        **kwargs: :class:`ExpertIterationEnv` arguments.
-    """
-    return OrderEnforcingWrapper(ExpertIterationEnv(**kwargs))
+raw_env, env = aec_factories(ExpertIterationEnv)

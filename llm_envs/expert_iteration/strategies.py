@@ -45,7 +45,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from llm_envs.contract import Message
 from llm_envs.expert_iteration.prompts import (
@@ -66,6 +66,7 @@ __all__ = [
     "Strategy",
     "TrainingContext",
     "TurnContext",
+    "as_strategy",
     "first_attempt_context",
     "hint_text",
     "problem_messages",
@@ -90,6 +91,20 @@ class Strategy(StrEnum):
     PROMPT_AUGMENTATION = "prompt_augmentation"
     ANSWER_HINT = "answer_hint"
     TWO_TURN_FEEDBACK = "two_turn_feedback"
+
+
+def as_strategy(value: Any, where: str = "strategy") -> Strategy:
+    """``value`` as a :class:`Strategy`, or a ValueError that names ``where`` and the choices.
+
+    Example:
+        >>> as_strategy("answer_hint")
+        <Strategy.ANSWER_HINT: 'answer_hint'>
+    """
+    try:
+        return Strategy(value)
+    except ValueError:
+        choices = tuple(s.value for s in Strategy)
+        raise ValueError(f"{where} must be one of {choices}, got {value!r}") from None
 
 
 TrainingContext = Literal["problem+attempt1", "problem"]

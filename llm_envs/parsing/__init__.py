@@ -1,4 +1,9 @@
-"""Field extraction for the XML contracts that agents answer in."""
+"""Reading agent text: the XML-contract fields (:mod:`~llm_envs.parsing.tags`) and Python code.
+
+:mod:`llm_envs.parsing.python_code` cleans code out of prose and fences and
+finds functions in it; :mod:`llm_envs.parsing.quoting` quotes program text for
+feedback.
+"""
 
 from llm_envs.parsing.tags import (
     TagSpan,

@@ -9,6 +9,7 @@ Math answers are extracted and checked by :mod:`llm_envs.tasks.math_answers`.
 """
 
 from llm_envs.tasks.arithmetic import ArithmeticTask, Operation, generate_arithmetic
+from llm_envs.tasks.code_datasets import CODE_DATASETS, CodeDatasetName, load_code_problems
 from llm_envs.tasks.coophumaneval import load_coophumaneval
 from llm_envs.tasks.data_location import DATA_DIR_ENV, TaskDataNotFoundError
 from llm_envs.tasks.gsm8k import Gsm8kSplit, load_gsm8k
@@ -24,9 +25,11 @@ from llm_envs.tasks.mbpp import MbppSplit, load_mbpp
 from llm_envs.tasks.problems import CodeProblem, MathProblem
 
 __all__ = [
+    "CODE_DATASETS",
     "DATA_DIR_ENV",
     "ArithmeticTask",
     "CheckSplit",
+    "CodeDatasetName",
     "CodeProblem",
     "Gsm8kSplit",
     "MathProblem",
@@ -37,6 +40,7 @@ __all__ = [
     "extract_answer",
     "format_number",
     "generate_arithmetic",
+    "load_code_problems",
     "load_coophumaneval",
     "load_gsm8k",
     "load_humaneval",

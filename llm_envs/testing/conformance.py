@@ -9,27 +9,39 @@ factory, yours included::
 Besides PettingZoo's ``api_test`` and ``seed_test``, the checks enforce what
 a trainer relies on: observations are ``{"messages": [...]}`` chats, any
 string (garbage included) is a legal action, infos are deterministic and
-hold stop strings, the episode ends within a bounded number of steps, and
-``fork()`` gives an independent copy.
+hold stop strings, the episode ends within a bounded number of steps,
+``record()`` (where the env has one) is a JSON-ready
+:class:`~llm_envs.records.EpisodeRecord`, and ``fork()`` gives an independent copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 from llm_envs.contract import STOP
+from llm_envs.debate.protocol import CONSENSUS, SOLUTION
 
 __all__ = ["check_aec_env", "check_parallel_env", "play_aec", "registered_env_factories"]
 
 AECFactory = Callable[[], AECEnv[Any, Any, Any]]
 ParallelFactory = Callable[[], ParallelEnv[Any, Any, Any]]
+
+
+@contextlib.contextmanager
+def _unknown_options_quiet() -> Iterator[None]:
+    # PettingZoo's tests pass reset(options={"options": 1}); envs warn about the unknown key.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
 
 
 def _check_observation(observation: Any, where: str) -> None:
@@ -80,9 +92,7 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
     Raises:
         AssertionError: naming the first broken rule.
     """
-    with warnings.catch_warnings():
-        # api_test passes reset(options={"options": 1}); envs may warn about the unknown key.
-        warnings.simplefilter("ignore", UserWarning)
+    with _unknown_options_quiet():
         api_test(factory(), num_cycles=num_cycles)
         seed_test(factory, num_cycles=num_cycles)
 
@@ -100,7 +110,7 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
 
     # Infos are deterministic: replaying the same actions gives equal infos.
     actions = {"i": 0}
-    texts = ["<solution>1</solution>", "", "garbage ü <", "<consensus>YES</consensus>"]
+    texts = [f"<{SOLUTION}>1</{SOLUTION}>", "", "garbage ü <", f"<{CONSENSUS}>YES</{CONSENSUS}>"]
 
     def replay(agent: str, observation: Any, info: dict[str, Any]) -> Any:
         actions["i"] += 1
@@ -111,7 +121,24 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
     b = play_aec(factory(), replay, seed=7, max_steps=max_steps)
     assert a == b, "two runs with the same seed and actions must see identical last() values"
 
+    _check_record(env.unwrapped)
     _check_fork(factory)
+
+
+def _check_record(base: Any) -> None:
+    # Every llm-envs env has record(); an env of someone else's may not.
+    record = getattr(base, "record", None)
+    if not callable(record):
+        return
+    episode = record()
+    assert set(episode) == {"env", "title", "summary", "turns"}, (
+        f"record() must have the keys env, title, summary, turns, got {sorted(episode)}"
+    )
+    for turn in episode["turns"]:
+        assert set(turn) == {"agent", "round", "prompt", "text", "details"}, (
+            f"a turn of record() has the keys {sorted(turn)}; see llm_envs.records.TurnRecord"
+        )
+    assert json.loads(json.dumps(episode)) == episode, "record() must hold plain JSON values"
 
 
 def _check_fork(factory: AECFactory) -> None:
@@ -134,14 +161,14 @@ def check_parallel_env(factory: ParallelFactory, *, num_cycles: int = 200) -> No
     Raises:
         AssertionError: naming the first broken rule.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    with _unknown_options_quiet():
         parallel_api_test(factory(), num_cycles=num_cycles)
         parallel_seed_test(factory, num_cycles=num_cycles)
     env = factory()
     observations, _ = env.reset(seed=0)
     for agent, observation in observations.items():
         _check_observation(observation, f"observation of {agent}")
+    _check_record(env)
 
 
 def registered_env_factories() -> dict[str, Callable[[], Any]]:

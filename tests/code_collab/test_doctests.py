@@ -14,6 +14,7 @@ MODULES = [
     "llm_envs.code_collab.experts",
     "llm_envs.code_collab.feedback",
     "llm_envs.code_collab.prompts",
+    "llm_envs.parsing.python_code",
     "llm_envs.rewards.code",
 ]
 

@@ -1,0 +1,89 @@
+"""The configuration of the debate environment: every setting, validated at construction.
+
+:class:`DebateConfig` is what ``DebateEnv(config)`` takes; its fields are also
+the environment's keyword arguments (``DebateEnv(num_agents=2)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from llm_envs.debate.questions import DEFAULT_QUESTIONS, DebateQuestion, as_question
+
+__all__ = ["DebateConfig", "ObservationMode", "OnParseError"]
+
+OnParseError = Literal["penalize", "mask"]
+ObservationMode = Literal["prompt", "chat"]
+
+_ON_PARSE_ERROR: tuple[OnParseError, ...] = get_args(OnParseError)
+_OBSERVATION_MODES: tuple[ObservationMode, ...] = get_args(ObservationMode)
+
+
+@dataclass(frozen=True)
+class DebateConfig:
+    """Configuration of a debate; validated at construction.
+
+    Attributes:
+        num_agents: debaters, at least 2.
+        max_rounds: rounds before the debate is cut off (truncation), at least 1.
+        history_rounds: completed rounds shown in ``"prompt"`` mode: ``-1`` all,
+            ``0`` none, ``K`` the last ``K``. The answers already given in the
+            current round are always shown, since the round's instruction refers
+            to them. ``"chat"`` mode always keeps the whole conversation.
+        max_chars_per_field: each field of an answer shown to other agents is
+            clipped to this many characters.
+        questions: questions drawn (uniformly, from the reset seed) at each reset:
+            strings or :class:`~llm_envs.debate.questions.DebateQuestion`; None
+            (or left out): a few built-in questions.
+        on_parse_error: ``"penalize"`` or ``"mask"``, see :mod:`llm_envs.debate.env`.
+        observation_mode: ``"prompt"`` or ``"chat"``, see :mod:`llm_envs.debate.env`.
+    """
+
+    num_agents: int = 3
+    max_rounds: int = 3
+    history_rounds: int = -1
+    max_chars_per_field: int = 1000
+    questions: tuple[DebateQuestion, ...] = field(default=DEFAULT_QUESTIONS)
+    on_parse_error: OnParseError = "penalize"
+    observation_mode: ObservationMode = "prompt"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_agents, int) or self.num_agents < 2:
+            raise ValueError(f"num_agents must be an int >= 2, got {self.num_agents!r}")
+        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be an int >= 1, got {self.max_rounds!r}")
+        if not isinstance(self.history_rounds, int) or self.history_rounds < -1:
+            raise ValueError(
+                f"history_rounds must be -1 (all), 0 (none) or K > 0, got {self.history_rounds!r}"
+            )
+        if not isinstance(self.max_chars_per_field, int) or self.max_chars_per_field < 1:
+            raise ValueError(
+                f"max_chars_per_field must be an int >= 1, got {self.max_chars_per_field!r}"
+            )
+        if self.on_parse_error not in _ON_PARSE_ERROR:
+            raise ValueError(
+                f"on_parse_error must be one of {_ON_PARSE_ERROR}, got {self.on_parse_error!r}"
+            )
+        if self.observation_mode not in _OBSERVATION_MODES:
+            raise ValueError(
+                f"observation_mode must be one of {_OBSERVATION_MODES}, "
+                f"got {self.observation_mode!r}"
+            )
+        if self.observation_mode == "chat" and self.history_rounds != -1:
+            raise ValueError(
+                "history_rounds applies to observation_mode='prompt' only: a chat observation "
+                f"keeps the whole conversation (got history_rounds={self.history_rounds}); "
+                "leave it at -1 or use observation_mode='prompt'"
+            )
+        if self.questions is None:
+            object.__setattr__(self, "questions", DEFAULT_QUESTIONS)
+        if isinstance(self.questions, str):
+            raise TypeError(
+                f"questions must be a sequence of questions, got one str ({self.questions!r:.60}); "
+                f"wrap it in a list: questions=[{self.questions!r:.60}]"
+            )
+        questions = tuple(as_question(q) for q in self.questions)
+        if not questions:
+            raise ValueError("questions must not be empty")
+        object.__setattr__(self, "questions", questions)
