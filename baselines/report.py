@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from baselines.run_directory import EPISODES_DIR, METRICS_FILE, read_metrics
+
 __all__ = [
     "EPISODES_DIR",
     "METRICS_FILE",
@@ -36,12 +38,6 @@ __all__ = [
     "plot_metrics",
     "write_report",
 ]
-
-METRICS_FILE = "metrics.jsonl"
-"""Per-iteration metrics of a run, one JSON object per line."""
-
-EPISODES_DIR = "episodes"
-"""Folder of a run holding ``*.jsonl`` files of episode records."""
 
 # Which metrics share a figure: the first matching prefix wins; the rest go to "other".
 _GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -69,18 +65,8 @@ img { max-width: 100%; border: 1px solid #eee; margin: 0.5rem 0; }
 """
 
 
-def load_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Read a ``metrics.jsonl`` file; skip blank lines and tell which line is broken."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number} is not JSON: {exc}") from exc
-    return rows
+load_metrics = read_metrics
+"""Read a ``metrics.jsonl`` file: :func:`baselines.run_directory.read_metrics`."""
 
 
 def first_and_last(rows: Sequence[Mapping[str, Any]], key: str) -> str:

@@ -18,6 +18,9 @@ How PettingZoo's rewards and infos become transitions:
   (``stop``, ``training_messages``, ``strategy``, ``round``, ``turn``; see
   :data:`llm_envs.contract.CONTEXT_KEYS`) with the outcome keys of the info
   seen *after* it (``loss_weight``, parse errors, test results...).
+* A group's per-trajectory metrics (``TrajectoryGroup.metrics_G``) are the
+  numeric outcome values of each agent's last info, read by the one rule of
+  :func:`baselines.data.episode_metrics.numeric_info`.
 
 A rollout never parses environment text and never changes a completion: the
 environment steps with exactly the text the sampler returned.
@@ -32,9 +35,10 @@ from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
 
+from baselines.data.episode_metrics import numeric_info
 from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
 from baselines.types import Trajectory, TrajectoryGroup, Transition
-from llm_envs.contract import CONTEXT_KEYS, STOP, STRATEGY
+from llm_envs.contract import CONTEXT_KEYS, STRATEGY
 
 __all__ = [
     "EpisodeResult",
@@ -136,16 +140,6 @@ def _resolve(assign: PolicyAssignment, env_index: int, agent: str) -> Policy:
     return assign(env_index, agent)
 
 
-def _request(agent: str, observation: Mapping[str, Any], info: Mapping[str, Any]) -> SampleRequest:
-    if not isinstance(observation, Mapping) or "messages" not in observation:
-        raise TypeError(
-            f"the observation of {agent} is not a chat ({{'messages': [...]}}); "
-            "rollouts need llm-envs observations"
-        )
-    context = {k: v for k, v in info.items() if k in CONTEXT_KEYS}
-    return SampleRequest(observation["messages"], tuple(info.get(STOP, ())), agent, context)
-
-
 def _advance_aec(ep: _Episode) -> tuple[str, SampleRequest] | None:
     """Step dead agents and settle rewards until an agent must act; None once the episode ends."""
     env = ep.env
@@ -159,7 +153,7 @@ def _advance_aec(ep: _Episode) -> tuple[str, SampleRequest] | None:
             env.step(None)
             continue
         ep.settle(agent, reward, info, done=False)
-        return agent, _request(agent, observation, info)
+        return agent, SampleRequest.for_turn(agent, observation, info)
     return None
 
 
@@ -218,7 +212,10 @@ def rollout(
                     finished[ep.index] = ep.result()
                     continue
                 obs, infos = parallel_obs[ep.index], parallel_infos[ep.index]
-                wanted.extend((ep, a, _request(a, obs[a], infos.get(a, {}))) for a in ep.env.agents)
+                wanted.extend(
+                    (ep, a, SampleRequest.for_turn(a, obs[a], infos.get(a, {})))
+                    for a in ep.env.agents
+                )
             else:
                 turn = _advance_aec(ep)
                 if turn is None:
@@ -281,14 +278,6 @@ def _sample_grouped(
     return [c for c in out if c is not None]
 
 
-def _numeric_metrics(info: Mapping[str, Any]) -> dict[str, float]:
-    return {
-        k: float(v)
-        for k, v in info.items()
-        if k not in CONTEXT_KEYS and isinstance(v, bool | int | float)
-    }
-
-
 def _make_group(results: Sequence[EpisodeResult], agents: Iterable[str]) -> TrajectoryGroup:
     agents = list(agents)
     trajectories, finals, metrics = [], [], []
@@ -296,7 +285,7 @@ def _make_group(results: Sequence[EpisodeResult], agents: Iterable[str]) -> Traj
         for agent in agents:
             trajectories.append(r.trajectories[agent])
             finals.append(r.final_rewards[agent])
-            metrics.append(_numeric_metrics(r.final_infos[agent]))
+            metrics.append(numeric_info(r.final_infos[agent]))
     return TrajectoryGroup(tuple(trajectories), tuple(finals), tuple(metrics))
 
 

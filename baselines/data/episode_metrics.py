@@ -2,7 +2,8 @@
 
 :func:`episode_metrics` reads only what the rollout recorded: token counts,
 rewards, the numeric values of each turn's ``info`` and each trajectory's final
-metrics. Names follow the seed (and tinker-cookbook), with an *episode* meaning
+metrics, both read through :func:`numeric_info` (the one rule for which info
+values are logged). Names follow the seed (and tinker-cookbook), with an *episode* meaning
 one agent's trajectory:
 
 ==========================================  ===============================================
@@ -17,7 +18,7 @@ one agent's trajectory:
 ``env/all/{key}``                           mean of a per-trajectory metric (the final
                                             info: ``pairwise_reward``, ``parse_error``...)
 ``env/all/turn/{key}``                      mean of a per-turn numeric info value
-                                            (``parse_error``, ``round``, ``correct``...)
+                                            (``parse_error``, ``correct``...)
 ==========================================  ===============================================
 
 When trajectories carry a strategy tag (expert iteration), every metric is
@@ -29,33 +30,56 @@ Never imports torch; never parses environment text.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Final
 
 import numpy as np
 
 from baselines.data.advantages import group_returns, is_constant_group
 from baselines.types import Trajectory, TrajectoryGroup
-from llm_envs.contract import CONTEXT_KEYS
+from llm_envs.contract import CONTEXT_KEYS, LOSS_WEIGHT
 
-__all__ = ["episode_metrics", "numeric_info"]
+__all__ = ["SKIPPED_INFO_KEYS", "episode_metrics", "numeric_info"]
 
-# Per-turn info values that are identifiers or context, not outcomes worth averaging.
-_SKIP_TURN_KEYS = frozenset({"loss_weight", "turn"}) | (CONTEXT_KEYS - {"round"})
+SKIPPED_INFO_KEYS: Final = CONTEXT_KEYS | {LOSS_WEIGHT}
+"""Info keys that are never logged as outcomes: the context of a turn and its loss weight."""
 
 
-def numeric_info(info: Mapping[str, object]) -> Iterable[tuple[str, float]]:
-    """The finite numeric outcome values of an ``info`` dict (no context keys, no ``loss_weight``).
+def numeric_info(info: Mapping[str, object]) -> dict[str, float]:
+    """The numeric outcome values of an ``info`` dict, as floats: what every trainer logs.
+
+    The one rule, shared by the rollouts' per-trajectory metrics, the episode
+    metrics, the GRPO adapters and the trainers:
+
+    * keys: every key except :data:`SKIPPED_INFO_KEYS` (the context keys of
+      :data:`llm_envs.contract.CONTEXT_KEYS`, such as ``stop``, ``round`` and
+      ``turn``, which describe the turn rather than its outcome, and
+      ``loss_weight``, which is training bookkeeping);
+    * values: real numbers (``int``, ``float``, ``numpy`` integers and floats,
+      any :class:`numbers.Real`) and booleans (Python or numpy; ``True`` is 1,
+      so their mean is a fraction), converted to ``float``; NaN and infinities
+      are left out (one would poison a mean), as is an ``int`` too large for a
+      float. Strings, lists, ``None``, complex numbers and ``Decimal`` are left out.
+
+    Keys keep their order in ``info``.
 
     Example:
-        >>> dict(numeric_info({"correct": True, "turn": 3, "round": 1, "text": "x"}))
-        {'correct': 1.0, 'round': 1.0}
+        >>> numeric_info({"correct": True, "turn": 3, "round": 1, "text": "x", "loss_weight": 0})
+        {'correct': 1.0}
     """
+    out = {}
     for key, value in info.items():
-        if isinstance(value, bool | int | float) and key not in _SKIP_TURN_KEYS:
+        if key in SKIPPED_INFO_KEYS or not isinstance(value, numbers.Real | np.bool_):
+            continue
+        try:
             number = float(value)
-            if math.isfinite(number):
-                yield key, number
+        except OverflowError:  # an int too large for a float
+            continue
+        if math.isfinite(number):
+            out[key] = number
+    return out
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -77,13 +101,13 @@ def _stats(
     }
     per_trajectory: dict[str, list[float]] = defaultdict(list)
     for *_, trajectory_metrics in entries:
-        for key, value in numeric_info(trajectory_metrics):
+        for key, value in numeric_info(trajectory_metrics).items():
             per_trajectory[key].append(value)
     for key, values in per_trajectory.items():
         metrics[f"{prefix}/{key}"] = _mean(values)
     per_turn: dict[str, list[float]] = defaultdict(list)
     for t in transitions:
-        for key, value in numeric_info(t.info):
+        for key, value in numeric_info(t.info).items():
             per_turn[key].append(value)
     for key, values in per_turn.items():
         metrics[f"{prefix}/turn/{key}"] = _mean(values)

@@ -29,14 +29,12 @@ from the environment's rewards and infos.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from baselines.data.episode_metrics import numeric_info
 from baselines.grpo.assembly import AssembledCompletion, SampledTurn, assemble_completion
 from baselines.policies.base import (
     ChatRenderer,
@@ -47,10 +45,9 @@ from baselines.policies.base import (
     StopReason,
 )
 from baselines.policies.vllm_policy import VLLMPolicy
-from baselines.report import EPISODES_DIR
 from baselines.rollouts import rollout
+from baselines.run_directory import RunDirectory
 from baselines.types import Tokens, Trajectory
-from llm_envs.contract import CONTEXT_KEYS, LOSS_WEIGHT
 
 __all__ = [
     "DebateRollout",
@@ -194,17 +191,6 @@ class _Plan:
     envs: list[Any]
     options: list[dict[str, Any]]
     rows: list[tuple[int, str]]  # per prompt entry: (episode index, agent)
-
-
-def _numeric(info: Mapping[str, Any]) -> dict[str, float]:
-    return {
-        k: float(v)
-        for k, v in info.items()
-        if k not in CONTEXT_KEYS
-        and k != LOSS_WEIGHT
-        and isinstance(v, numbers.Real)
-        and math.isfinite(float(v))
-    }
 
 
 class EnvRollout:
@@ -351,11 +337,7 @@ class EnvRollout:
             base = getattr(env, "unwrapped", env)
             if hasattr(base, "record"):
                 records.append({**base.record(), "iteration": step})
-        if records:
-            folder = Path(trainer.args.output_dir) / EPISODES_DIR
-            folder.mkdir(parents=True, exist_ok=True)
-            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-            (folder / f"step_{step:05d}.jsonl").write_text(lines, encoding="utf-8")
+        RunDirectory(trainer.args.output_dir).write_episodes(f"step_{step:05d}", records)
 
 
 def _sampled_turns(
@@ -396,7 +378,7 @@ def _metrics(trajectory: Trajectory, done: AssembledCompletion) -> dict[str, flo
         "text_deltas": float(done.num_text_deltas),
     }
     if trajectory.transitions:
-        metrics.update(_numeric(trajectory.transitions[-1].info))
+        metrics.update(numeric_info(trajectory.transitions[-1].info))
     return metrics
 
 

@@ -30,8 +30,11 @@ returns the same way):
   joint actions exceeds ``termination_threshold`` (strictly greater).
 
 Everything here takes and returns plain Python numbers: no torch, no tokens, no
-environment. :mod:`baselines.magrpo.trainer` builds a :class:`CreditNode` tree from its
-rollout and calls :func:`tree_credit`.
+environment. :mod:`baselines.magrpo.trainer` builds a :class:`CreditNode` tree
+from its rollout and calls :func:`tree_credit`. The centring is
+:func:`baselines.data.advantages.center_advantages`, the one definition every
+trainer uses (numpy inside; ``import baselines`` loads numpy anyway, through
+:mod:`baselines.types`).
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from baselines.data.advantages import center_advantages
+
 __all__ = [
     "CreditNode",
     "JointMode",
     "NodeCredit",
     "ReturnReduction",
-    "center",
     "completion_returns",
     "iter_credit",
     "joint_action_returns",
@@ -239,19 +243,6 @@ def completion_returns(
     return tuple(_mean(m) for m in members)
 
 
-def center(returns_G: Sequence[float]) -> tuple[float, ...]:
-    """``A_g = R_g - mean(R)``: the sibling-mean baseline, no std normalization.
-
-    Example:
-        >>> center([2.0, 1.0, 3.0])
-        (0.0, -1.0, 1.0)
-    """
-    if not returns_G:
-        raise ValueError("center needs at least one return")
-    mean = _mean(returns_G)
-    return tuple(float(r) - mean for r in returns_G)
-
-
 @dataclass(frozen=True)
 class NodeCredit:
     """Credit of one node, mirroring a :class:`CreditNode`.
@@ -311,7 +302,7 @@ def tree_credit(
     return NodeCredit(
         returns_J=returns_J,
         returns_A_G=returns_A_G,
-        advantages_A_G=tuple(center(r) for r in returns_A_G),
+        advantages_A_G=tuple(tuple(center_advantages(r).tolist()) for r in returns_A_G),
         children_J=children,
     )
 

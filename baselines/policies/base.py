@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from llm_envs.contract import CONTEXT_KEYS, STOP
+
 __all__ = [
     "ChatRenderer",
     "Completion",
@@ -86,6 +88,35 @@ class SampleRequest:
     stop: Sequence[str] = ()
     agent: str | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_turn(cls, agent: str, observation: Any, info: Mapping[str, Any]) -> SampleRequest:
+        """The request for ``agent``'s upcoming turn, from what the environment handed it.
+
+        The one place where an environment's observation and infos become a
+        request (used by :mod:`baselines.rollouts` and the MAGRPO tree): the
+        chat is ``observation["messages"]``, the stop strings ``info["stop"]``,
+        and ``info`` keeps only the context keys
+        (:data:`llm_envs.contract.CONTEXT_KEYS`: ``stop``, ``training_messages``,
+        ``strategy``, ``round``, ``turn``), which describe the turn about to be
+        sampled; outcome keys describe the previous action and are dropped.
+
+        Raises:
+            TypeError: the observation is not a chat (``{"messages": [...]}``).
+
+        Example:
+            >>> observation = {"messages": [{"role": "user", "content": "2+2?"}]}
+            >>> r = SampleRequest.for_turn("solver", observation, {"stop": ["</a>"], "correct": 1})
+            >>> r.stop, r.agent, dict(r.info)
+            (('</a>',), 'solver', {'stop': ['</a>']})
+        """
+        if not isinstance(observation, Mapping) or "messages" not in observation:
+            raise TypeError(
+                f"the observation of {agent} is not a chat ({{'messages': [...]}}); "
+                "sampling needs llm-envs observations"
+            )
+        context = {k: v for k, v in info.items() if k in CONTEXT_KEYS}
+        return cls(observation["messages"], tuple(info.get(STOP, ())), agent, context)
 
 
 @dataclass(frozen=True)

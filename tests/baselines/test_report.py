@@ -57,7 +57,7 @@ def test_report_errors_and_cli(tmp_path, run_dir, capsys):
     with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
         write_report(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "metrics.jsonl").write_text('{"iteration": 0}\nnot json\n')
+    (tmp_path / "bad" / "metrics.jsonl").write_text('{"iteration": 0}\nnot json\n{}\n')
     with pytest.raises(ValueError, match=r"metrics\.jsonl:2 is not JSON"):
         load_metrics(tmp_path / "bad" / "metrics.jsonl")
     main([str(run_dir), "--out", str(tmp_path / "out")])

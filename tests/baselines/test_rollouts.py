@@ -165,7 +165,10 @@ class EchoParallelEnv(ParallelEnv):
             for a in self.agents
         }
         rewards = {a: float(len(actions[a]) % 2 == 0) for a in self.agents}
-        infos = {a: {"turn": self.t, "chars": len(actions[a])} for a in self.agents}
+        infos = {
+            a: {"turn": self.t, "chars": len(actions[a]), "loss_weight": 1.0, "text": actions[a]}
+            for a in self.agents
+        }
         terms = dict.fromkeys(self.agents, done)
         truncs = dict.fromkeys(self.agents, False)
         if done:
@@ -192,6 +195,14 @@ def test_parallel_env_rollout():
         (0, 2, False),
         (1, 2, True),
     ]
+    # A group's metrics are the numeric outcomes of the last info (numeric_info):
+    # not the context key "turn", not "loss_weight", not the text.
+    assert group_episodes(results)[0].metrics_G == ({"chars": 2.0}, {"chars": 3.0})
+
+
+def test_a_request_needs_a_chat_observation():
+    with pytest.raises(TypeError, match="not a chat"):
+        SampleRequest.for_turn("a", "just text", {})
 
 
 @pytest.mark.slow

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from baselines.data.advantages import center_advantages
 from baselines.magrpo.credit import (
     CreditNode,
     NodeCredit,
-    center,
     completion_returns,
     iter_credit,
     joint_action_returns,
@@ -204,8 +204,10 @@ def test_single_agent_group_of_three():
     assert_close(tree_credit(root).advantages_A_G, ((-2.0, -1.0, 3.0),))
 
 
-def test_center_has_no_std_normalization():
-    assert center([0.0, 10.0]) == (-5.0, 5.0)  # GRPO with std would give (-1, 1)
+def test_credit_centres_without_std_normalization():
+    # One agent, rewards (0, 10): A = (-5, 5); GRPO with std would give (-1, 1).
+    root = node([0.0, 10.0], [(0,), (1,)])
+    assert tree_credit(root).advantages_A_G == ((-5.0, 5.0),)
 
 
 # --------------------------------------------------------------------------- errors
@@ -300,7 +302,7 @@ def test_align_every_agent_gets_the_joint_credit(tree):
     for (_, m), (_, s) in zip(walk(tree, mean), walk(tree, total), strict=True):
         for advantages_G in m.advantages_A_G:
             assert advantages_G == pytest.approx(m.advantages_A_G[0])
-            assert advantages_G == pytest.approx(center(m.returns_J))
+            assert advantages_G == pytest.approx(center_advantages(m.returns_J).tolist())
         assert s.advantages_A_G == m.advantages_A_G  # each completion is in one joint action
 
 

@@ -1,14 +1,20 @@
-"""MAGRPO tree rollouts on CodeCollab-v0 with scripted policies: shapes, batching, termination."""
+"""MAGRPO tree rollouts with scripted policies: shapes, batching, termination, credit.
+
+On CodeCollab-v0 (batched sandbox steps) and on a plain ParallelEnv with ``fork()``.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import pytest
+from pettingzoo import ParallelEnv
 
 from baselines.magrpo.credit import tree_credit, tree_shape
 from baselines.magrpo.tree import (
     TreeNode,
+    batch_step_of,
     credit_node,
     grow_trees,
     iter_nodes,
@@ -16,8 +22,10 @@ from baselines.magrpo.tree import (
     path_record,
     tree_metrics,
 )
+from baselines.policies import ScriptedPolicy
 from baselines.policies.base import Completion, SampleRequest, SamplingParams
 from llm_envs.code_collab import parallel_env
+from llm_envs.spaces import UnicodeText, chat_observation_space
 from llm_envs.tasks import load_coophumaneval
 
 # CoopHumanEval/0 (x_or_y) texts and their team rewards (docs/envs/code_collab.md):
@@ -290,3 +298,185 @@ def test_missing_sampler_and_unreset_env(x_or_y):
     samplers = {"helper": Scripted([PROSE]), "main": Scripted([PROSE])}
     with pytest.raises(ValueError, match="reset"):
         grow_trees([fresh], samplers, SamplingParams(), group_size=2, num_turns=2)
+
+
+# ------------------------------------------------- any ParallelEnv that can fork()
+
+
+class Tally(ParallelEnv):
+    """Two agents each say a number per turn; the team reward is their sum.
+
+    No ``observe`` and no ``config``: the tree reads the roots from their reset
+    results and everything else from step results. With ``end_at``, a turn whose
+    sum reaches it ends the episode.
+    """
+
+    metadata = {"name": "tally_v0"}  # noqa: RUF012
+
+    def __init__(self, num_turns: int = 2, end_at: int | None = None) -> None:
+        self.possible_agents = ["a", "b"]
+        self.agents: list[str] = []
+        self.num_turns, self.end_at = num_turns, end_at
+        self.history: list[dict[str, str]] = []
+
+    def observation_space(self, agent):
+        return chat_observation_space()
+
+    def action_space(self, agent):
+        return UnicodeText()
+
+    def _observations(self):
+        said = f"said so far: {self.history}"
+        return {a: {"messages": [{"role": "user", "content": said}]} for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.history = list(self.possible_agents), []
+        return self._observations(), {a: {"stop": ["\n"], "turn": 0} for a in self.agents}
+
+    def step(self, actions):
+        total = sum(int(text) for text in actions.values())
+        self.history.append(dict(actions))
+        done = len(self.history) >= self.num_turns or (
+            self.end_at is not None and total >= self.end_at
+        )
+        acting = list(self.agents)
+        info = {"stop": ["\n"], "turn": len(self.history), "total": total, "big": total >= 5}
+        if done:
+            self.agents = []
+        return (
+            self._observations(),
+            dict.fromkeys(acting, float(total)),
+            dict.fromkeys(acting, done),
+            dict.fromkeys(acting, False),
+            {a: {**info, "note": "text is not a metric"} for a in acting},
+        )
+
+    def fork(self):
+        return copy.deepcopy(self)
+
+
+class Cycle:
+    """A text agent that answers its texts in turn, whatever it is asked."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts, self.calls = texts, 0
+
+    def __call__(self, observation, info):
+        self.calls += 1
+        return self.texts[(self.calls - 1) % len(self.texts)]
+
+
+def nested_approx(rows):
+    return tuple(pytest.approx(row) for row in rows)
+
+
+def tally_roots(count=1, **kwargs):
+    envs = [Tally(**kwargs) for _ in range(count)]
+    return envs, [env.reset(seed=0) for env in envs]
+
+
+def tally_policies():
+    policy = ScriptedPolicy({"a": Cycle("1", "2"), "b": Cycle("0", "3")})
+    return {"a": policy, "b": policy}
+
+
+def test_a_plain_parallel_env_with_fork_grows_a_tree():
+    # align, G = 2: every node's joint actions are ("1", "0") = 1 and ("2", "3") = 5.
+    envs, reset = tally_roots(num_turns=2)
+    (tree,) = grow_trees(
+        envs, tally_policies(), SamplingParams(), group_size=2, num_turns=2, reset_results=reset
+    )
+    nodes, leaves = tree_shape(2, 2, 2, "align")
+    assert nodes_per_turn(tree) == nodes and last_turn_joint_actions(tree) == leaves
+    assert tree.rewards_J == [1.0, 5.0]
+    assert all(child.rewards_J == [1.0, 5.0] for child in tree.children_J)
+    assert envs[0].history == []  # the root was forked, not stepped
+    # Credit, gamma 0.9: children return (1, 5), mean 3; root 1 + 2.7 and 5 + 2.7.
+    credit = tree_credit(credit_node(tree), discount=0.9)
+    assert credit.returns_J == pytest.approx((3.7, 7.7))
+    assert credit.advantages_A_G == nested_approx(((-2.0, 2.0), (-2.0, 2.0)))
+    assert credit.children_J[0].advantages_A_G == nested_approx(((-2.0, 2.0), (-2.0, 2.0)))
+    # Metrics: every numeric outcome info (not "turn", a context key; not "note", text).
+    metrics = tree_metrics([tree], [credit])
+    assert metrics["env/turn_1/total"] == 3.0 and metrics["env/turn_1/big"] == 0.5
+    assert metrics["env/turn_2/joint_actions"] == 4
+    assert metrics["env/turn_1/return"] == pytest.approx(5.7)
+    assert not any(k.endswith(("/turn", "/note", "/solved")) for k in metrics)
+    nodes_on_path, env = leaf_path(tree, joint=1)
+    assert len(nodes_on_path) == 2 and env.history == [{"a": "2", "b": "3"}] * 2
+
+
+def test_a_plain_parallel_env_in_cross_mode():
+    # Joint actions (a, b): (1, 0) = 1, (1, 3) = 4, (2, 0) = 2, (2, 3) = 5.
+    envs, reset = tally_roots(num_turns=1)
+    (tree,) = grow_trees(
+        envs,
+        tally_policies(),
+        SamplingParams(),
+        group_size=2,
+        joint_mode="cross",
+        num_turns=1,
+        reset_results=reset,
+    )
+    assert tree.rewards_J == [1.0, 4.0, 2.0, 5.0]
+    credit = tree_credit(credit_node(tree))
+    # a's completions: (1 + 4)/2, (2 + 5)/2; b's: (1 + 2)/2, (4 + 5)/2.
+    assert credit.returns_A_G == nested_approx(((2.5, 3.5), (1.5, 4.5)))
+    assert credit.advantages_A_G == nested_approx(((-0.5, 0.5), (-1.5, 1.5)))
+
+
+def test_a_branch_whose_episode_ends_gets_no_child():
+    # The sum 5 ends the episode: joint action 1 ends at every node, joint action 0 goes on.
+    envs, reset = tally_roots(num_turns=3, end_at=5)
+    (tree,) = grow_trees(
+        envs, tally_policies(), SamplingParams(), group_size=2, num_turns=3, reset_results=reset
+    )
+    assert nodes_per_turn(tree) == [1, 1, 1]
+    assert tree.children_J[1] is None and tree.ended_envs_J[0] is None
+    assert not tree.stopped  # it expanded; one branch just ended
+    nodes_on_path, env = leaf_path(tree, joint=1)
+    assert nodes_on_path == [tree] and env.history == [{"a": "2", "b": "3"}]
+    nodes_on_path, env = leaf_path(tree, joint=0)
+    assert len(nodes_on_path) == 3 and len(env.history) == 3
+    # Credit: turn 3 returns (1, 5); turn 2: 1 + 0.9*3 = 3.7 and 5 (no child);
+    # root: 1 + 0.9*mean(3.7, 5) = 4.915 and 5.
+    credit = tree_credit(credit_node(tree), discount=0.9)
+    assert credit.returns_J == pytest.approx((4.915, 5.0))
+    assert credit.children_J[1] is None
+    assert credit.children_J[0].returns_J == pytest.approx((3.7, 5.0))
+    metrics = tree_metrics([tree], [credit])
+    assert metrics["env/all/reward/final"] == pytest.approx((5 + 5 + 1 + 5) / 4)
+
+
+def test_an_env_class_with_a_static_step_batch_is_stepped_in_batches():
+    calls: list[int] = []
+
+    class BatchedTally(Tally):
+        @staticmethod
+        def step_batch(envs, actions):
+            calls.append(len(envs))
+            return [env.step(a) for env, a in zip(envs, actions, strict=True)]
+
+    envs = [BatchedTally(num_turns=2) for _ in range(2)]
+    reset = [env.reset(seed=0) for env in envs]
+    grow_trees(
+        envs, tally_policies(), SamplingParams(), group_size=2, num_turns=2, reset_results=reset
+    )
+    assert calls == [4, 8]  # one call per level: 2 roots x 2, then 4 nodes x 2
+    assert batch_step_of(Tally()) is None
+
+
+def test_code_collab_forks_are_stepped_by_step_batch(x_or_y):
+    from llm_envs.code_collab import CodeCollabEnv
+
+    assert batch_step_of(roots(x_or_y)[0]) is CodeCollabEnv.step_batch
+
+
+def test_an_env_without_observe_needs_its_reset_results():
+    envs, _ = tally_roots()
+    with pytest.raises(TypeError, match="reset_results"):
+        grow_trees(envs, tally_policies(), SamplingParams(), group_size=2, num_turns=2)
+    with pytest.raises(ValueError, match="reset_results for 1 roots"):
+        grow_trees(
+            envs, tally_policies(), SamplingParams(), group_size=2, num_turns=2, reset_results=[]
+        )
