@@ -1,11 +1,15 @@
 """A command line built from a config dataclass: one flag per field, help from its docstring.
 
-A trainer's config is a dataclass whose docstring has a Google-style
-``Attributes:`` section documenting every field once (see
+A trainer's config is a dataclass whose docstrings have Google-style
+``Attributes:`` sections documenting every field once, in the class that
+introduces it (see :mod:`baselines.config` and
 :class:`baselines.is_trainer.config.ISTrainerConfig`). :func:`parse_config` turns it into
 an :mod:`argparse` command line (``field_name`` becomes ``--field-name``) whose
 help text is that documentation, and :func:`config_table` renders the same text
-as a Markdown table for the docs, so the three can never disagree.
+as a Markdown table for the docs, so the three can never disagree. Bounds
+declared with a field's type (``Annotated[int, Range(ge=1)]``, see
+:class:`baselines.config.Range`) are appended to its text (``Must be >= 1.``).
+:func:`to_argv` writes a config back as a command line.
 
 Field types understood: ``bool`` (``--flag`` / ``--no-flag``), ``int``,
 ``float``, ``str``, ``Literal[...]`` (choices), ``tuple[float, ...]`` and
@@ -43,7 +47,9 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-__all__ = ["attribute_docs", "build_parser", "config_table", "parse_config"]
+from baselines.config import bounds_text
+
+__all__ = ["attribute_docs", "build_parser", "config_table", "parse_config", "to_argv"]
 
 ConfigT = TypeVar("ConfigT")
 
@@ -51,21 +57,13 @@ _SECTION = re.compile(r"^(\s*)Attributes:\s*$")
 _ENTRY = re.compile(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(?:\s*\([^)]*\))?:\s*(.*)$")
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """Return ``{field: description}`` from the ``Attributes:`` section of ``cls.__doc__``.
-
-    Continuation lines are joined with single spaces.
-
-    Raises:
-        ValueError: a dataclass field has no entry in the section (every field is
-            documented exactly once, in the docstring).
-    """
-    lines = (cls.__doc__ or "").splitlines()
+def _own_attribute_docs(doc: str) -> dict[str, str]:
+    """``{field: description}`` from the ``Attributes:`` section of one docstring."""
     docs: dict[str, str] = {}
     section_indent: int | None = None
     entry_indent: int | None = None
     current: str | None = None
-    for line in lines:
+    for line in doc.splitlines():
         if section_indent is None:
             match = _SECTION.match(line)
             if match:
@@ -83,12 +81,47 @@ def attribute_docs(cls: type) -> dict[str, str]:
             docs[current] = entry.group(3).strip()
         elif current is not None:
             docs[current] = f"{docs[current]} {line.strip()}".strip()
+    return docs
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """Return ``{field: description}`` from the ``Attributes:`` sections of ``cls`` and its bases.
+
+    Each class documents the fields it introduces, in its own docstring; the
+    entries are collected base first. Continuation lines are joined with single
+    spaces.
+
+    Raises:
+        ValueError: a dataclass field has no entry, two classes of the hierarchy
+            document the same field, or a dataclass documents a name that is not
+            one of its fields (every field is documented exactly once).
+    """
+    docs: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        own = _own_attribute_docs(vars(klass).get("__doc__") or "")
+        if own and dataclasses.is_dataclass(klass):
+            names = {f.name for f in dataclasses.fields(klass)}
+            stray = [name for name in own if name not in names]
+            if stray:
+                raise ValueError(
+                    f"{klass.__name__} documents {stray}, which are not its fields; remove "
+                    "them from the Attributes: section of its docstring"
+                )
+        for name, text in own.items():
+            if name in where:
+                raise ValueError(
+                    f"{cls.__name__} field {name!r} is documented in both {where[name]} and "
+                    f"{klass.__name__}; document it once, in the class that introduces it"
+                )
+            docs[name] = text
+            where[name] = klass.__name__
     if dataclasses.is_dataclass(cls):
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in docs]
         if missing:
             raise ValueError(
                 f"{cls.__name__} fields {missing} are not documented; add them to the "
-                "Attributes: section of its docstring"
+                "Attributes: section of the docstring of the class that introduces them"
             )
     return docs
 
@@ -129,19 +162,39 @@ def _json_object(text: str) -> dict[str, Any]:
 _json_object.__name__ = "JSON object"
 
 
+def _default(field: dataclasses.Field[Any]) -> Any:
+    """The field's default (``dataclasses.MISSING`` when it has none)."""
+    if field.default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def _shown(default: Any) -> str:
+    if default is dataclasses.MISSING:
+        return "required"
+    return json.dumps(default) if isinstance(default, Mapping) else repr(default)
+
+
+def _described(doc: str, hint: Any) -> str:
+    """The field's documentation, followed by the bounds its type declares (if any)."""
+    bounds = bounds_text(hint)
+    return f"{doc} {bounds}" if bounds else doc
+
+
 def _add_field(
     parser: argparse.ArgumentParser, field: dataclasses.Field[Any], annotation: Any, doc: str
 ) -> None:
     flag = "--" + field.name.replace("_", "-")
     inner, optional = _strip_optional(annotation)
     origin = get_origin(inner)
-    default = field.default
-    if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
-        default = field.default_factory()
-    kwargs: dict[str, Any] = {"dest": field.name, "default": default}
-    shown = json.dumps(default) if isinstance(default, Mapping) else repr(default)
+    default = _default(field)
+    kwargs: dict[str, Any] = {"dest": field.name}
+    if default is dataclasses.MISSING:
+        kwargs["required"] = True
+    else:
+        kwargs["default"] = default
     # argparse %-formats help strings: escape the percent signs of the text.
-    kwargs["help"] = f"{doc} (default: {shown})".replace("%", "%%")
+    kwargs["help"] = f"{doc} (default: {_shown(default)})".replace("%", "%%")
     if inner is bool and not optional:
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
     elif inner in (int, float, str):
@@ -166,20 +219,35 @@ def _add_field(
         raise TypeError(f"{field.name}: type {annotation} cannot be set from the command line")
 
 
+def _field_rows(cls: type) -> list[tuple[dataclasses.Field[Any], Any, str]]:
+    """``(field, plain type, help text)`` of every field of the dataclass ``cls``.
+
+    The help text is the field's documentation followed by the bounds its
+    ``Annotated`` type declares (``Must be >= 1.``).
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"a config must be a dataclass, got {cls!r}")
+    docs = attribute_docs(cls)
+    plain = typing.get_type_hints(cls)
+    annotated = typing.get_type_hints(cls, include_extras=True)
+    return [
+        (f, plain[f.name], _described(docs[f.name], annotated[f.name]))
+        for f in dataclasses.fields(cls)
+    ]
+
+
 def build_parser(cls: type, *, prog: str | None = None) -> argparse.ArgumentParser:
     """An :class:`argparse.ArgumentParser` with one flag per field of the dataclass ``cls``.
 
     The description is the first paragraph of ``cls.__doc__``; each flag's help is
-    the field's entry in its ``Attributes:`` section.
+    the field's entry in the ``Attributes:`` section of the class that introduces
+    it, followed by the bounds its type declares.
     """
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"build_parser needs a dataclass, got {cls!r}")
-    docs = attribute_docs(cls)
+    rows = _field_rows(cls)
     summary = (cls.__doc__ or "").strip().split("\n\n")[0]
     parser = argparse.ArgumentParser(prog=prog, description=summary)
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        _add_field(parser, field, hints[field.name], docs[field.name])
+    for field, annotation, doc in rows:
+        _add_field(parser, field, annotation, doc)
     return parser
 
 
@@ -204,6 +272,43 @@ def parse_config(
         raise  # unreachable: parser.error exits
 
 
+def to_argv(config: Any) -> list[str]:
+    """The command line that :func:`parse_config` reads back into ``config``: one flag per field.
+
+    Example:
+        >>> from baselines.grpo.config import GRPORunConfig
+        >>> config = GRPORunConfig(max_steps=2, env_kwargs={"num_agents": 3})
+        >>> parse_config(GRPORunConfig, to_argv(config)) == config
+        True
+
+    Raises:
+        ValueError: a value the command line cannot carry: a dict that is not
+            JSON, or the text ``none`` in a ``str | None`` field (it reads back as None).
+    """
+    hints = typing.get_type_hints(type(config))
+    argv: list[str] = []
+    for field in dataclasses.fields(config):
+        flag = "--" + field.name.replace("_", "-")
+        value = getattr(config, field.name)
+        inner, optional = _strip_optional(hints[field.name])
+        if value is None:
+            argv += [flag, "none"]
+        elif inner is bool and not optional:
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, Mapping):
+            try:
+                argv.append(f"{flag}={json.dumps(value)}")
+            except TypeError as exc:
+                raise ValueError(f"{field.name} cannot be written as JSON: {exc}") from None
+        elif isinstance(value, tuple | list):
+            argv += [flag, *(repr(v) for v in value)]
+        elif optional and isinstance(value, str) and value.lower() == "none":
+            raise ValueError(f"{field.name}={value!r} would read back as None")
+        else:
+            argv.append(f"{flag}={value if isinstance(value, str) else repr(value)}")
+    return argv
+
+
 def _markdown(text: str) -> str:
     """Docstring markup to Markdown: Sphinx roles and double backticks become single backticks."""
     text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)
@@ -211,22 +316,17 @@ def _markdown(text: str) -> str:
 
 
 def config_table(cls: type) -> str:
-    """The fields of ``cls`` as a Markdown table: flag, default, description.
+    """The fields of ``cls`` as a Markdown table: flag, default, description (with bounds).
 
     Example:
         >>> from baselines.is_trainer.config import ISTrainerConfig
         >>> config_table(ISTrainerConfig).splitlines()[0]
         '| flag | default | description |'
     """
-    docs = attribute_docs(cls)
     rows = ["| flag | default | description |", "| --- | --- | --- |"]
-    for field in dataclasses.fields(cls):
-        default = field.default
-        if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
-            default = field.default_factory()
-        shown = json.dumps(default) if isinstance(default, Mapping) else repr(default)
+    for field, _, doc in _field_rows(cls):
         flag = "--" + field.name.replace("_", "-")
-        rows.append(f"| `{flag}` | `{shown}` | {_markdown(docs[field.name])} |")
+        rows.append(f"| `{flag}` | `{_shown(_default(field))}` | {_markdown(doc)} |")
     return "\n".join(rows)
 
 

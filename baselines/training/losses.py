@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal, Protocol, get_args
+from typing import Protocol, get_args
 
 import numpy as np
 import torch
 
+from baselines.config import LossName
 from baselines.data.advantages import strategy_key
 from baselines.types import Datum
 
@@ -56,9 +57,6 @@ __all__ = [
     "ppo_loss",
     "reinforce_loss",
 ]
-
-LossName = Literal["importance_sampling", "ppo", "cispo"]
-"""The name of a policy-gradient loss in :data:`LOSSES`."""
 
 
 class LossFn(Protocol):

@@ -40,7 +40,7 @@ def test_every_flag_is_documented():
 
 
 def test_bad_config_fails_at_construction():
-    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+    with pytest.raises(ValueError, match="max_steps must be an int >= 1, got 0"):
         GRPORunConfig(max_steps=0)
     with pytest.raises(ValueError, match="task for env='debate'"):
         GRPORunConfig(env="debate", task="humaneval")
@@ -95,6 +95,7 @@ def test_rollouts_per_env():
 
 
 @pytest.mark.slow
+@pytest.mark.training
 @pytest.mark.parametrize(
     "env_flags",
     [

@@ -54,6 +54,7 @@ def read(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_each_training_step_saves_its_first_episodes(tokenizer, tmp_path):
     rollout = debate_rollout(tokenizer, save_episodes=1)
     two_debates = ["What is 2 + 3?"] * 2 + ["What is 17 * 23?"] * 2
@@ -76,6 +77,7 @@ def test_each_training_step_saves_its_first_episodes(tokenizer, tmp_path):
     assert "What is 2 + 3?" in (index.parent / "step_00001.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_second_generation_batch_of_the_same_step_keeps_the_first(tokenizer, tmp_path):
     rollout = debate_rollout(tokenizer, save_episodes=1)
     rollout(["What is 2 + 3?"] * 2, fake_trainer(tokenizer, tmp_path, step=3))
@@ -89,6 +91,7 @@ def test_a_second_generation_batch_of_the_same_step_keeps_the_first(tokenizer, t
     [(0, True, True), (1, False, True), (1, True, False)],
     ids=["save_episodes=0", "evaluation", "not the main process"],
 )
+@pytest.mark.slow
 def test_nothing_is_saved(tokenizer, tmp_path, save_episodes, training, main_process):
     rollout = debate_rollout(tokenizer, save_episodes=save_episodes)
     trainer = fake_trainer(tokenizer, tmp_path, training=training, main_process=main_process)
@@ -97,6 +100,7 @@ def test_nothing_is_saved(tokenizer, tmp_path, save_episodes, training, main_pro
     assert not (tmp_path / "episodes").exists()
 
 
+@pytest.mark.slow
 def test_single_agent_episodes_are_saved_per_episode(tokenizer, tmp_path):
     rollout = expert_iteration_rollout(
         "two_turn_feedback",
@@ -120,5 +124,5 @@ def test_single_agent_episodes_are_saved_per_episode(tokenizer, tmp_path):
 def test_save_episodes_is_checked():
     with pytest.raises(ValueError, match="save_episodes must be an int >= 0, got -1"):
         DebateRollout(save_episodes=-1)
-    with pytest.raises(ValueError, match="save_episodes must be >= 0"):
+    with pytest.raises(ValueError, match="save_episodes must be an int >= 0, got -1"):
         GRPORunConfig(save_episodes=-1)
