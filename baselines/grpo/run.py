@@ -31,9 +31,7 @@ importance-sampling trainer instead.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -204,7 +202,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
 
     rollout_func = rollout_func or build_rollout(cfg)
     run_dir = RunDirectory(cfg.output_dir)
-    run_dir.start(json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True))
+    run_dir.start(cfg.to_json())
     run_dir.remove_episodes("step_*.jsonl")
     args = grpo_config(cfg, rollout_func.num_generations)
     path = resolve_model(cfg.model)
