@@ -404,9 +404,15 @@ class TrainerConfig(RunConfig):
             iterations (and after the last); 0 saves only after the last. A run
             started again with the same ``output_dir`` resumes from its last
             checkpoint.
+        keep_checkpoints: how many checkpoints to keep, the newest; older ones
+            are deleted once a new one is complete. A checkpoint holds what
+            resume needs: the weights and the optimizer's state (AdamW keeps two
+            fp32 values per parameter, so about three times the fp32 weights).
         eval_every: evaluate before every this many iterations' training and
             after the last; 0 never evaluates.
-        progress: show a progress bar.
+        progress: show progress: in a terminal, a bar for the iterations and
+            one for each phase (sampling, evaluation); otherwise one line per
+            iteration.
     """
 
     num_iterations: NonNegativeInt
@@ -415,5 +421,6 @@ class TrainerConfig(RunConfig):
     weight_decay: NonNegativeFloat = 0.0
     max_grad_norm: NonNegativeFloat = 1.0
     save_every: NonNegativeInt
+    keep_checkpoints: PositiveInt = 1
     eval_every: NonNegativeInt
     progress: bool = True

@@ -161,11 +161,42 @@ def _save_atomically(model: object, tokenizer: object, folder: Path) -> None:
 
 
 def resolve_model(name_or_path: str) -> str:
-    """Map :data:`DEFAULT_MODEL` and ``"tiny"`` to offline checkpoints; pass others through."""
+    """Map :data:`DEFAULT_MODEL` and ``"tiny"`` to offline checkpoints; check local folders.
+
+    Anything else is a local folder or a Hugging Face model id (``name`` or
+    ``org/name``), passed through. A name that can only be a path (it starts
+    with ``/``, ``.`` or ``~``, or has more than one ``/``) must be an existing
+    folder with a ``config.json``.
+
+    Raises:
+        FileNotFoundError: a path that is not a model folder; the message says
+            what is missing and what to pass instead.
+
+    Example:
+        >>> resolve_model("Qwen/Qwen2.5-0.5B-Instruct")
+        'Qwen/Qwen2.5-0.5B-Instruct'
+        >>> resolve_model("/no/such/dir")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: model '/no/such/dir': no such folder. Pass a folder that holds ...
+    """
     if name_or_path == DEFAULT_MODEL:
         return str(smollm2_checkpoint())
     if name_or_path == "tiny":
         return str(tiny_checkpoint())
+    path = Path(name_or_path).expanduser()
+    looks_like_path = name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1
+    if path.exists() or looks_like_path:
+        fix = (
+            "Pass a folder that holds a model's config.json and weights (what "
+            f"save_pretrained writes), a Hugging Face id such as 'org/name', {DEFAULT_MODEL!r} "
+            "or 'tiny'"
+        )
+        if not path.exists():
+            raise FileNotFoundError(f"model {name_or_path!r}: no such folder. {fix}")
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"model {name_or_path!r}: the folder has no config.json. {fix}")
+        return str(path)
     return name_or_path
 
 

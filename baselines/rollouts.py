@@ -164,7 +164,7 @@ def rollout(
     *,
     seeds: Sequence[int | None] | None = None,
     options: Sequence[Mapping[str, Any] | None] | None = None,
-    progress: bool = False,
+    progress: bool | str | None = False,
 ) -> list[EpisodeResult]:
     """Play one episode in each environment, batching every pending turn per tick.
 
@@ -174,7 +174,8 @@ def rollout(
         params: sampling parameters for every call.
         seeds: a reset seed per environment.
         options: reset options per environment (e.g. ``{"question": ...}``).
-        progress: show a progress bar of finished episodes (needs ``tqdm``).
+        progress: show a progress bar of finished episodes (needs ``tqdm``; only
+            in a terminal); a string labels the bar (e.g. ``"sample"``).
 
     Returns:
         One :class:`EpisodeResult` per environment, in order.
@@ -199,7 +200,11 @@ def rollout(
         else:
             ep.env.reset(seed=seed, options=dict(opts) if opts else None)
 
-    bar = _progress_bar(n) if progress else None
+    bar = (
+        _progress_bar(n, progress if isinstance(progress, str) else "episodes")
+        if progress
+        else None
+    )
     active = list(episodes)
     finished: list[EpisodeResult | None] = [None] * n
     while active:
@@ -315,9 +320,11 @@ def group_by(
     ]
 
 
-def _progress_bar(total: int) -> Any:
+def _progress_bar(total: int, label: str) -> Any:
     try:
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover - tqdm comes with the train extra
         return None
-    return tqdm(total=total, desc="episodes", unit="ep")
+    # leave=False: a phase's bar disappears when done, under the iterations' bar;
+    # disable=None: no bar when stderr is not a terminal.
+    return tqdm(total=total, desc=label, unit="ep", leave=False, disable=None)

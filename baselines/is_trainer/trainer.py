@@ -248,6 +248,7 @@ class ISTrainer(TrainingRun):
                     params,
                     seeds=batch.seeds,
                     options=batch.options,
+                    progress=self.phase("sample"),
                 )
             groups = batch.to_groups(results)
             self._save_episodes(iteration, batch.envs)
@@ -437,6 +438,7 @@ class ISTrainer(TrainingRun):
                     params,
                     seeds=batch.seeds,
                     options=batch.options,
+                    progress=self.phase("eval"),
                 )
             for result in results:
                 trained = batch.trained_agents[result.env_index]
@@ -482,7 +484,14 @@ class ISTrainer(TrainingRun):
 
     def save_checkpoint(self, iteration: int) -> None:
         """Save model, optimizer and every process's random states (every process calls it)."""
-        save_checkpoint(self.accelerator, self.model, self.output_dir, iteration, self.tokenizer)
+        save_checkpoint(
+            self.accelerator,
+            self.model,
+            self.output_dir,
+            iteration,
+            self.tokenizer,
+            keep=self.config.keep_checkpoints,
+        )
 
     def save_final_model(self) -> None:
         """Save the trained model and tokenizer in ``final_model/``."""
@@ -509,4 +518,4 @@ def train(config: ISTrainerConfig) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line: ``python -m baselines.is_trainer --help``."""
-    command_line(ISTrainerConfig, train, argv, prog="python -m baselines.is_trainer")
+    command_line(ISTrainerConfig, ISTrainer, argv, prog="python -m baselines.is_trainer")

@@ -209,7 +209,9 @@ class MAGRPOTrainer(TrainingRun):
 
     def save_checkpoint(self, iteration: int) -> None:
         """Save every agent's model, tokenizer and optimizer after ``iteration`` iterations."""
-        with writing_checkpoint(self.output_dir, iteration) as folder:
+        with writing_checkpoint(
+            self.output_dir, iteration, keep=self.config.keep_checkpoints
+        ) as folder:
             for agent, model in self.models.items():
                 model.save_pretrained(folder / agent)
                 self.tokenizer.save_pretrained(folder / agent)
@@ -454,4 +456,4 @@ def train(config: MAGRPOConfig) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The command line: ``python -m baselines.magrpo --help``."""
-    command_line(MAGRPOConfig, train, argv, prog="python -m baselines.magrpo")
+    command_line(MAGRPOConfig, MAGRPOTrainer, argv, prog="python -m baselines.magrpo")

@@ -13,8 +13,10 @@ the rest, the same for every trainer:
   could lose the line);
 * after the last iteration: a final evaluation at ``num_iterations``, the final
   model;
-* the progress bar, and ``train(config)`` / ``main(argv)`` through
-  :func:`command_line`.
+* progress: in a terminal, a bar for the iterations (and the phases' own,
+  through :meth:`TrainingRun.phase`); in a log file, one line per iteration;
+  the size of the first checkpoint, once;
+* ``train(config)`` / ``main(argv)`` through :func:`command_line`.
 
 :class:`~baselines.is_trainer.ISTrainer` (one model, ``accelerate``) and
 :class:`~baselines.magrpo.MAGRPOTrainer` (a model per agent) are the two
@@ -24,7 +26,9 @@ examples to follow.
 from __future__ import annotations
 
 import abc
+import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,8 +38,17 @@ import numpy as np
 
 from baselines.cli import parse_config
 from baselines.run_directory import RunDirectory
+from baselines.training.checkpoints import describe_checkpoint, latest_checkpoint
 
-__all__ = ["LoopSettings", "TrainingRun", "command_line", "progress_bar", "seed_everything"]
+__all__ = [
+    "LoopSettings",
+    "TrainingRun",
+    "command_line",
+    "in_terminal",
+    "progress_bar",
+    "say",
+    "seed_everything",
+]
 
 ConfigT = TypeVar("ConfigT")
 
@@ -69,11 +82,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # seeds every CUDA device as well
 
 
+def in_terminal() -> bool:
+    """Whether progress goes to a terminal (bars) rather than a file or pipe (lines)."""
+    return sys.stderr.isatty()
+
+
+def say(message: str) -> None:
+    """Print a progress message to stderr without breaking a bar that is showing."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the train extra
+        print(message, file=sys.stderr, flush=True)
+        return
+    tqdm.write(message, file=sys.stderr)
+
+
 def progress_bar(
     items: range, *, initial: int, total: int, enabled: bool, unit: str = "it"
 ) -> Iterable[int]:
-    """``items``, behind a tqdm bar when ``enabled`` (and tqdm is installed)."""
-    if not enabled:
+    """``items``, behind a tqdm bar when ``enabled`` and in a terminal."""
+    if not enabled or not in_terminal():
         return items
     try:
         from tqdm.auto import tqdm
@@ -119,8 +147,16 @@ class TrainingRun(abc.ABC):
         return True
 
     def progress_postfix(self, metrics: Mapping[str, Any]) -> dict[str, str]:
-        """What the progress bar shows after an iteration."""
+        """What the progress bar (or line) shows after an iteration."""
         return {}
+
+    def phase(self, name: str) -> str | None:
+        """The progress label of a phase (``"sample"``, ``"eval"``) or None: no bar.
+
+        Rollouts take it as their ``progress`` argument: a bar of finished
+        episodes, under the iterations' bar, in a terminal only.
+        """
+        return name if self.config.progress and self.run_dir.writer and in_terminal() else None
 
     def finish(self) -> None:
         """Called last, on every process (e.g. to wait for the others)."""
@@ -159,16 +195,37 @@ class TrainingRun(abc.ABC):
             total=total,
             enabled=self.config.progress and self.run_dir.writer,
         )
+        talk = self.config.progress and self.run_dir.writer
+        sized = False
         for iteration in bar:
             metrics = self.iterate(iteration)
             self.run_dir.log(metrics)  # log, then save (see the module docstring)
             if self.checkpoint_due(iteration + 1):
                 self.save_checkpoint(iteration + 1)
+                if talk and not sized:  # say once what a checkpoint costs on disk
+                    sized = True
+                    checkpoint = latest_checkpoint(self.run_dir.path)
+                    if checkpoint is not None:
+                        say(
+                            f"{describe_checkpoint(checkpoint)}; keeping the newest "
+                            f"{self.config.keep_checkpoints} (--keep-checkpoints)"
+                        )
             postfix = self.progress_postfix(metrics)
-            if postfix and hasattr(bar, "set_postfix"):
+            if hasattr(bar, "set_postfix"):
                 bar.set_postfix(postfix)
+            elif talk:
+                line = f"iteration {iteration + 1}/{total}"
+                if postfix:
+                    line += ": " + ", ".join(f"{k} {v}" for k, v in postfix.items())
+                say(f"{line} ({metrics.get('time/iteration', 0.0):.0f} s)")
         if self.config.eval_every > 0 and self.can_evaluate():
-            self.run_dir.log({"iteration": total, **self.evaluate(total)})
+            start = time.perf_counter()
+            final = self.evaluate(total)
+            self.run_dir.log(
+                {"iteration": total, **final, "time/eval": time.perf_counter() - start}
+            )
+            if talk and not in_terminal():
+                say(f"final evaluation: {len(final)} metrics logged")
         self.save_final_model()
         self.finish()
         return self.run_dir.metrics_path
@@ -176,13 +233,27 @@ class TrainingRun(abc.ABC):
 
 def command_line(
     config_type: type[ConfigT],
-    train: Callable[[ConfigT], Path],
+    trainer_type: Callable[[ConfigT], TrainingRun],
     argv: Sequence[str] | None,
     *,
     prog: str,
 ) -> Path:
-    """Parse ``argv`` into ``config_type``, ``train`` with it, and say where the metrics went."""
+    """Parse ``argv`` into ``config_type``, set the trainer up, run it, say where the metrics went.
+
+    A mistake found while setting up (a missing model folder, an unknown
+    environment argument, a value out of range) ends the program with its
+    message and exit status 2, as a bad flag does, instead of a traceback;
+    ``LLM_ENVS_TRACEBACK=1`` shows the traceback too. Errors while training
+    are not caught.
+    """
     config = parse_config(config_type, argv, prog=prog)
-    path = train(config)
+    try:
+        trainer = trainer_type(config)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        if os.environ.get("LLM_ENVS_TRACEBACK"):
+            raise
+        print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    path = trainer.run()
     print(f"metrics written to {path}", flush=True)
     return path

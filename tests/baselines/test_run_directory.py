@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 from baselines.run_directory import RunDirectory, read_metrics
 from baselines.training.checkpoints import (
     checkpoint_iteration,
+    describe_checkpoint,
     latest_checkpoint,
     writing_checkpoint,
 )
@@ -217,3 +221,51 @@ def test_a_crashed_run_resumes_after_its_checkpoint_as_if_uninterrupted(tmp_path
     assert untimed(resumed) == untimed(whole)
     assert [r["iteration"] for r in untimed(resumed)] == [0, 1, 2, 3, 4]
     assert resumed.value == whole.value == 5
+
+
+def test_outside_a_terminal_progress_is_one_line_per_iteration(tmp_path, capsys):
+    class Talking(CountingRun):
+        def progress_postfix(self, metrics):
+            return {"value": str(metrics["value"])}
+
+    run = Talking(tmp_path, num_iterations=2, save_every=1, eval_every=0, keep_checkpoints=1)
+    run.config.progress = True
+    run.run()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("checkpoint iteration_000001: ")
+    assert err[0].endswith("keeping the newest 1 (--keep-checkpoints)")
+    assert err[1].startswith("iteration 1/2: value 1 (")
+    assert err[2].startswith("iteration 2/2: value 2 (")
+    assert len(err) == 3
+
+
+def test_a_checkpoint_says_what_it_costs(tmp_path):
+    folder = tmp_path / "iteration_000003"
+    folder.mkdir()
+    (folder / "optimizer.bin").write_bytes(b"x" * 2_000_000)
+    (folder / "model.safetensors").write_bytes(b"x" * 1_000_000)
+    (folder / "random_states_0.pkl").write_bytes(b"x" * 10)
+    assert describe_checkpoint(folder) == (
+        "checkpoint iteration_000003: 3.0 MB (optimizer 2.0 MB, model 1.0 MB)"
+    )
+
+
+@pytest.mark.slow  # starts the trainer's command line: imports torch and accelerate
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "/no/such/dir"], "model '/no/such/dir': no such folder"),
+        (["--model", "tiny", "--env-kwargs", '{"num_agent": 2}'], "num_agent"),
+    ],
+)
+def test_setup_mistakes_end_the_command_with_their_message(tmp_path, argv, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "baselines.is_trainer", "--output-dir", str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "LLM_ENVS_TRACEBACK"},
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
