@@ -46,6 +46,8 @@ OWN_MODULES = (
     "llm_envs",
     "llm_envs.sandbox",
     "llm_envs.sandbox._worker",
+    "llm_envs.sandbox._startup",
+    "llm_envs.sandbox._runs",
     "llm_envs.sandbox._program",
     "llm_envs.sandbox._judge",
     "llm_envs.sandbox._wire",
@@ -69,6 +71,56 @@ def spawner_main(worker: Worker, status_write: int) -> NoReturn:
     if os.getppid() != worker.pid:
         os._exit(1)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    spawner = os.getpid()
+    nested = _confine(worker, status_write, spawner)
+
+    _program.prepare_process(OWN_MODULES)
+    # Specialize the run's code here, once, rather than in every run; then make
+    # what it left permanent for the collector.
+    _program.warm_up()
+    gc.collect()
+    gc.freeze()
+    # Every run starts from this state (runs fork without at-fork handlers, which
+    # would reseed): runs are reproducible, on whichever worker they land.
+    random.seed(0)
+
+    # The loop: as few Python operations as possible, since every page this
+    # process writes after a fork costs a copy-on-write fault. Each run is forked
+    # ahead of its job and waits for it: the fork is off the critical path, and a
+    # job wakes its run directly.
+    fork = _isolation.fork_without_handlers
+    read, write, pack = os.read, os.write, STATUS.pack
+    run_main = _make_run_main(worker, spawner, nested)
+    pending = select.poll()
+    pending.register(JOB_FD, select.POLLIN)
+    while True:
+        try:
+            run = fork()
+        except BlockingIOError:
+            # EAGAIN: the last run's processes still count against RLIMIT_NPROC
+            # while the worker reaps them (a fork bomb's): wait, then fork.
+            run = fork_when_possible(fork)
+        if run == 0:
+            run_main()
+        write(STATUS_FD, pack(run))
+        status = wait_status(run)
+        # A job its run died before reading must not reach the next run.
+        while pending.poll(0):
+            try:
+                if not read(JOB_FD, 1 << 16):
+                    break
+            except BlockingIOError:
+                break
+        write(STATUS_FD, pack(status))
+
+
+def _confine(worker: Worker, status_write: int, spawner: int) -> bool:
+    """Apply every inherited part of the runs' confinement to this process, the spawner.
+
+    Returns:
+        Whether each run must enter the nested Landlock domain (no seccomp filter
+        could guard the spawner's signals).
+    """
     layout = [
         (worker.devnull, 0),
         (worker.stdout_fd, 1),
@@ -114,50 +166,10 @@ def spawner_main(worker: Worker, status_write: int) -> NoReturn:
     # Runs share this process's uid (and Landlock domain): they must not be able
     # to signal it. Where seccomp is missing, each run enters a nested Landlock
     # domain instead (which also scopes signals from ABI 6 on).
-    spawner = os.getpid()
     guard = [spawner, -1]
     if os.getpgid(0) > 0 and not worker.namespaces.pid:
         guard.append(-os.getpgid(0))
-    nested = not _seccomp.install_signal_filter(deny=guard)
-
-    _program.prepare_process(OWN_MODULES)
-    # Specialize the run's code here, once, rather than in every run; then make
-    # what it left permanent for the collector.
-    _program.warm_up()
-    gc.collect()
-    gc.freeze()
-    # Every run starts from this state (runs fork without at-fork handlers, which
-    # would reseed): runs are reproducible, on whichever worker they land.
-    random.seed(0)
-
-    # The loop: as few Python operations as possible, since every page this
-    # process writes after a fork costs a copy-on-write fault. Each run is forked
-    # ahead of its job and waits for it: the fork is off the critical path, and a
-    # job wakes its run directly.
-    fork = _isolation.fork_without_handlers
-    read, write, pack = os.read, os.write, STATUS.pack
-    run_main = _make_run_main(worker, spawner, nested)
-    pending = select.poll()
-    pending.register(JOB_FD, select.POLLIN)
-    while True:
-        try:
-            run = fork()
-        except BlockingIOError:
-            # EAGAIN: the last run's processes still count against RLIMIT_NPROC
-            # while the worker reaps them (a fork bomb's): wait, then fork.
-            run = fork_when_possible(fork)
-        if run == 0:
-            run_main()
-        write(STATUS_FD, pack(run))
-        status = wait_status(run)
-        # A job its run died before reading must not reach the next run.
-        while pending.poll(0):
-            try:
-                if not read(JOB_FD, 1 << 16):
-                    break
-            except BlockingIOError:
-                break
-        write(STATUS_FD, pack(status))
+    return not _seccomp.install_signal_filter(deny=guard)
 
 
 def _make_run_main(worker: Worker, spawner: int, nested: bool) -> Callable[[], NoReturn]:

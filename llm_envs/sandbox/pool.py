@@ -3,7 +3,9 @@
 :class:`Sandbox` starts ``workers`` worker interpreters (:mod:`._worker`) once
 and sends each run to an idle one; the worker forks a confined process per run,
 so a run costs a fork, not an interpreter start. :func:`run_tests` uses a
-shared pool created on first use.
+shared pool created on first use. Each job is checked and encoded by
+:mod:`._requests`; a batch is sent to the workers, and their replies read, by
+:mod:`._dispatch`.
 
 Failures of the machinery are explicit: using a closed pool raises
 :class:`SandboxClosedError`; a worker that dies during a run (only possible
@@ -21,21 +23,26 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import marshal
 import math
 import os
-import selectors
-import struct
 import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from llm_envs.sandbox import _compile
+from llm_envs.sandbox._dispatch import WORKER_GRACE, Dispatch, Slot
+from llm_envs.sandbox._requests import (
+    Request,
+    check_positive_int,
+    check_timeout,
+    describe_value,
+    encode_request,
+    failed_report,
+)
 from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess
 from llm_envs.sandbox.report import (
     ProgramStatus,
@@ -59,14 +66,7 @@ __all__ = [
 DEFAULT_TIMEOUT = 5.0
 #: The longest program (in characters) a pool runs unless told otherwise.
 DEFAULT_MAX_PROGRAM_CHARS = 1 << 20
-# Slack on top of a run's own timeout before the pool gives up on a silent worker:
-# the worker enforces the timeout itself, so this only fires if the worker hangs.
-_WORKER_GRACE = 10.0
 _SYNTAX_CACHE_SIZE = 4096
-# Jobs queued per worker (the running one included), and the most bytes of them
-# in its request pipe at once: below the pipe's 64 KiB, so sending never blocks.
-_PIPELINE_DEPTH = 2
-_PIPELINE_BYTES = 60 * 1024
 
 # Decoding replies: a dict lookup rather than an Enum call per value.
 _PROGRAM_STATUSES = {status.value: status for status in ProgramStatus}
@@ -101,54 +101,7 @@ class SandboxJob(NamedTuple):
     timeout: float | None = None
 
 
-def _describe_value(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _check_timeout(timeout: object, name: str = "timeout") -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {_describe_value(timeout)}")
-    if not (math.isfinite(timeout) and 0 < timeout <= 3600):
-        raise ValueError(f"{name} must be in (0, 3600] seconds, got {timeout!r}")
-    return float(timeout)
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {_describe_value(value)}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
-
-
-class _Request(NamedTuple):
-    payload: bytes
-    timeout: float
-    total: int
-    oversized: str | None = None  # why the program is not run (too large)
-
-
-class _Slot:
-    """A place for one worker in the pool; the worker in it is replaced when it dies."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.worker: WorkerProcess | None = None
-
-
-@dataclass
-class _Flight:
-    """The jobs sent to one worker and not answered yet, oldest (running) first."""
-
-    slot: _Slot
-    worker: WorkerProcess
-    jobs: deque[int]
-    queued_bytes: int
-    deadline: float = 0.0
-
-
-def _shutdown_slots(slots: list[_Slot], wait: float, owner: int) -> None:
+def _shutdown_slots(slots: list[Slot], wait: float, owner: int) -> None:
     if os.getpid() != owner:
         return  # a forked copy of the caller: the workers belong to the parent
     for slot in slots:
@@ -217,18 +170,18 @@ class Sandbox:
             raise SandboxError(f"llm_envs.sandbox needs Linux, not {sys.platform!r}")
         if workers is None:
             workers = len(os.sched_getaffinity(0))
-        self.workers = _check_positive_int(workers, "workers")
-        self.timeout = _check_timeout(timeout)
-        self.memory_mb = _check_positive_int(memory_mb, "memory_mb")
-        self.output_limit = _check_positive_int(output_limit, "output_limit")
-        self.max_program_chars = _check_positive_int(max_program_chars, "max_program_chars")
+        self.workers = check_positive_int(workers, "workers")
+        self.timeout = check_timeout(timeout)
+        self.memory_mb = check_positive_int(memory_mb, "memory_mb")
+        self.output_limit = check_positive_int(output_limit, "output_limit")
+        self.max_program_chars = check_positive_int(max_program_chars, "max_program_chars")
         cpus = len(os.sched_getaffinity(0))
         self.pin_cpus = bool(self.workers <= cpus and cpus > 1 if pin_cpus is None else pin_cpus)
         self._config = {
             "memory_mb": self.memory_mb,
-            "file_size_mb": _check_positive_int(file_size_mb, "file_size_mb"),
+            "file_size_mb": check_positive_int(file_size_mb, "file_size_mb"),
             "output_limit": self.output_limit,
-            "max_processes": _check_positive_int(max_processes, "max_processes"),
+            "max_processes": check_positive_int(max_processes, "max_processes"),
             "site_packages": bool(site_packages),
             "namespaces": bool(namespaces),
             "landlock": bool(landlock),
@@ -236,32 +189,15 @@ class Sandbox:
             "pool": os.getpid(),
             "pin": self.pin_cpus,
         }
-        self._start_timeout = _check_timeout(start_timeout, "start_timeout")
+        self._start_timeout = check_timeout(start_timeout, "start_timeout")
         self._owner_pid = os.getpid()
         self._closed = False
         self._condition = threading.Condition()
-        self._slots = [_Slot(index) for index in range(self.workers)]
-        self._idle: list[_Slot] = []
+        self._slots = [Slot(index) for index in range(self.workers)]
+        self._idle: list[Slot] = []
         self._syntax_checked: OrderedDict[tuple[str, tuple[str, ...]], None] = OrderedDict()
         self._finalizer = weakref.finalize(self, _shutdown_slots, self._slots, 0.0, self._owner_pid)
-        try:
-            for slot in self._slots:
-                slot.worker = WorkerProcess({**self._config, "index": slot.index})
-            for slot in self._slots:
-                self._await_hello(slot)
-        except BaseException:
-            self._finalizer()
-            raise
-        hello = self._slots[0].worker.hello if self._slots[0].worker else None
-        assert hello is not None
-        footprint = float(hello["address_space_mb"])
-        if self.memory_mb < footprint + 64:
-            self._finalizer()
-            raise ValueError(
-                f"memory_mb must leave room above the worker's own {footprint:.0f} MiB of "
-                f"address space; got {self.memory_mb}, use at least {math.ceil(footprint) + 64}"
-            )
-        self.protections = Protections(**hello["protections"])
+        self.protections = self._start_workers()
         self._idle = list(self._slots)
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -293,7 +229,7 @@ class Sandbox:
                 return
             self._closed = True
             self._condition.notify_all()
-            deadline = time.monotonic() + self.timeout + _WORKER_GRACE
+            deadline = time.monotonic() + self.timeout + WORKER_GRACE
             while len(self._idle) < len(self._slots) and time.monotonic() < deadline:
                 self._condition.wait(max(0.0, deadline - time.monotonic()))
             idle = list(self._idle)
@@ -365,14 +301,12 @@ class Sandbox:
         # A program too large to run is an outcome of its own, decided here.
         for index, request in enumerate(requests):
             if request.oversized is not None:
-                reports[index] = self._failed_report(
-                    request, ProgramStatus.LOAD_ERROR, request.oversized
-                )
+                reports[index] = failed_report(request, ProgramStatus.LOAD_ERROR, request.oversized)
         pending = [index for index, request in enumerate(requests) if request.oversized is None]
         if pending:
             slots = self._acquire(len(pending))
             try:
-                self._dispatch(slots, requests, reports, pending)
+                Dispatch(slots, requests, reports, pending, self._ready_worker, _report).run()
             finally:
                 self._release(slots)
         for report in reports:
@@ -382,7 +316,28 @@ class Sandbox:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _encode(self, job: object, index: int) -> _Request:
+    def _start_workers(self) -> Protections:
+        """Start every slot's worker; what they enforce. On failure, none is left running."""
+        try:
+            for slot in self._slots:
+                slot.worker = WorkerProcess({**self._config, "index": slot.index})
+            for slot in self._slots:
+                self._await_hello(slot)
+        except BaseException:
+            self._finalizer()
+            raise
+        hello = self._slots[0].worker.hello if self._slots[0].worker else None
+        assert hello is not None
+        footprint = float(hello["address_space_mb"])
+        if self.memory_mb < footprint + 64:
+            self._finalizer()
+            raise ValueError(
+                f"memory_mb must leave room above the worker's own {footprint:.0f} MiB of "
+                f"address space; got {self.memory_mb}, use at least {math.ceil(footprint) + 64}"
+            )
+        return Protections(**hello["protections"])
+
+    def _encode(self, job: object, index: int) -> Request:
         where = f"jobs[{index}]"
         if isinstance(job, SandboxJob):
             program, tests, setup, entry_point, timeout = job
@@ -392,41 +347,19 @@ class Sandbox:
         else:
             raise TypeError(
                 f"{where} must be a SandboxJob or a (program, tests, setup) tuple, "
-                f"got {_describe_value(job)}"
+                f"got {describe_value(job)}"
             )
-        if not isinstance(program, str):
-            raise TypeError(f"program must be a str, got {_describe_value(program)} ({where})")
-        if not isinstance(setup, str):
-            raise TypeError(f"setup must be a str, got {_describe_value(setup)} ({where})")
-        if isinstance(tests, str | bytes) or not isinstance(tests, Sequence):
-            raise TypeError(
-                f"tests must be a sequence of test snippets (str), got {_describe_value(tests)} "
-                f"({where}); wrap a single test in a list"
-            )
-        tests = tuple(tests)
-        for position, test in enumerate(tests):
-            if not isinstance(test, str):
-                raise TypeError(
-                    f"tests[{position}] must be a str, got {_describe_value(test)} ({where})"
-                )
-        if entry_point is not None and not (
-            isinstance(entry_point, str) and entry_point.isidentifier()
-        ):
-            raise ValueError(
-                f"entry_point must be a Python identifier or None, got "
-                f"{_describe_value(entry_point)} ({where})"
-            )
-        run_timeout = self.timeout if timeout is None else _check_timeout(timeout)
-        self._check_syntax(setup, tests, where)
-        if len(program) > self.max_program_chars:
-            why = (
-                f"the program is {len(program):,} characters long; the sandbox runs programs "
-                f"of at most {self.max_program_chars:,} (Sandbox(max_program_chars=...))"
-            )
-            return _Request(b"", run_timeout, len(tests), why)
-        # Requests are marshalled (the worker trusts this process); replies are JSON.
-        payload = marshal.dumps((program, tests, setup, run_timeout, entry_point))
-        return _Request(struct.pack(">I", len(payload)) + payload, run_timeout, len(tests))
+        return encode_request(
+            program,
+            tests,
+            setup,
+            entry_point,
+            timeout,
+            where=where,
+            default_timeout=self.timeout,
+            max_program_chars=self.max_program_chars,
+            check_syntax=self._check_syntax,
+        )
 
     def _check_syntax(self, setup: str, tests: tuple[str, ...], where: str) -> None:
         key = (setup, tests)
@@ -452,7 +385,7 @@ class Sandbox:
                 "must create its own"
             )
 
-    def _acquire(self, wanted: int) -> list[_Slot]:
+    def _acquire(self, wanted: int) -> list[Slot]:
         with self._condition:
             while True:
                 self._check_usable()
@@ -462,12 +395,12 @@ class Sandbox:
                     return taken
                 self._condition.wait()
 
-    def _release(self, slots: list[_Slot]) -> None:
+    def _release(self, slots: list[Slot]) -> None:
         with self._condition:
             self._idle.extend(slots)
             self._condition.notify_all()
 
-    def _await_hello(self, slot: _Slot) -> None:
+    def _await_hello(self, slot: Slot) -> None:
         worker = slot.worker
         assert worker is not None
         deadline = time.monotonic() + self._start_timeout
@@ -486,7 +419,7 @@ class Sandbox:
             )
         worker.hello = message
 
-    def _ready_worker(self, slot: _Slot) -> WorkerProcess:
+    def _ready_worker(self, slot: Slot) -> WorkerProcess:
         """The slot's worker, restarted first if it died."""
         worker = slot.worker
         if worker is not None and worker.process.poll() is None:
@@ -500,157 +433,27 @@ class Sandbox:
         self._await_hello(slot)
         return slot.worker
 
-    def _dispatch(
-        self,
-        slots: list[_Slot],
-        requests: list[_Request],
-        reports: list[TestReport | BaseException | None],
-        pending: list[int],
-    ) -> None:
-        flights: dict[int, _Flight] = {}  # worker stdout fd -> what that worker is doing
-        try:
-            self._dispatch_loop(slots, requests, reports, flights, pending)
-        except BaseException:
-            # A worker still busy would later answer the wrong request: stop it (its
-            # slot restarts one on next use).
-            for flight in flights.values():
-                if flight.slot.worker is not None:
-                    flight.slot.worker.kill()
-                    flight.slot.worker = None
-            raise
 
-    def _dispatch_loop(
-        self,
-        slots: list[_Slot],
-        requests: list[_Request],
-        reports: list[TestReport | BaseException | None],
-        flights: dict[int, _Flight],
-        pending: list[int],
-    ) -> None:
-        queue = deque(pending)
-        free = list(slots)
-        with selectors.DefaultSelector() as selector:
-            while queue or flights:
-                while queue and free:
-                    slot = free.pop()
-                    job = queue.popleft()
-                    worker = self._ready_worker(slot)
-                    try:
-                        worker.send(requests[job].payload)
-                    except OSError:
-                        worker = self._ready_worker(slot)  # it died while idle: once more
-                        worker.send(requests[job].payload)
-                    flight = _Flight(slot, worker, deque([job]), len(requests[job].payload))
-                    flight.deadline = time.monotonic() + requests[job].timeout + _WORKER_GRACE
-                    flights[worker.stdout_fd] = flight
-                    selector.register(worker.stdout_fd, selectors.EVENT_READ)
-                # Queue one more small job on each busy worker: it starts the moment the
-                # worker answers, without waiting for this process to send it.
-                for flight in flights.values():
-                    if not queue or len(flight.jobs) >= _PIPELINE_DEPTH:
-                        continue
-                    size = len(requests[queue[0]].payload)
-                    if flight.queued_bytes + size > _PIPELINE_BYTES:
-                        continue  # a write that could block on a full pipe
-                    job = queue.popleft()
-                    try:
-                        flight.worker.send(requests[job].payload)
-                    except OSError:
-                        queue.appendleft(job)  # the worker died: its end shows up below
-                        continue
-                    flight.jobs.append(job)
-                    flight.queued_bytes += size
-                wait = max(0.0, min(f.deadline for f in flights.values()) - time.monotonic())
-                for key, _ in selector.select(wait):
-                    flight = flights[int(key.fd)]
-                    try:
-                        messages = flight.worker.read_messages()
-                    except EOFError:
-                        reason = flight.worker.exit_description()
-                        self._ground(flight, selector, flights, free, queue)
-                        job = flight.jobs.popleft()
-                        reports[job] = self._failed_report(
-                            requests[job],
-                            ProgramStatus.KILLED,
-                            f"the sandbox worker {reason} during this run; it was restarted",
-                        )
-                        queue.extendleft(reversed(flight.jobs))  # queued, never started
-                        continue
-                    retired = False
-                    for message in messages:
-                        job = flight.jobs.popleft()
-                        flight.queued_bytes -= len(requests[job].payload)
-                        reports[job] = self._report(message, requests[job])
-                        if message.get("retire"):
-                            # The worker could not clean up after this run and exits:
-                            # what was queued behind it goes to a fresh worker.
-                            retired = True
-                            break
-                        if flight.jobs:
-                            timeout = requests[flight.jobs[0]].timeout
-                            flight.deadline = time.monotonic() + timeout + _WORKER_GRACE
-                    if retired:
-                        self._ground(flight, selector, flights, free, queue)
-                        queue.extendleft(reversed(flight.jobs))
-                        continue
-                    if not flight.jobs:
-                        selector.unregister(flight.worker.stdout_fd)
-                        del flights[flight.worker.stdout_fd]
-                        free.append(flight.slot)
-                now = time.monotonic()
-                for flight in list(flights.values()):
-                    if now < flight.deadline:
-                        continue
-                    self._ground(flight, selector, flights, free, queue)
-                    job = flight.jobs.popleft()
-                    reports[job] = self._failed_report(
-                        requests[job],
-                        ProgramStatus.TIMEOUT,
-                        "the sandbox worker stopped answering; it was restarted",
-                    )
-                    queue.extendleft(reversed(flight.jobs))
-
-    @staticmethod
-    def _ground(
-        flight: _Flight,
-        selector: selectors.BaseSelector,
-        flights: dict[int, _Flight],
-        free: list[_Slot],
-        queue: deque[int],
-    ) -> None:
-        """Take a dead or stuck worker out of service (its slot restarts one on next use)."""
-        selector.unregister(flight.worker.stdout_fd)
-        del flights[flight.worker.stdout_fd]
-        flight.worker.kill()
-        flight.slot.worker = None
-        free.append(flight.slot)
-
-    @staticmethod
-    def _failed_report(request: _Request, status: ProgramStatus, error: str) -> TestReport:
-        outcomes = (TestOutcome(TestStatus.NOT_RUN),) * request.total
-        return TestReport(status=status, outcomes=outcomes, error=error)
-
-    @staticmethod
-    def _report(message: dict[str, Any], request: _Request) -> TestReport | BaseException:
-        # Errors are returned, not raised: the other workers' replies must be read first.
-        if "invalid" in message:
-            return ValueError(str(message["invalid"]))
-        if "internal_error" in message:
-            return SandboxError(f"sandbox worker error:\n{message['internal_error']}")
-        outcomes = []
-        for status, error_type, text in message["outcomes"]:
-            # Outcomes without details are immutable values: one shared instance each.
-            shared = _PLAIN_OUTCOMES.get(status) if error_type is None and text is None else None
-            outcomes.append(shared or TestOutcome(TestStatus(status), error_type, text))
-        return TestReport(
-            status=_PROGRAM_STATUSES[message["status"]],
-            outcomes=tuple(outcomes),
-            error=message["error"],
-            stdout=message["stdout"],
-            stderr=message["stderr"],
-            output_truncated=bool(message["output_truncated"]),
-            duration=float(message["duration"]),
-        )
+def _report(message: dict[str, Any], request: Request) -> TestReport | BaseException:
+    """The report a worker's reply gives ``request``, or the error its call must raise."""
+    if "invalid" in message:
+        return ValueError(str(message["invalid"]))
+    if "internal_error" in message:
+        return SandboxError(f"sandbox worker error:\n{message['internal_error']}")
+    outcomes = []
+    for status, error_type, text in message["outcomes"]:
+        # Outcomes without details are immutable values: one shared instance each.
+        shared = _PLAIN_OUTCOMES.get(status) if error_type is None and text is None else None
+        outcomes.append(shared or TestOutcome(TestStatus(status), error_type, text))
+    return TestReport(
+        status=_PROGRAM_STATUSES[message["status"]],
+        outcomes=tuple(outcomes),
+        error=message["error"],
+        stdout=message["stdout"],
+        stderr=message["stderr"],
+        output_truncated=bool(message["output_truncated"]),
+        duration=float(message["duration"]),
+    )
 
 
 _default_lock = threading.Lock()

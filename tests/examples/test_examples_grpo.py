@@ -12,6 +12,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+# Each example trains a tiny model for a step.
+pytestmark = [pytest.mark.slow, pytest.mark.training]
+
 TINY = ["--model", "tiny", "--steps", "1", "--max-tokens", "8", "--seed", "3"]
 
 

@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 # The smallest run: a random two-layer model, one group, two iterations, 8 tokens per turn.
 TINY = ["--model", "tiny", "--iterations", "2", "--groups", "1", "--max-tokens", "8"]
 TINY += ["--sampler", "transformers", "--eval-groups", "1"]
@@ -31,6 +33,8 @@ def check_run(run_dir: Path, out: str, iterations: int) -> None:
     assert f"report: {index}" in out
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_debate_self_play_trains_and_reports(tmp_path, run_example):
     run_dir = tmp_path / "debate"
     out = run_example(
@@ -46,6 +50,8 @@ def test_debate_self_play_trains_and_reports(tmp_path, run_example):
     assert re.search(r"eval reward vs the initial model: -?[\d.]+ -> -?[\d.]+", out)
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_expert_iteration_mixed_shows_the_context_swap(tmp_path, run_example):
     run_dir = tmp_path / "expert_iteration"
     out = run_example(

@@ -13,6 +13,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
+# The example trains a tiny model for two iterations.
+pytestmark = [pytest.mark.slow, pytest.mark.training]
+
 TINY = ["--model", "tiny", "--iterations", "2", "--problems", "1", "--group-size", "2"]
 TINY += ["--turns", "2", "--max-tokens", "8", "--eval-problems", "1", "--threads", "1"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from llm_envs.sandbox import Sandbox
 
@@ -21,6 +22,62 @@ def _children() -> dict[int, list[int]]:
             continue
         children.setdefault(int(fields[1]), []).append(int(name))
     return children
+
+
+def _process_state(pid: int) -> bytes | None:
+    """The state letter of process ``pid`` (``b"Z"`` for a zombie), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def _innermost_pid(pid: int) -> int | None:
+    """Process ``pid``'s pid in its own PID namespace (the last ``NSpid`` field), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except OSError:
+        return None
+    return pid  # a kernel without NSpid (before 4.1): no PID namespaces either
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """Every process below ``roots`` (zombies included)."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            except OSError:
+                continue
+            parents.setdefault(parent, []).append(int(name))
+    found: list[int] = []
+    stack = list(roots)
+    while stack:
+        below = parents.get(stack.pop(), [])
+        found += below
+        stack += below
+    return found
+
+
+def surviving_run_processes(pool: Sandbox, pids: Iterable[int]) -> list[int]:
+    """Those of ``pids`` (as a run saw them) that still exist, even as zombies.
+
+    In a PID namespace a run's pids are the namespace's: every process of it is
+    below the pool's workers on the host (the worker is its init, which inherits
+    every orphan), and is matched by its innermost pid. Otherwise they are the
+    host's pids.
+    """
+    wanted = set(pids)
+    if pool.protections.pid_namespace:
+        below = _descendants(worker_pids(pool))
+        return sorted(wanted & {_innermost_pid(pid) for pid in below})
+    return sorted(pid for pid in wanted if _process_state(pid) is not None)
 
 
 def worker_pids(pool: Sandbox) -> list[int]:

@@ -14,13 +14,14 @@ import os
 import socket
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from llm_envs.sandbox import ProgramStatus, Sandbox, TestReport, TestStatus
-from tests.sandbox.processes import stray_processes
+from tests.sandbox.processes import stray_processes, surviving_run_processes
 
 # The honest answer is 6; every program below returns something else (0, 7, None,
 # or an object) and tries to get the tests to pass anyway. Each test fails for any
@@ -464,19 +465,34 @@ def test_fork_bombs_are_limited_and_cleaned_up(pool: Sandbox) -> None:
 
 def test_processes_that_leave_the_process_group_are_cleaned_up(pool: Sandbox) -> None:
     # A double-forked daemon in a session of its own, and a plain child, both sleeping.
+    # Each prints its pid, then tells the program it did, before the tests run.
     program = """
         import os, time
+        ready_read, ready_write = os.pipe()
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
+                os.write(1, b"daemon %d\\n" % os.getpid())
+                os.write(ready_write, b"d")
                 time.sleep(1000)
             os._exit(0)
         if os.fork() == 0:
+            os.write(1, b"child %d\\n" % os.getpid())
+            os.write(ready_write, b"c")
             time.sleep(1000)
+        os.read(ready_read, 1)
+        os.read(ready_read, 1)
         def add(a, b):
             return 0
     """
-    run(pool, program)
+    report = run(pool, program)
+    pids = [int(line.split()[1]) for line in report.stdout.splitlines()]
+    assert len(pids) == 2, report.stdout
+    # The worker kills and reaps them before it answers; a short grace for a loaded host.
+    deadline = time.monotonic() + 2.0
+    while surviving_run_processes(pool, pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert surviving_run_processes(pool, pids) == [], report.stdout
 
 
 def test_threads_left_running_neither_hang_nor_help(pool: Sandbox) -> None:

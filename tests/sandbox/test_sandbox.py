@@ -167,6 +167,18 @@ def test_every_run_starts_in_an_empty_directory_with_a_scrubbed_environment() ->
     assert second.all_passed, second
 
 
+def test_a_program_sees_none_of_the_sandboxs_own_modules(sandbox: Sandbox) -> None:
+    # Every module of the package that the worker imports is hidden from the runs
+    # (_spawner.OWN_MODULES): a module split off or added must be listed there too.
+    program = (
+        "import sys\n"
+        "OWN = sorted(name for name in sys.modules if name.split('.')[0] in ('llm_envs', "
+        "'__main__'))\n"
+    )
+    report = sandbox.run_tests(program, ["assert OWN == [], OWN"])
+    assert report.all_passed, report
+
+
 def test_runs_are_reproducible(sandbox: Sandbox) -> None:
     program = (
         "import random\n"

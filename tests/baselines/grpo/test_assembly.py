@@ -76,6 +76,7 @@ def follow_up(messages, answer: str, reply: str = "Are you sure?"):
 
 
 @pytest.mark.parametrize("chat", [[SYSTEM, QUESTION], [QUESTION]], ids=["system", "no-system"])
+@pytest.mark.slow
 def test_a_sample_ending_in_end_of_turn_extends_the_next_prompt_token_for_token(tokenizer, chat):
     tok = tokenizer
     first = turn(tok, chat, [*encode(tok, "<a>4</a>"), special(tok, "<|im_end|>")], "<a>4</a>")
@@ -86,6 +87,7 @@ def test_a_sample_ending_in_end_of_turn_extends_the_next_prompt_token_for_token(
     assert decode(tok, delta.tokens).startswith("\n<|im_start|>user\nAre you sure?")
 
 
+@pytest.mark.slow
 def test_a_sample_cut_at_a_stop_string_gets_the_templates_end_of_turn_as_env_tokens(tokenizer):
     tok = tokenizer
     chat = [SYSTEM, QUESTION]
@@ -97,6 +99,7 @@ def test_a_sample_cut_at_a_stop_string_gets_the_templates_end_of_turn_as_env_tok
     assert decode(tok, first.prompt_ids + first.action_ids + delta.tokens) == text_of(tok, nxt)
 
 
+@pytest.mark.slow
 def test_tokens_that_are_not_how_the_tokenizer_writes_their_text_fall_back_to_text(tokenizer):
     tok = tokenizer
     chat = [SYSTEM, QUESTION]
@@ -114,6 +117,7 @@ def test_tokens_that_are_not_how_the_tokenizer_writes_their_text_fall_back_to_te
     assert decode(tok, delta.tokens).startswith("\n<|im_start|>user")  # no second <|im_end|>
 
 
+@pytest.mark.slow
 def test_a_sampled_eos_other_than_the_templates_end_of_turn_is_kept_and_the_template_follows(
     tokenizer,
 ):
@@ -131,6 +135,7 @@ def test_a_sampled_eos_other_than_the_templates_end_of_turn_is_kept_and_the_temp
     )
 
 
+@pytest.mark.slow
 def test_text_a_final_token_carried_past_the_stop_string_stays_and_is_counted(tokenizer):
     tok = tokenizer
     chat = [SYSTEM, QUESTION]
@@ -144,6 +149,7 @@ def test_text_a_final_token_carried_past_the_stop_string_stays_and_is_counted(to
     assert decode(tok, first.prompt_ids + first.action_ids + delta.tokens) == expected
 
 
+@pytest.mark.slow
 def test_a_template_that_rewrites_earlier_turns_raises_and_names_the_importance_sampling_trainer(
     tokenizer,
 ):
@@ -169,6 +175,7 @@ def test_a_template_that_rewrites_earlier_turns_raises_and_names_the_importance_
         ("<a>4", "length", False),  # truncated: TRL must still see it as truncated
     ],
 )
+@pytest.mark.slow
 def test_closing_tokens(tokenizer, action, stop_reason, closes):
     tok = tokenizer
     ids = encode(tok, action)
@@ -176,6 +183,7 @@ def test_closing_tokens(tokenizer, action, stop_reason, closes):
     assert list(got) == ([special(tok, "<|im_end|>")] if closes else [])
 
 
+@pytest.mark.slow
 def test_assemble_three_turns_masks_env_tokens_and_untrained_turns(tokenizer):
     tok = tokenizer
     render = ChatRenderer(tok)
@@ -215,6 +223,7 @@ def test_assemble_three_turns_masks_env_tokens_and_untrained_turns(tokenizer):
     assert done.num_text_deltas == 0
 
 
+@pytest.mark.slow
 def test_mask_runs_reads_back_the_trained_and_masked_runs(tokenizer):
     tok = tokenizer
     chat = [SYSTEM, QUESTION]
@@ -252,6 +261,7 @@ def test_mask_runs_reads_back_the_trained_and_masked_runs(tokenizer):
     assert tail.splitlines()[0].endswith("tokens (its end) ---") and tail.endswith(prompt[-10:])
 
 
+@pytest.mark.slow
 def test_assemble_without_turns_is_an_error(tokenizer):
     with pytest.raises(ValueError, match="at least one turn"):
         assemble_completion(tokenizer, [])

@@ -148,6 +148,7 @@ def logged(trainer, key):
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_debate_trains_with_the_trainers_own_model(tiny_model_dir, tmp_path):
     rollout = Recorder(DebateRollout(num_agents=3, max_rounds=2, max_tokens_per_turn=12))
     trainer = make_trainer(tiny_model_dir, rollout, tmp_path)
@@ -165,6 +166,7 @@ def test_debate_trains_with_the_trainers_own_model(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_multi_turn_debate_masks_what_the_others_said(tiny_model_dir, tmp_path):
     from transformers import AutoTokenizer
 
@@ -211,6 +213,7 @@ def test_multi_turn_debate_masks_what_the_others_said(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.training
 @pytest.mark.parametrize("strategy", ["iid", "two_turn_feedback"])
 def test_expert_iteration_trains(tiny_model_dir, tmp_path, strategy):
     from transformers import AutoTokenizer

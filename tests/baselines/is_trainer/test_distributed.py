@@ -22,6 +22,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_two_processes_share_the_batch(tmp_path, tiny_model_dir):
     if shutil.which("accelerate") is None:
         pytest.skip("the accelerate command line is not on PATH")

@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_smollm2_reward_rises_on_short_sums(tmp_path):
     from baselines.is_trainer.config import ISTrainerConfig
     from baselines.is_trainer.trainer import train

@@ -96,6 +96,7 @@ def build(tmp_path, tiny_model_dir, problems, **overrides):
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_two_step_run_updates_both_agents_and_writes_metrics(tmp_path, tiny_model_dir, problems):
     trainer = build(tmp_path, tiny_model_dir, problems)
     assert trainer.agents == ["helper", "main"]
@@ -175,6 +176,7 @@ def test_two_step_run_updates_both_agents_and_writes_metrics(tmp_path, tiny_mode
 
 
 @pytest.mark.slow
+@pytest.mark.training
 def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
     trainer = build(
         tmp_path,
@@ -216,6 +218,7 @@ def test_cross_mode_and_resume(tmp_path, tiny_model_dir, problems):
     assert [r["iteration"] for r in rows] == [0, 1]
 
 
+@pytest.mark.slow
 def test_problem_order_is_seeded_and_covers_every_problem(tmp_path, tiny_model_dir):
     problems = load_coophumaneval()[:6]
     trainer = build(tmp_path, tiny_model_dir, problems, eval_problems=1, problems_per_iteration=2)

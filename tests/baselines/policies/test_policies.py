@@ -63,6 +63,7 @@ def test_completion_needs_one_logprob_per_token():
         Completion((1,), (2, 3), (-0.1,), "x", "eos")
 
 
+@pytest.mark.slow
 def test_renderer_needs_a_chat_template(tiny_model):
     _, tokenizer = tiny_model
     bare = copy.copy(tokenizer)
@@ -73,6 +74,7 @@ def test_renderer_needs_a_chat_template(tiny_model):
     assert tokenizer.decode(renderer(CHATS[0])).endswith("<|im_start|>assistant\n")
 
 
+@pytest.mark.slow
 class TestTransformersPolicy:
     @pytest.fixture(scope="class")
     def policy(self, tiny_model):
@@ -160,6 +162,7 @@ class TestVLLMPolicy:
         assert before.prompt_tokens == restored.prompt_tokens
 
 
+@pytest.mark.slow
 def test_scripted_policy_with_bytes_and_with_a_tokenizer(tiny_model):
     agents = scripted_debaters(2)
     request = SampleRequest(CHATS[0], agent="agent_1", info={"round": 1, "turn": 1})
