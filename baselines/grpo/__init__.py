@@ -16,20 +16,22 @@ from typing import TYPE_CHECKING
 from baselines._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from baselines.grpo.run import (
+    from baselines.grpo.adapters import (
         DebateRollout,
         EnvRollout,
-        GRPORunConfig,
         SingleAgentRollout,
-        build_rollout,
-        build_trainer,
         code_collab_rollout,
         env_reward,
         expert_iteration_rollout,
+        trainer_policy,
+    )
+    from baselines.grpo.config import GRPORunConfig
+    from baselines.grpo.run import (
+        build_rollout,
+        build_trainer,
         grpo_config,
         grpo_config_kwargs,
         main,
-        trainer_policy,
     )
 
 __all__ = [
@@ -51,18 +53,18 @@ __all__ = [
 __getattr__, __dir__ = lazy_attributes(
     __name__,
     {
-        "DebateRollout": ".run",
-        "EnvRollout": ".run",
+        "DebateRollout": ".adapters",
+        "EnvRollout": ".adapters",
         "GRPORunConfig": ".config",
-        "SingleAgentRollout": ".run",
+        "SingleAgentRollout": ".adapters",
         "build_rollout": ".run",
         "build_trainer": ".run",
-        "code_collab_rollout": ".run",
-        "env_reward": ".run",
-        "expert_iteration_rollout": ".run",
+        "code_collab_rollout": ".adapters",
+        "env_reward": ".adapters",
+        "expert_iteration_rollout": ".adapters",
         "grpo_config": ".run",
         "grpo_config_kwargs": ".run",
         "main": ".run",
-        "trainer_policy": ".run",
+        "trainer_policy": ".adapters",
     },
 )

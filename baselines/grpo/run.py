@@ -40,31 +40,15 @@ from baselines.cli import parse_config
 from baselines.grpo.adapters import (
     DebateRollout,
     EnvRollout,
-    SingleAgentRollout,
     code_collab_rollout,
     env_reward,
     expert_iteration_rollout,
-    trainer_policy,
 )
 from baselines.grpo.config import GRPORunConfig
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory
 
-__all__ = [
-    "DebateRollout",
-    "EnvRollout",
-    "GRPORunConfig",
-    "SingleAgentRollout",
-    "build_rollout",
-    "build_trainer",
-    "code_collab_rollout",
-    "env_reward",
-    "expert_iteration_rollout",
-    "grpo_config",
-    "grpo_config_kwargs",
-    "main",
-    "trainer_policy",
-]
+__all__ = ["build_rollout", "build_trainer", "grpo_config", "grpo_config_kwargs", "main"]
 
 
 def _on_gpu(cfg: GRPORunConfig) -> bool:

@@ -54,12 +54,12 @@ import torch
 from baselines.data.advantages import trajectory_return
 from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
-from baselines.env_families import derive_seed, make_family
+from baselines.env_families import EpisodeBatch, derive_seed, make_family
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.models import resolve_model
 from baselines.policies.base import ChatRenderer, Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
-from baselines.rollouts import rollout
+from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from baselines.training.forward import (
@@ -236,23 +236,29 @@ class ISTrainer(TrainingRun):
         groups: list[TrajectoryGroup] = []
         if indices:
             batch = self.family.training(indices, derive_seed(config.seed, iteration))
-            params = SamplingParams(
-                max_tokens=config.max_tokens,
-                temperature=config.temperature,
-                seed=derive_seed(config.seed, iteration, self.rank),
-            )
-            with self._sampling_context():
-                results = rollout(
-                    batch.envs,
-                    self.sampler.policy,
-                    params,
-                    seeds=batch.seeds,
-                    options=batch.options,
-                    progress=self.phase("sample"),
-                )
+            results = self._play(batch, self.sampler.policy, iteration, "sample")
             groups = batch.to_groups(results)
             self._save_episodes(iteration, batch.envs)
         return self._gather(groups)
+
+    def _play(
+        self, batch: EpisodeBatch, policy: PolicyAssignment, seed: int, phase: str
+    ) -> list[EpisodeResult]:
+        """Play a batch's episodes with ``policy``, sampling seeded by ``seed`` and the rank."""
+        params = SamplingParams(
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
+            seed=derive_seed(self.config.seed, seed, self.rank),
+        )
+        with self._sampling_context():
+            return rollout(
+                batch.envs,
+                policy,
+                params,
+                seeds=batch.seeds,
+                options=batch.options,
+                progress=self.phase(phase),
+            )
 
     def _save_episodes(self, iteration: int, envs: Sequence[Any]) -> None:
         # Transcripts for the report's viewer; envs without record() are skipped.
@@ -426,21 +432,8 @@ class ISTrainer(TrainingRun):
         if indices:
             batch = self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED))
             opponent = self._fixed_opponent() if self.family.needs_fixed_opponent else None
-            params = SamplingParams(
-                max_tokens=config.max_tokens,
-                temperature=config.temperature,
-                seed=derive_seed(config.seed, _EVAL_SEED, self.rank),
-            )
-            with self._sampling_context():
-                results = rollout(
-                    batch.envs,
-                    batch.assignment(self.sampler.policy, opponent),
-                    params,
-                    seeds=batch.seeds,
-                    options=batch.options,
-                    progress=self.phase("eval"),
-                )
-            for result in results:
+            policy = batch.assignment(self.sampler.policy, opponent)
+            for result in self._play(batch, policy, _EVAL_SEED, "eval"):
                 trained = batch.trained_agents[result.env_index]
                 for agent, trajectory in result.trajectories.items():
                     numeric = dict(numeric_info(result.final_infos[agent]))

@@ -160,6 +160,7 @@ def random_data(vocab: int, lengths: list[int], seed: int = 0):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.slow
 def test_packed_forward_gives_the_logprobs_of_separate_forwards(tiny_model_dir, attention):
     from transformers import AutoModelForCausalLM
 
@@ -224,6 +225,8 @@ def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
 # ------------------------------------------------------------------------ the loop
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
@@ -254,7 +257,7 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
     assert all(row["optim/kl_sample_train_v2"] < 1e-6 for row in rows[:2])
     # Role-averaged evaluation: one trained agent per debate, the opponent in the other role.
     assert first["eval/num_episodes"] == 2 and first["eval/opponent/num_episodes"] == 2
-    assert set(rows[-1]) == {"iteration"} | {k for k in first if k.startswith("eval/")}
+    assert set(rows[-1]) == {"iteration", "time/eval"} | {k for k in first if k.startswith("eval/")}
 
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final_model").state_dict()
@@ -274,6 +277,8 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
     assert (write_report(tmp_path / "run").parent / "iter_00000.html").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_first_substep_is_on_policy_with_the_vllm_sampler(tmp_path, tiny_model_dir):
     pytest.importorskip("vllm")
     from baselines.is_trainer.trainer import train
@@ -297,6 +302,8 @@ class Crash(RuntimeError):
     """Stands for a killed process."""
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch):
     import baselines.is_trainer.trainer as is_trainer
 
@@ -305,12 +312,12 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
 
     real_save = is_trainer.save_checkpoint
 
-    def save_then_die(accelerator, model, output_dir, iteration, tokenizer):
+    def save_then_die(accelerator, model, output_dir, iteration, tokenizer, **kwargs):
         # Iteration 0 is checkpointed; iteration 1 is logged, then the process dies
         # before its checkpoint: the resumed run must redo it and rewrite its line.
         if iteration == 2:
             raise Crash
-        return real_save(accelerator, model, output_dir, iteration, tokenizer)
+        return real_save(accelerator, model, output_dir, iteration, tokenizer, **kwargs)
 
     config = tiny_config(tmp_path / "b", tiny_model_dir, **settings)
     monkeypatch.setattr(is_trainer, "save_checkpoint", save_then_die)
@@ -332,6 +339,8 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
 
 
+@pytest.mark.slow
+@pytest.mark.training
 def test_two_iterations_on_expert_iteration_with_mixed_strategies(tmp_path, tiny_model_dir):
     from baselines.is_trainer.trainer import train
 
