@@ -28,6 +28,7 @@ environment steps with exactly the text the sampler returned.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -165,6 +166,7 @@ def rollout(
     seeds: Sequence[int | None] | None = None,
     options: Sequence[Mapping[str, Any] | None] | None = None,
     progress: bool | str | None = False,
+    timings: dict[str, float] | None = None,
 ) -> list[EpisodeResult]:
     """Play one episode in each environment, batching every pending turn per tick.
 
@@ -176,6 +178,9 @@ def rollout(
         options: reset options per environment (e.g. ``{"question": ...}``).
         progress: show a progress bar of finished episodes (needs ``tqdm``; only
             in a terminal); a string labels the bar (e.g. ``"sample"``).
+        timings: a dict to add this rollout's costs to: ``time/env`` (seconds in
+            the environments' ``reset``/``step``), ``time/policy`` (seconds in
+            the samplers) and ``sample/tokens`` (tokens sampled).
 
     Returns:
         One :class:`EpisodeResult` per environment, in order.
@@ -189,6 +194,8 @@ def rollout(
             f"got {n} envs, {len(seeds)} seeds and {len(options)} options; give one of each per env"
         )
 
+    costs = {"time/env": 0.0, "time/policy": 0.0, "sample/tokens": 0.0}
+    start = time.perf_counter()
     episodes = [_Episode(env, i) for i, env in enumerate(envs)]
     parallel_infos: dict[int, dict[str, Any]] = {}
     parallel_obs: dict[int, dict[str, Any]] = {}
@@ -200,6 +207,7 @@ def rollout(
         else:
             ep.env.reset(seed=seed, options=dict(opts) if opts else None)
 
+    costs["time/env"] += time.perf_counter() - start
     bar = (
         _progress_bar(n, progress if isinstance(progress, str) else "episodes")
         if progress
@@ -235,9 +243,13 @@ def rollout(
             break
 
         # 2. One batched call per policy.
+        start = time.perf_counter()
         completions = _sample_grouped(wanted, policy, params)
+        costs["time/policy"] += time.perf_counter() - start
+        costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
 
         # 3. Step every environment with its completions.
+        start = time.perf_counter()
         joint: dict[int, dict[str, str]] = defaultdict(dict)
         for (ep, agent, request), completion in zip(wanted, completions, strict=True):
             ep.pending[agent] = _Pending(dict(request.info), completion)
@@ -256,8 +268,12 @@ def rollout(
                 ep.settle(agent, rewards.get(agent, 0.0), infos.get(agent, {}), done)
                 if done:
                     ep.final_infos[agent] = dict(infos.get(agent, {}))
+        costs["time/env"] += time.perf_counter() - start
     if bar is not None:
         bar.close()
+    if timings is not None:
+        for key, value in costs.items():
+            timings[key] = timings.get(key, 0.0) + value
     return [r if r is not None else episodes[i].result() for i, r in enumerate(finished)]
 
 

@@ -170,6 +170,7 @@ class ISTrainer(TrainingRun):
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
         self._opponent: Policy | None = None
+        self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
         if acc.is_main_process:
@@ -258,6 +259,7 @@ class ISTrainer(TrainingRun):
                 seeds=batch.seeds,
                 options=batch.options,
                 progress=self.phase(phase),
+                timings=self._costs if phase == "sample" else None,
             )
 
     def _save_episodes(self, iteration: int, envs: Sequence[Any]) -> None:
@@ -459,8 +461,14 @@ class ISTrainer(TrainingRun):
         """Sample the iteration's groups, assemble Datums, optimize; return the metrics."""
         config = self.config
         start = time.perf_counter()
+        self._costs = {}
         groups = self.sample(iteration)
-        metrics: dict[str, Any] = {"time/sample": time.perf_counter() - start}
+        metrics: dict[str, Any] = {"time/sample": time.perf_counter() - start, **self._costs}
+        if self._costs.get("time/policy"):
+            metrics["sample/tokens_per_s"] = (
+                self._costs["sample/tokens"] / self._costs["time/policy"]
+            )
+        start = time.perf_counter()
         batch = assemble_training_data(
             groups,
             render_messages=self.renderer,
@@ -468,6 +476,7 @@ class ISTrainer(TrainingRun):
             normalize_std=config.normalize_advantages,
             drop_constant=config.drop_constant_groups,
         )
+        metrics["time/assemble"] = time.perf_counter() - start
         metrics.update(episode_metrics(groups))
         metrics.update(batch.metrics)
         train_start = time.perf_counter()

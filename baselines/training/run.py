@@ -8,7 +8,8 @@ the rest, the same for every trainer:
 * the loop from the start (or the resumed iteration) to ``num_iterations``;
 * per iteration: evaluation when due (before training, so ``eval/...`` at
   iteration ``k`` measures the weights after ``k`` iterations), timings, one
-  line in ``metrics.jsonl``, then a checkpoint when due. Log, then save: a run
+  line in ``metrics.jsonl``, then a checkpoint when due (its ``time/checkpoint``
+  goes in the next line: the next iteration's, or the final evaluation's). Log, then save: a run
   killed in between redoes the iteration and rewrites its line (the other order
   could lose the line);
 * after the last iteration: a final evaluation at ``num_iterations``, the final
@@ -197,11 +198,16 @@ class TrainingRun(abc.ABC):
         )
         talk = self.config.progress and self.run_dir.writer
         sized = False
+        saving: float | None = None  # seconds of the last save, logged in the next line
         for iteration in bar:
             metrics = self.iterate(iteration)
+            if saving is not None:
+                metrics["time/checkpoint"], saving = saving, None
             self.run_dir.log(metrics)  # log, then save (see the module docstring)
             if self.checkpoint_due(iteration + 1):
+                start = time.perf_counter()
                 self.save_checkpoint(iteration + 1)
+                saving = time.perf_counter() - start
                 if talk and not sized:  # say once what a checkpoint costs on disk
                     sized = True
                     checkpoint = latest_checkpoint(self.run_dir.path)
@@ -221,9 +227,10 @@ class TrainingRun(abc.ABC):
         if self.config.eval_every > 0 and self.can_evaluate():
             start = time.perf_counter()
             final = self.evaluate(total)
-            self.run_dir.log(
-                {"iteration": total, **final, "time/eval": time.perf_counter() - start}
-            )
+            final["time/eval"] = time.perf_counter() - start
+            if saving is not None:
+                final["time/checkpoint"] = saving
+            self.run_dir.log({"iteration": total, **final})
             if talk and not in_terminal():
                 say(f"final evaluation: {len(final)} metrics logged")
         self.save_final_model()

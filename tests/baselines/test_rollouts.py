@@ -242,3 +242,18 @@ def test_request_carries_context_only():
     assert set(seen[0].info) == {"stop", "round", "turn"}
     assert seen[1].agent == "agent_1" and seen[1].stop == ("</consensus_reason>",)
     assert format_answer("42").startswith("<solution>")
+
+
+def test_a_rollout_adds_its_costs_to_the_timings_it_is_given():
+    n = 3
+    envs = [debate_env(num_agents=n, max_rounds=2) for _ in range(2)]
+    timings = {"time/env": 1.0}
+    results = rollout(
+        envs, ScriptedPolicy(scripted_debaters(n, seed=2)), seeds=[0, 1], timings=timings
+    )
+    sampled = sum(
+        len(tr.action) for r in results for t in r.trajectories.values() for tr in t.transitions
+    )
+    assert set(timings) == {"time/env", "time/policy", "sample/tokens"}
+    assert timings["time/env"] > 1.0 and timings["time/policy"] > 0.0
+    assert timings["sample/tokens"] == sampled > 0

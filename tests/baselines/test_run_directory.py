@@ -202,6 +202,10 @@ def test_the_loop_evaluates_trains_logs_saves_in_that_order(tmp_path):
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3, 4]
     assert [r.get("eval/value") for r in rows] == [0.0, None, 2.0, None, 4.0]
     assert [r["progress/done_frac"] for r in rows[:4]] == [0.25, 0.5, 0.75, 1.0]
+    # A save's time goes in the next line: iteration 2's (after the save at 2),
+    # and the final evaluation's (after the save at 4).
+    assert ["time/checkpoint" in r for r in rows] == [False, False, True, False, True]
+    assert "time/eval" in rows[-1]
 
 
 def test_a_crashed_run_resumes_after_its_checkpoint_as_if_uninterrupted(tmp_path):

@@ -257,7 +257,8 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
     assert all(row["optim/kl_sample_train_v2"] < 1e-6 for row in rows[:2])
     # Role-averaged evaluation: one trained agent per debate, the opponent in the other role.
     assert first["eval/num_episodes"] == 2 and first["eval/opponent/num_episodes"] == 2
-    assert set(rows[-1]) == {"iteration", "time/eval"} | {k for k in first if k.startswith("eval/")}
+    final_keys = {"iteration", "time/eval", "time/checkpoint"}
+    assert set(rows[-1]) == final_keys | {k for k in first if k.startswith("eval/")}
 
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final_model").state_dict()
@@ -332,9 +333,13 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
 
     assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == [0, 1, 2]
     for a, b in zip(whole, resumed, strict=True):
-        assert set(a) == set(b)
+        # Timings are measurements (and the resumed run saved its first checkpoint
+        # in the process that died, so its next line has no time/checkpoint).
+        assert {k for k in a if not k.startswith("time/")} == {
+            k for k in b if not k.startswith("time/")
+        }
         for key in a:
-            if re.match(r"time/|train/tokens_per_s", key):
+            if re.match(r"time/|\w+/tokens_per_s", key):
                 continue
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
 
