@@ -5,9 +5,10 @@ A trainer's config is a dataclass whose docstrings have Google-style
 introduces it (see :mod:`baselines.config` and
 :class:`baselines.is_trainer.config.ISTrainerConfig`). :func:`parse_config` turns it into
 an :mod:`argparse` command line (``field_name`` becomes ``--field-name``) whose
-help text is that documentation, and :func:`config_table` renders the same text
-as a Markdown table for the docs, so the three can never disagree. Bounds
-declared with a field's type (``Annotated[int, Range(ge=1)]``, see
+help text is that documentation as plain text (:func:`plain_text` takes the
+docstring markup out), and :func:`config_table` renders the same text as a
+Markdown table for the docs, so the three can never disagree. Bounds declared
+with a field's type (``Annotated[int, Range(ge=1)]``, see
 :class:`baselines.config.Range`) are appended to its text (``Must be >= 1.``).
 :func:`to_argv` writes a config back as a command line.
 
@@ -49,11 +50,18 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from baselines.config import bounds_text
 
-__all__ = ["attribute_docs", "build_parser", "config_table", "parse_config", "to_argv"]
+__all__ = [
+    "attribute_docs",
+    "build_parser",
+    "config_table",
+    "parse_config",
+    "plain_text",
+    "to_argv",
+]
 
 ConfigT = TypeVar("ConfigT")
 
-_SECTION = re.compile(r"^(\s*)Attributes:\s*$")
+_SECTION = re.compile(r"^(\s*)Attributes:\s*$", re.MULTILINE)
 _ENTRY = re.compile(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(?:\s*\([^)]*\))?:\s*(.*)$")
 
 
@@ -175,6 +183,31 @@ def _shown(default: Any) -> str:
     return json.dumps(default) if isinstance(default, Mapping) else repr(default)
 
 
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def _role_text(match: re.Match[str]) -> str:
+    """What a Sphinx cross-reference reads as: its title, or its target (``~``: the last name)."""
+    target = match.group(1)
+    titled = re.fullmatch(r"(.*?)\s*<[^<>]+>", target, flags=re.S)
+    if titled:
+        return titled.group(1)
+    if target.startswith("~"):
+        return target[1:].split(".")[-1]
+    return target.lstrip("!")
+
+
+def plain_text(text: str) -> str:
+    """Docstring markup to the plain text a terminal shows (``--help``).
+
+    Example:
+        >>> plain_text("``auto`` picks :class:`~baselines.config.Range` via :mod:`argparse`")
+        'auto picks Range via argparse'
+    """
+    return _LITERAL.sub(r"\1", _ROLE.sub(_role_text, text))
+
+
 def _described(doc: str, hint: Any) -> str:
     """The field's documentation, followed by the bounds its type declares (if any)."""
     bounds = bounds_text(hint)
@@ -194,7 +227,7 @@ def _add_field(
     else:
         kwargs["default"] = default
     # argparse %-formats help strings: escape the percent signs of the text.
-    kwargs["help"] = f"{doc} (default: {_shown(default)})".replace("%", "%%")
+    kwargs["help"] = f"{plain_text(doc)} (default: {_shown(default)})".replace("%", "%%")
     if inner is bool and not optional:
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
     elif inner in (int, float, str):
@@ -239,13 +272,14 @@ def _field_rows(cls: type) -> list[tuple[dataclasses.Field[Any], Any, str]]:
 def build_parser(cls: type, *, prog: str | None = None) -> argparse.ArgumentParser:
     """An :class:`argparse.ArgumentParser` with one flag per field of the dataclass ``cls``.
 
-    The description is the first paragraph of ``cls.__doc__``; each flag's help is
-    the field's entry in the ``Attributes:`` section of the class that introduces
-    it, followed by the bounds its type declares.
+    The description is the text of ``cls.__doc__`` before its ``Attributes:``
+    section; each flag's help is the field's entry in the ``Attributes:`` section
+    of the class that introduces it, followed by the bounds its type declares.
+    Both are shown as plain text (:func:`plain_text`).
     """
     rows = _field_rows(cls)
-    summary = (cls.__doc__ or "").strip().split("\n\n")[0]
-    parser = argparse.ArgumentParser(prog=prog, description=summary)
+    summary = plain_text(_SECTION.split(cls.__doc__ or "", maxsplit=1)[0].strip())
+    parser = argparse.ArgumentParser(prog=prog, description=summary.replace("%", "%%"))
     for field, annotation, doc in rows:
         _add_field(parser, field, annotation, doc)
     return parser

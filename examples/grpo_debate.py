@@ -8,7 +8,8 @@ What it shows:
   is masked context);
 * the reward is the agent's pairwise reward from the votes (leave-one-out win
   rate; -1 for an answer that breaks the XML contract), centred within the
-  debate by TRL with ``scale_rewards="none"`` (seed 001's mean baseline);
+  debate by TRL with ``scale_rewards="none"`` (the mean baseline of the Tinker
+  Cookbook's multi-agent debate recipe, seed 001);
 * the Python API: :class:`~baselines.grpo.GRPORunConfig` ->
   :func:`~baselines.grpo.build_trainer` -> ``trainer.train()``, then
   :func:`~baselines.report.write_report` for the plots and the transcript

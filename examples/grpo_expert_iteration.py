@@ -2,8 +2,9 @@ r"""Expert iteration with TRL's GRPOTrainer: attempt, feedback, attempt, in one 
 
 What it shows:
 
-* the ``two_turn_feedback`` strategy of seed 003 on arithmetic problems: the
-  solver answers, the verifier's feedback follows, the solver answers again;
+* the ``two_turn_feedback`` strategy of an expert-iteration plan for the
+  Tinker Cookbook (seed 003) on arithmetic problems: the solver answers, the
+  verifier's feedback follows, the solver answers again;
   ``--generations`` episodes per problem form TRL's group, and the reward is
   attempt 2's score (1.0 when correct);
 * how a multi-turn episode becomes one TRL completion, with ``env_mask``
@@ -22,7 +23,7 @@ What it shows:
 
   The script prints such a completion from the last step, run by run.
 
-What TRL cannot do here: the context swap. Seed 003 trains attempt 2 *without*
+What TRL cannot do here: the context swap. The plan trains attempt 2 *without*
 the feedback in its context (``info["training_messages"]``), so the model
 learns to get it right unaided. TRL's ``GRPOTrainer`` has one sequence per
 completion and trains each token on the context it was sampled on, so here

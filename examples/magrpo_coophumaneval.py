@@ -1,6 +1,7 @@
 r"""MAGRPO on CoopHumanEval: a helper and a main model learn to write one program together.
 
-Two copies of the model train side by side with MAGRPO (seed 004): the
+Two copies of the model train side by side with MAGRPO, from the paper "LLM
+Collaboration with Multi-Agent Reinforcement Learning" (seed 004): the
 ``helper`` writes a function ``aux``, the ``main`` agent writes the problem's
 entry point and may call it; both get the team reward of the program they make
 (definitions, syntax, tests passed, a bonus for really using ``aux``). Each
@@ -13,6 +14,10 @@ evaluated with greedy decoding on held-out problems before the first and after
 the last iteration, and :func:`baselines.report.write_report` turns it into
 metric plots and a transcript viewer (per turn and agent: prompt, code, test
 results, feedback, advantage).
+
+The problems come from ``CoopHumanEval.json`` in the folder named by
+``LLM_ENVS_DATA_DIR``, or from the Hugging Face hub when ``datasets`` is
+installed (docs/tasks.md).
 
 CPU, SmolLM2-135M-Instruct (the defaults: 2 iterations, 1 problem each, G = 2,
 2 turns, 64 tokens, align mode, 2 evaluation problems):

@@ -69,9 +69,10 @@ class GRPORunConfig(RunConfig):
         items_per_step: questions or problems per optimizer step.
         max_steps: optimizer steps.
         loss_type: TRL's ``loss_type``.
-        scale_rewards: TRL's ``scale_rewards``: ``none`` is the seeds' mean
-            baseline (no standard-deviation normalization), ``group`` or ``batch``
-            divide by the group's or batch's standard deviation.
+        scale_rewards: TRL's ``scale_rewards``: ``none`` is the mean baseline of
+            the debate recipe, the expert-iteration plan and the MAGRPO paper (no
+            standard-deviation normalization), ``group`` or ``batch`` divide by the
+            group's or batch's standard deviation.
         beta: KL coefficient against the initial model; 0 loads no reference model.
         vllm: sample through TRL's colocated vLLM engine: ``auto`` (on a GPU
             when vLLM is installed), ``on`` or ``off``.

@@ -57,10 +57,11 @@ class ISTrainerConfig(TrainerConfig):
     """Train a language model in an llm-envs environment with the importance-sampling loss.
 
     Attributes:
-        env: environment family: ``debate`` (seed 001: one group is one debate,
-            every agent played by the trained model) or ``expert_iteration``
-            (seed 003: one group is the episodes of one problem, mixing search
-            strategies).
+        env: environment family: ``debate`` (the Tinker Cookbook's multi-agent
+            debate recipe: one group is one debate, every agent played by the
+            trained model) or ``expert_iteration`` (the expert-iteration plan for
+            the Tinker Cookbook: one group is the episodes of one problem, mixing
+            search strategies).
         env_kwargs: keyword arguments for the environment constructor as a JSON
             object, e.g. ``{"num_agents": 2, "max_rounds": 1}`` for ``debate``
             (see :class:`llm_envs.debate.DebateConfig`) or ``{"format_reward":
@@ -80,7 +81,7 @@ class ISTrainerConfig(TrainerConfig):
             ``answer_hint``, ``two_turn_feedback``).
         strategy_weights: expert iteration only: mixture weight ``w_s`` per
             strategy; each trajectory's advantage is scaled by ``w_s / n_s``
-            (seed 003, "Stratified mixture of experts"). None weights every
+            (the expert-iteration plan's stratified mixture). None weights every
             trajectory equally.
         groups_per_batch: groups sampled per iteration: debates (each of
             ``num_agents`` trajectories) or problems (each of ``sum(strategy_mix)``
@@ -93,15 +94,15 @@ class ISTrainerConfig(TrainerConfig):
             on-policy; later ones are off by the steps before them, which the
             importance ratio corrects.
         loss: policy-gradient loss (:mod:`baselines.training.losses`):
-            ``importance_sampling`` (seed 001), ``ppo`` or ``cispo``.
+            ``importance_sampling`` (the debate recipe's), ``ppo`` or ``cispo``.
         loss_kwargs: the loss's settings as a JSON object, e.g. ``{"eps_high":
             0.28}`` for ``ppo``.
         loss_normalization: ``action_tokens`` divides each step's summed loss by
             the total loss weight of its action tokens (a token mean, the same
             for any number of processes or microbatches); ``sum`` keeps the plain
-            sum of seed 001 (scale the learning rate to the batch).
+            sum of the debate recipe (scale the learning rate to the batch).
         normalize_advantages: divide centred returns by their group's standard
-            deviation (GRPO-style); off follows seed 001.
+            deviation (GRPO-style); off follows the debate recipe.
         drop_constant_groups: skip groups whose returns are all equal: their
             advantages are all zero, so they cost compute and add no gradient.
         sampler: ``auto`` (vLLM when importable, else transformers), ``vllm``

@@ -35,7 +35,10 @@ _TRAINER_OWNED = frozenset({"termination_threshold"})
 
 @dataclass(frozen=True, kw_only=True)
 class MAGRPOConfig(TrainerConfig):
-    """Train a helper and a main model together with MAGRPO on code collaboration (seed 004).
+    """Train a helper and a main model together on code collaboration with MAGRPO.
+
+    MAGRPO is the multi-agent GRPO of the paper "LLM Collaboration with
+    Multi-Agent Reinforcement Learning".
 
     Attributes:
         dataset: problems: ``coophumaneval`` (82), ``humaneval`` (164) or
