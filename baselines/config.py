@@ -410,6 +410,12 @@ class TrainerConfig(RunConfig):
             fp32 values per parameter, so about three times the fp32 weights).
         eval_every: evaluate before every this many iterations' training and
             after the last; 0 never evaluates.
+        num_threads: CPU threads of torch (``torch.set_num_threads``) and of a
+            vLLM engine on CPU (its OpenMP threads, then left unbound); 0 keeps
+            the libraries' defaults (one per core, bound to the cores). On a CPU
+            shared with other jobs, 1 is often several times faster: threads of
+            one operation wait for each other whenever one of them is
+            descheduled.
         progress: show progress: in a terminal, a bar for the iterations and
             one for each phase (sampling, evaluation); otherwise one line per
             iteration.
@@ -423,4 +429,5 @@ class TrainerConfig(RunConfig):
     save_every: NonNegativeInt
     keep_checkpoints: PositiveInt = 1
     eval_every: NonNegativeInt
+    num_threads: NonNegativeInt = 0
     progress: bool = True

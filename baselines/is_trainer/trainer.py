@@ -70,7 +70,7 @@ from baselines.training.forward import (
     supports_logits_to_keep,
 )
 from baselines.training.losses import get_loss, kl_sample_train, per_strategy_metrics
-from baselines.training.run import TrainingRun, command_line, seed_everything
+from baselines.training.run import TrainingRun, command_line, limit_threads, seed_everything
 from baselines.types import Datum, TrajectoryGroup
 
 __all__ = ["ISTrainer", "main", "train"]
@@ -110,6 +110,7 @@ class ISTrainer(TrainingRun):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config = config
+        limit_threads(config.num_threads)  # before any engine or thread pool starts
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
         bf16 = config.precision == "bf16" or (config.precision == "auto" and cuda)
         self.accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if bf16 else "no")

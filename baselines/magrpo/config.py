@@ -78,10 +78,6 @@ class MAGRPOConfig(TrainerConfig):
             repeated for them: the same gradient for about ``P + G * C`` instead
             of ``G * (P + C)`` tokens. False runs each prompt + completion as its
             own row (for a model without a repeatable cache).
-        num_threads: CPU threads of torch (``torch.set_num_threads``); 0 keeps
-            torch's default (one per core). On a CPU shared with other jobs, 1
-            is often several times faster: threads of one operation wait for
-            each other whenever one of them is descheduled.
     """
 
     # Shared fields (documented in baselines.config) with this trainer's defaults.
@@ -105,7 +101,6 @@ class MAGRPOConfig(TrainerConfig):
     top_p: UnitFraction = 1.0
     eval_temperature: PositiveFloat = 1e-4
     share_prompts: bool = True
-    num_threads: NonNegativeInt = 0
 
     def _check_rules(self) -> None:
         if self.external_mode == "expert_edits" and "expert" not in self.env_kwargs:

@@ -67,7 +67,7 @@ from baselines.training.forward import (
     supports_logits_to_keep,
 )
 from baselines.training.losses import reinforce_loss
-from baselines.training.run import TrainingRun, command_line, seed_everything
+from baselines.training.run import TrainingRun, command_line, limit_threads, seed_everything
 from baselines.types import Datum, Trajectory, Transition
 from llm_envs.code_collab import CodeCollabEnv, load_problems
 from llm_envs.tasks import CodeProblem
@@ -114,8 +114,7 @@ class MAGRPOTrainer(TrainingRun):
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
-        if config.num_threads:
-            torch.set_num_threads(config.num_threads)
+        limit_threads(config.num_threads)
         seed_everything(config.seed)
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
         self.device = torch.device("cuda" if cuda else "cpu")

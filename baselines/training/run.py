@@ -46,6 +46,7 @@ __all__ = [
     "TrainingRun",
     "command_line",
     "in_terminal",
+    "limit_threads",
     "progress_bar",
     "say",
     "seed_everything",
@@ -81,6 +82,22 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - the legacy global generator is what we seed
     torch.manual_seed(seed)  # seeds every CUDA device as well
+
+
+def limit_threads(count: int) -> None:
+    """Use ``count`` CPU threads in torch and in vLLM engines started later; 0 changes nothing.
+
+    vLLM's CPU engine binds one OpenMP thread to every core by default; with a
+    limit it runs ``count`` threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``,
+    ``OMP_NUM_THREADS``), unless those variables are already set.
+    """
+    if count <= 0:
+        return
+    import torch
+
+    torch.set_num_threads(count)
+    os.environ.setdefault("OMP_NUM_THREADS", str(count))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
 def in_terminal() -> bool:

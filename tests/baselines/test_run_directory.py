@@ -273,3 +273,24 @@ def test_setup_mistakes_end_the_command_with_their_message(tmp_path, argv, messa
     assert done.returncode == 2, done.stderr[-3000:]
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_thread_limit_reaches_torch_and_later_vllm_engines(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from baselines.training.run import limit_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    try:
+        limit_threads(0)
+        assert torch.get_num_threads() == before and "OMP_NUM_THREADS" not in os.environ
+        limit_threads(1)
+        assert torch.get_num_threads() == 1
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+        monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")  # the user's own choice stays
+        limit_threads(2)
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    finally:
+        torch.set_num_threads(before)
