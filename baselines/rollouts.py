@@ -91,6 +91,45 @@ class _Episode:
     final_rewards: dict[str, float] = field(default_factory=dict)
     final_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy: dict[str, str | None] = field(default_factory=dict)
+    # A parallel env's latest observations and infos (an AEC env keeps its own).
+    observations: dict[str, Any] = field(default_factory=dict)
+    infos: dict[str, Any] = field(default_factory=dict)
+
+    def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
+        """Reset the environment; keep a parallel env's first observations and infos."""
+        opts = dict(options) if options else None
+        if isinstance(self.env, ParallelEnv):
+            self.observations, self.infos = self.env.reset(seed=seed, options=opts)
+        else:
+            self.env.reset(seed=seed, options=opts)
+
+    def turns_to_sample(self) -> list[tuple[_Episode, str, SampleRequest]] | None:
+        """The turns that must be sampled now; None once the episode has ended."""
+        if isinstance(self.env, ParallelEnv):
+            if not self.env.agents:
+                return None
+            return [
+                (self, a, SampleRequest.for_turn(a, self.observations[a], self.infos.get(a, {})))
+                for a in self.env.agents
+            ]
+        turn = _advance_aec(self)
+        return None if turn is None else [(self, *turn)]
+
+    def act(self, agent: str, request: SampleRequest, completion: Completion) -> None:
+        """Record ``agent``'s sampled turn; an AEC env steps at once, a parallel one waits."""
+        self.pending[agent] = _Pending(dict(request.info), completion)
+        self.strategy.setdefault(agent, request.info.get(STRATEGY))
+        if not isinstance(self.env, ParallelEnv):
+            self.env.step(completion.text)
+
+    def step_jointly(self, actions: Mapping[str, str]) -> None:
+        """Step a parallel env with every acting agent's text; settle their turns."""
+        self.observations, rewards, terms, truncs, self.infos = self.env.step(dict(actions))
+        for agent in actions:
+            done = bool(terms.get(agent) or truncs.get(agent))
+            self.settle(agent, rewards.get(agent, 0.0), self.infos.get(agent, {}), done)
+            if done:
+                self.final_infos[agent] = dict(self.infos.get(agent, {}))
 
     def settle(self, agent: str, reward: float, info: Mapping[str, Any], done: bool) -> None:
         """Close the agent's pending turn with the reward and outcome info seen after it."""
@@ -197,84 +236,47 @@ def rollout(
     costs = {"time/env": 0.0, "time/policy": 0.0, "sample/tokens": 0.0}
     start = time.perf_counter()
     episodes = [_Episode(env, i) for i, env in enumerate(envs)]
-    parallel_infos: dict[int, dict[str, Any]] = {}
-    parallel_obs: dict[int, dict[str, Any]] = {}
     for ep, seed, opts in zip(episodes, seeds, options, strict=True):
-        if isinstance(ep.env, ParallelEnv):
-            parallel_obs[ep.index], parallel_infos[ep.index] = ep.env.reset(
-                seed=seed, options=dict(opts) if opts else None
-            )
-        else:
-            ep.env.reset(seed=seed, options=dict(opts) if opts else None)
-
+        ep.reset(seed, opts)
     costs["time/env"] += time.perf_counter() - start
-    bar = (
-        _progress_bar(n, progress if isinstance(progress, str) else "episodes")
-        if progress
-        else None
-    )
+    label = progress if isinstance(progress, str) else "episodes"
+    bar = _progress_bar(n, label) if progress else None
     active = list(episodes)
-    finished: list[EpisodeResult | None] = [None] * n
     while active:
         # 1. Collect every turn that must be sampled now.
         wanted: list[tuple[_Episode, str, SampleRequest]] = []
         still_active = []
         for ep in active:
-            if isinstance(ep.env, ParallelEnv):
-                if not ep.env.agents:
-                    finished[ep.index] = ep.result()
-                    continue
-                obs, infos = parallel_obs[ep.index], parallel_infos[ep.index]
-                wanted.extend(
-                    (ep, a, SampleRequest.for_turn(a, obs[a], infos.get(a, {})))
-                    for a in ep.env.agents
-                )
-            else:
-                turn = _advance_aec(ep)
-                if turn is None:
-                    finished[ep.index] = ep.result()
-                    continue
-                wanted.append((ep, *turn))
-            still_active.append(ep)
+            turns = ep.turns_to_sample()
+            if turns is not None:
+                wanted.extend(turns)
+                still_active.append(ep)
         if bar is not None:
             bar.update(len(active) - len(still_active))
         active = still_active
         if not wanted:
             break
-
         # 2. One batched call per policy.
         start = time.perf_counter()
         completions = _sample_grouped(wanted, policy, params)
         costs["time/policy"] += time.perf_counter() - start
         costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
-
         # 3. Step every environment with its completions.
         start = time.perf_counter()
         joint: dict[int, dict[str, str]] = defaultdict(dict)
         for (ep, agent, request), completion in zip(wanted, completions, strict=True):
-            ep.pending[agent] = _Pending(dict(request.info), completion)
-            if agent not in ep.strategy:
-                ep.strategy[agent] = request.info.get(STRATEGY)
+            ep.act(agent, request, completion)
             if isinstance(ep.env, ParallelEnv):
                 joint[ep.index][agent] = completion.text
-            else:
-                ep.env.step(completion.text)
         for index, actions in joint.items():
-            ep = episodes[index]
-            obs, rewards, terms, truncs, infos = ep.env.step(actions)
-            parallel_obs[index], parallel_infos[index] = obs, infos
-            for agent in actions:
-                done = bool(terms.get(agent) or truncs.get(agent))
-                ep.settle(agent, rewards.get(agent, 0.0), infos.get(agent, {}), done)
-                if done:
-                    ep.final_infos[agent] = dict(infos.get(agent, {}))
+            episodes[index].step_jointly(actions)
         costs["time/env"] += time.perf_counter() - start
     if bar is not None:
         bar.close()
     if timings is not None:
         for key, value in costs.items():
             timings[key] = timings.get(key, 0.0) + value
-    return [r if r is not None else episodes[i].result() for i, r in enumerate(finished)]
+    return [ep.result() for ep in episodes]
 
 
 def _sample_grouped(
