@@ -283,44 +283,13 @@ def grow_trees(
     trees = list(level)
     combos = joint_indices(len(agents), group_size, joint_mode)
     for turn in range(num_turns):
-        # 1. One sampler call per agent for every node of the level.
-        for a, agent in enumerate(agents):
-            requests = [
-                SampleRequest.for_turn(agent, node.observations[agent], node.infos.get(agent, {}))
-                for node in level
-                for _ in range(group_size)
-            ]
-            got = samplers[agent].sample(requests, _level_params(params, turn, a, len(agents)))
-            if len(got) != len(requests):
-                raise RuntimeError(
-                    f"the sampler of {agent} returned {len(got)} completions for "
-                    f"{len(requests)} requests"
-                )
-            for i, node in enumerate(level):
-                node.completions[agent] = list(got[i * group_size : (i + 1) * group_size])
-        # 2. Fork once per joint action; step every fork of the level, batched where possible.
-        forks, actions = [], []
-        for node in level:
-            node.joint_indices_J = list(combos)
-            for combo in combos:
-                forks.append(_fork(_env(node)))
-                actions.append(
-                    {
-                        agent: node.completions[agent][combo[a]].text
-                        for a, agent in enumerate(agents)
-                    }
-                )
+        _sample_level(level, agents, samplers, params, turn, group_size)
+        forks, actions = _joint_actions(level, agents, combos)
         results = iter(zip(forks, _step_all(forks, actions), strict=True))
-        # 3. Rewards, then children for the joint actions that go on.
         next_level: list[TreeNode] = []
         for node in level:
             stepped = [next(results) for _ in combos]
-            outcomes = [_team_outcome(result, agents) for _, result in stepped]
-            node.rewards_J = [reward for reward, _ in outcomes]
-            node.infos_J = [info for _, info in outcomes]
-            node.env, node.observations, node.infos = None, {}, {}  # the forks hold the state
-            expand = should_expand(node.rewards_J, turn, num_turns, termination_threshold)
-            node.stopped = not expand and turn + 1 < num_turns
+            expand = _settle_node(node, stepped, agents, turn, num_turns, termination_threshold)
             children: list[TreeNode | None] = [
                 _child(node, fork, result, agents) if expand else None for fork, result in stepped
             ]
@@ -336,6 +305,64 @@ def grow_trees(
         if not level:
             break
     return trees
+
+
+def _sample_level(
+    level: Sequence[TreeNode],
+    agents: Sequence[str],
+    samplers: Mapping[str, Policy],
+    params: SamplingParams,
+    turn: int,
+    group_size: int,
+) -> None:
+    """One sampler call per agent for every node of the level: G completions per node."""
+    for a, agent in enumerate(agents):
+        requests = [
+            SampleRequest.for_turn(agent, node.observations[agent], node.infos.get(agent, {}))
+            for node in level
+            for _ in range(group_size)
+        ]
+        got = samplers[agent].sample(requests, _level_params(params, turn, a, len(agents)))
+        if len(got) != len(requests):
+            raise RuntimeError(
+                f"the sampler of {agent} returned {len(got)} completions for "
+                f"{len(requests)} requests"
+            )
+        for i, node in enumerate(level):
+            node.completions[agent] = list(got[i * group_size : (i + 1) * group_size])
+
+
+def _joint_actions(
+    level: Sequence[TreeNode], agents: Sequence[str], combos: Sequence[tuple[int, ...]]
+) -> tuple[list[Env], list[dict[str, str]]]:
+    """A fork of each node's env per joint action, and that joint action's texts."""
+    forks, actions = [], []
+    for node in level:
+        node.joint_indices_J = list(combos)
+        for combo in combos:
+            forks.append(_fork(_env(node)))
+            actions.append(
+                {agent: node.completions[agent][combo[a]].text for a, agent in enumerate(agents)}
+            )
+    return forks, actions
+
+
+def _settle_node(
+    node: TreeNode,
+    stepped: Sequence[tuple[Env, StepResult]],
+    agents: Sequence[str],
+    turn: int,
+    num_turns: int,
+    termination_threshold: float | None,
+) -> bool:
+    """Record a node's joint-action rewards and infos; return whether it gets children."""
+    outcomes = [_team_outcome(result, agents) for _, result in stepped]
+    node.rewards_J = [reward for reward, _ in outcomes]
+    node.infos_J = [info for _, info in outcomes]
+    node.env, node.observations, node.infos = None, {}, {}  # the forks hold the state
+    expand = should_expand(node.rewards_J, turn, num_turns, termination_threshold)
+    node.stopped = not expand and turn + 1 < num_turns
+    return expand
 
 
 def _child(node: TreeNode, fork: Env, result: StepResult, agents: Sequence[str]) -> TreeNode | None:
