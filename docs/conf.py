@@ -1,5 +1,11 @@
 """Sphinx configuration for the llm-envs docs."""
 
+import sys
+from pathlib import Path
+
+# Document the source tree these docs sit in, whichever copy pip installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import llm_envs
 
 project = "llm-envs"

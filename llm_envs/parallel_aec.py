@@ -24,6 +24,7 @@ from pettingzoo.utils.conversions import parallel_to_aec_wrapper
 
 from llm_envs.contract import Observation
 from llm_envs.records import EpisodeRecord
+from llm_envs.text_env import check_aec_step
 
 __all__ = ["ParallelAECView"]
 
@@ -91,11 +92,22 @@ class ParallelAECView(AECEnv[str, Observation, str | None], Generic[ParallelT]):
         self._conversion.reset(seed=seed, options=options)
 
     def step(self, action: str | None) -> None:
-        """Record the selected agent's text; after the last live agent, step the parallel env."""
+        """Record the selected agent's text; after the last live agent, step the parallel env.
+
+        Checked first, as in every llm-envs AEC env: a step before ``reset()`` or
+        after the end is a ``RuntimeError``, a live agent's non-``str`` action a
+        ``TypeError`` (raised at once, not when the joint action is complete).
+        """
+        episode = self._conversion if hasattr(self._conversion, "agents") else None
+        check_aec_step(episode, action, owner=type(self).__name__)
         self._conversion.step(action)
 
     def observe(self, agent: str) -> Observation:
         """The chat ``agent``'s model continues next."""
+        if agent not in self.possible_agents:
+            raise KeyError(
+                f"unknown agent {agent!r}; this environment's agents are {self.possible_agents}"
+            )
         observation: Observation = self._conversion.observe(agent)
         return observation
 

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from gymnasium.spaces import Dict, Space, Text
 
+from llm_envs.arguments import check_int
+
 __all__ = ["ROLES", "ChatMessages", "UnicodeText", "chat_observation_space"]
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
@@ -93,10 +95,8 @@ class UnicodeText(Text):
         sample_max_length: int = 64,
         seed: int | np.random.Generator | None = None,
     ) -> None:
-        if max_length < 0:
-            raise ValueError(f"max_length must be >= 0, got {max_length}")
-        if sample_max_length < 0:
-            raise ValueError(f"sample_max_length must be >= 0, got {sample_max_length}")
+        check_int("max_length", max_length, minimum=0)
+        check_int("sample_max_length", sample_max_length, minimum=0)
         # Text's own charset machinery is bypassed by contains/sample below; a
         # tiny charset keeps its constructor cheap.
         super().__init__(max_length=max_length, min_length=0, charset="a", seed=seed)
@@ -163,8 +163,7 @@ class ChatMessages(Space[list[dict[str, str]]]):
         max_content_length: int = 1_000_000,
         seed: int | np.random.Generator | None = None,
     ) -> None:
-        if max_messages < 0:
-            raise ValueError(f"max_messages must be >= 0, got {max_messages}")
+        check_int("max_messages", max_messages, minimum=0)
         self.max_messages = max_messages
         self.content = UnicodeText(max_content_length)
         super().__init__(shape=None, dtype=None, seed=seed)

@@ -8,8 +8,8 @@ every family, so that they are written (and fixed) once:
   (:func:`resolve_config`): a frozen config dataclass, keyword overrides of its
   fields, or both (the overrides are applied on top of the config and the
   result is validated again);
-* spaces built once per agent and returned from a dict (PettingZoo requires
-  ``observation_space(a) is observation_space(a)``);
+* spaces built once per agent, when first asked for, and returned from a dict
+  (PettingZoo requires ``observation_space(a) is observation_space(a)``);
 * ``render_mode`` checked at construction;
 * the reset preamble: reseed only when a seed is given (or on the first
   reset), and warn about option keys the environment does not know (PettingZoo's
@@ -41,7 +41,14 @@ from llm_envs.spaces import UnicodeText, chat_observation_space
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["RENDER_MODES", "TextEnvMixin", "env_metadata", "numbered_agents", "resolve_config"]
+__all__ = [
+    "RENDER_MODES",
+    "TextEnvMixin",
+    "check_aec_step",
+    "env_metadata",
+    "numbered_agents",
+    "resolve_config",
+]
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "human")
 """``"ansi"``: ``render()`` returns the transcript; ``"human"``: it prints it."""
@@ -134,6 +141,36 @@ def numbered_agents(num_agents: int) -> list[str]:
     return [f"agent_{i}" for i in range(num_agents)]
 
 
+def check_aec_step(env: Any, action: object, *, owner: str) -> str:
+    """The acting agent of an AEC ``step(action)``, or the error a misuse deserves.
+
+    Before the first ``reset()``, and after the episode has ended (no agents
+    left), stepping is an error that says to reset. A live agent must act with a
+    string: any string is a valid action (garbage text is an outcome with its
+    reward), anything else is a programming error. An agent whose episode is over
+    takes PettingZoo's dead step, with ``None``; that is left to the caller.
+
+    Raises:
+        RuntimeError: no episode, or the episode ended.
+        TypeError: a live agent's action is not a ``str``.
+    """
+    if getattr(env, "agents", None) is None:
+        raise RuntimeError(f"step() before reset(): {owner} has no episode yet; call reset() first")
+    if not env.agents:
+        raise RuntimeError(
+            "step() after the episode ended: every agent has taken its final step; "
+            "call reset() to start a new episode"
+        )
+    agent: str = env.agent_selection
+    live = not (env.terminations[agent] or env.truncations[agent])
+    if live and not isinstance(action, str):
+        raise TypeError(
+            f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
+            "only agents whose episode has ended step with None"
+        )
+    return agent
+
+
 class TextEnvMixin:
     """Shared plumbing of llm-envs environments; see the module docstring.
 
@@ -150,6 +187,8 @@ class TextEnvMixin:
     np_random_seed: Any
     _observation_spaces: dict[str, Any]
     _action_spaces: dict[str, Any]
+    _space_agents: tuple[str, ...]
+    _space_agent_set: frozenset[str]
     _np_random_ready: bool
     metadata: dict[str, Any]
 
@@ -159,18 +198,35 @@ class TextEnvMixin:
                 f"render_mode must be one of {RENDER_MODES} or None, got {render_mode!r}"
             )
         self.render_mode = render_mode
-        agents = list(agents)
-        self._observation_spaces = {a: chat_observation_space() for a in agents}
-        self._action_spaces = {a: UnicodeText() for a in agents}
+        # Spaces are built when first asked for (a space costs ~0.1 ms: 10,000 agents
+        # would pay a second at construction), then kept: the same object every call.
+        self._space_agents = tuple(agents)
+        self._space_agent_set = frozenset(self._space_agents)
+        self._observation_spaces = {}
+        self._action_spaces = {}
         self._np_random_ready = False
 
     def observation_space(self, agent: str) -> Any:
         """``Dict({"messages": ChatMessages})``, the same object on every call."""
-        return self._observation_spaces[agent]
+        space = self._observation_spaces.get(agent)
+        if space is None:
+            self._check_agent(agent)
+            space = self._observation_spaces[agent] = chat_observation_space()
+        return space
 
     def action_space(self, agent: str) -> Any:
         """:class:`~llm_envs.spaces.UnicodeText`: any string."""
-        return self._action_spaces[agent]
+        space = self._action_spaces.get(agent)
+        if space is None:
+            self._check_agent(agent)
+            space = self._action_spaces[agent] = UnicodeText()
+        return space
+
+    def _check_agent(self, agent: str) -> None:
+        if agent not in self._space_agent_set:
+            names = list(self._space_agents)
+            shown = names if len(names) <= 6 else [*names[:3], "...", *names[-2:]]
+            raise KeyError(f"unknown agent {agent!r}; this environment's agents are {shown}")
 
     def _begin_reset(
         self, seed: int | None, options: Mapping[str, Any] | None, known: frozenset[str]
@@ -179,6 +235,11 @@ class TextEnvMixin:
         if seed is not None or not self._np_random_ready:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
             self._np_random_ready = True
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(
+                f"{type(self).__name__}.reset(options=...) takes a dict of options (known: "
+                f"{sorted(known)}), got {type(options).__name__} {options!r:.80}"
+            )
         options = dict(options or {})
         unknown = set(options) - known
         if unknown:
@@ -218,25 +279,11 @@ class TextEnvMixin:
         rewards and ends with ``self._accumulate_rewards()``.
         """
         env: Any = self
-        if getattr(env, "agents", None) is None:
-            raise RuntimeError(
-                f"step() before reset(): {type(self).__name__} has no episode yet; "
-                "call reset() first"
-            )
-        if not env.agents:
-            raise RuntimeError(
-                "step() after the episode ended: every agent has taken its final step; "
-                "call reset() to start a new episode"
-            )
-        agent: str = env.agent_selection
+        agent = check_aec_step(env, action, owner=type(self).__name__)
         if env.terminations[agent] or env.truncations[agent]:
             env._was_dead_step(action)
             return None
-        if not isinstance(action, str):
-            raise TypeError(
-                f"the action of {agent} must be its text (a str), got {type(action).__name__}; "
-                "only agents whose episode has ended step with None"
-            )
+        assert isinstance(action, str)  # check_aec_step refused anything else
         env._cumulative_rewards[agent] = 0.0
         env._clear_rewards()
         return agent, action

@@ -6,7 +6,7 @@ import importlib
 import pickle
 
 import pytest
-from pettingzoo.utils.wrappers import OrderEnforcingWrapper
+from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 
 from llm_envs.factories import wrap_aec
 from llm_envs.wrappers import WinMinusLossReward, WinRateReward
@@ -89,8 +89,12 @@ def test_generated_factories_read_as_functions_of_the_env_module(module, names):
         assert pickle.loads(pickle.dumps(factory)) is factory
 
 
+class _Passthrough(BaseWrapper):
+    """A wrapper that changes nothing, to see where wrap_aec puts it."""
+
+
 def test_wrap_aec_applies_inner_wrappers_innermost_first():
-    game = wrap_aec(debate.DebateEnv(), WinRateReward, WinMinusLossReward)
+    game = wrap_aec(debate.DebateEnv(), WinRateReward, _Passthrough)
     assert type(game) is OrderEnforcingWrapper
-    assert type(game.env) is WinMinusLossReward
+    assert type(game.env) is _Passthrough
     assert type(game.env.env) is WinRateReward

@@ -41,8 +41,14 @@ def test_unicode_text_samples_are_short_seeded_and_contained():
 
 
 def test_unicode_text_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="max_length must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="max_length must be an int >= 0, got -1"):
         UnicodeText(max_length=-1)
+    with pytest.raises(TypeError, match=r"max_length must be an int >= 0, got 1000000.0"):
+        UnicodeText(max_length=1e6)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"sample_max_length must be an int >= 0, got True"):
+        UnicodeText(sample_max_length=True)
+    with pytest.raises(TypeError, match=r"max_messages must be an int >= 0, got '5' \(a str\)"):
+        ChatMessages(max_messages="5")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mask"):
         UnicodeText().sample(mask=1)
 

@@ -308,3 +308,25 @@ def test_bad_steps_are_clear_errors(prepare, action, error, message):
     prepare(game)
     with pytest.raises(error, match=message):
         game.step(action)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DebateEnv(num_agents=2),
+        lambda: ExpertIterationEnv(),
+        lambda: CodeCollabEnv(problems=[F_PROBLEM]),
+    ],
+)
+def test_observing_an_unknown_agent_names_the_agents(make):
+    game = make()
+    game.reset(seed=0)
+    with pytest.raises(KeyError, match=r"unknown agent 'nobody'; this environment's agents are"):
+        game.observe("nobody")
+    with pytest.raises(KeyError, match=r"unknown agent 'nobody'"):
+        game.observation_space("nobody")
+
+
+def test_reset_options_that_are_not_a_dict_are_a_type_error():
+    with pytest.raises(TypeError, match=r"DebateEnv.reset\(options=...\) takes a dict of options"):
+        DebateEnv().reset(seed=0, options="What is 2 + 2?")  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from llm_envs.arguments import check_int, check_number
 from llm_envs.contract import Observation
 from llm_envs.debate.protocol import (
     COMPARISON,
@@ -95,8 +96,13 @@ class ScriptedDebater:
         tie_probability: float = 0.2,
         seed: int = 0,
     ) -> None:
-        if not 0 <= agent_id < num_agents:
-            raise ValueError(f"agent_id must be in [0, {num_agents}), got {agent_id}")
+        check_int("num_agents", num_agents, minimum=2)
+        check_int("agent_id", agent_id, minimum=0, maximum=num_agents - 1)
+        if agree_from_round is not None:
+            check_int("agree_from_round", agree_from_round, minimum=1, meaning=" or None (never)")
+        check_int("max_votes", max_votes, minimum=0)
+        check_number("tie_probability", tie_probability, minimum=0, maximum=1)
+        check_int("seed", seed)
         self.agent_id = agent_id
         self.num_agents = num_agents
         self.solution = solution

@@ -6,8 +6,10 @@ are also the environment's keyword arguments (``CodeCollabEnv(num_turns=3)``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from llm_envs.arguments import check_int, check_number, check_timeout, describe
 from llm_envs.code_collab.feedback import (
     EXTERNAL_MODES,
     ExternalMode,
@@ -52,32 +54,48 @@ class CodeCollabConfig:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.problems, str):
-            object.__setattr__(self, "problems", load_code_problems(self.problems))
-        if not all(isinstance(p, CodeProblem) for p in self.problems):
-            raise TypeError(
-                "problems must be CodeProblem records (e.g. llm_envs.tasks.load_mbpp()) "
-                f"or a data set name in {CODE_DATASETS}"
-            )
-        if not self.problems:
-            raise ValueError("problems must not be empty")
-        if self.num_agents not in (1, 2) or isinstance(self.num_agents, bool):
-            raise ValueError(
-                f"num_agents must be 2 (helper and main) or 1 (main alone), got {self.num_agents!r}"
-            )
-        if not isinstance(self.num_turns, int) or self.num_turns < 1:
-            raise ValueError(f"num_turns must be an int >= 1, got {self.num_turns!r}")
+        object.__setattr__(self, "problems", _as_problems(self.problems))
+        check_int(
+            "num_agents",
+            self.num_agents,
+            minimum=1,
+            maximum=2,
+            meaning=" (2: helper and main, 1: main alone)",
+        )
+        check_int("num_turns", self.num_turns, minimum=1)
         if self.external_mode not in EXTERNAL_MODES:
             raise ValueError(
                 f"external_mode must be one of {EXTERNAL_MODES}, got {self.external_mode!r}"
             )
         validate_sandbox_slice(self.sandbox_slice)
-        for name in ("termination_threshold", "reward_shift", "timeout"):
-            value = getattr(self, name)
-            if value is None and name != "reward_shift":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
-        object.__setattr__(self, "problems", tuple(self.problems))
+        if self.termination_threshold is not None:
+            check_number("termination_threshold", self.termination_threshold)
+        check_number("reward_shift", self.reward_shift)
+        if self.timeout is not None:
+            check_timeout("timeout", self.timeout)
+
+
+def _as_problems(problems: object) -> tuple[CodeProblem, ...]:
+    """``problems`` as a tuple of records: a data set name is loaded, anything else checked."""
+    if isinstance(problems, str):
+        return load_code_problems(problems)  # type: ignore[arg-type]  # the name is checked there
+    fix = f"pass CodeProblem records (e.g. llm_envs.tasks.load_mbpp()) or a name in {CODE_DATASETS}"
+    if isinstance(problems, CodeProblem):
+        raise TypeError(
+            f"problems must be a sequence of CodeProblem, got one CodeProblem "
+            f"({problems.task_id!r}): wrap it in a list, problems=[problem]"
+        )
+    if not isinstance(problems, Iterable):
+        raise TypeError(
+            f"problems must be a sequence of CodeProblem, got {describe(problems)}; {fix}"
+        )
+    records = tuple(problems)
+    for position, problem in enumerate(records):
+        if not isinstance(problem, CodeProblem):
+            raise TypeError(
+                f"problems must be CodeProblem records, but problems[{position}] is "
+                f"{describe(problem)} ({type(problem).__name__}); {fix}"
+            )
+    if not records:
+        raise ValueError(f"problems must not be empty; {fix}")
+    return records

@@ -345,6 +345,7 @@ class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
 
     def observe(self, agent: str) -> Observation:
         """The chat ``agent``'s model continues next (after the end: the whole conversation)."""
+        self._check_agent(agent)
         return {"messages": copy_messages(self._chats[agent])}
 
     @property

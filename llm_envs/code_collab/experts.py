@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from llm_envs.arguments import check_int, check_number
 from llm_envs.code_collab.feedback import ExpertEdits
 from llm_envs.rewards.code import AUX_NAME
 from llm_envs.tasks.problems import CodeProblem
@@ -163,12 +164,14 @@ class OpenAIChatExpert:
                 f"base_url must be an http(s) URL such as 'https://api.openai.com/v1', "
                 f"got {base_url!r}"
             )
-        if num_agents not in (1, 2):
-            raise ValueError(f"num_agents must be 1 or 2, got {num_agents!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        check_int("num_agents", num_agents, minimum=1, maximum=2)
+        check_number("temperature", temperature, minimum=0)
+        check_int("max_tokens", max_tokens, minimum=1)
+        check_number("timeout", timeout, minimum=0, open_minimum=True, unit=" of seconds")
+        check_int("max_retries", max_retries, minimum=0)
+        check_number("retry_delay", retry_delay, minimum=0, unit=" of seconds")
+        if not isinstance(api_key_env, str) or not api_key_env:
+            raise TypeError(f"api_key_env must name an environment variable, got {api_key_env!r}")
         self.model = model
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key

@@ -6,9 +6,11 @@ the environment's keyword arguments (``DebateEnv(num_agents=2)``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from llm_envs.arguments import check_int, describe
 from llm_envs.debate.questions import DEFAULT_QUESTIONS, DebateQuestion, as_question
 
 __all__ = ["DebateConfig", "ObservationMode", "OnParseError"]
@@ -49,18 +51,15 @@ class DebateConfig:
     observation_mode: ObservationMode = "prompt"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_agents, int) or self.num_agents < 2:
-            raise ValueError(f"num_agents must be an int >= 2, got {self.num_agents!r}")
-        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be an int >= 1, got {self.max_rounds!r}")
-        if not isinstance(self.history_rounds, int) or self.history_rounds < -1:
-            raise ValueError(
-                f"history_rounds must be -1 (all), 0 (none) or K > 0, got {self.history_rounds!r}"
-            )
-        if not isinstance(self.max_chars_per_field, int) or self.max_chars_per_field < 1:
-            raise ValueError(
-                f"max_chars_per_field must be an int >= 1, got {self.max_chars_per_field!r}"
-            )
+        check_int("num_agents", self.num_agents, minimum=2)
+        check_int("max_rounds", self.max_rounds, minimum=1)
+        check_int(
+            "history_rounds",
+            self.history_rounds,
+            minimum=-1,
+            meaning=" (-1: all rounds, 0: none, K > 0: the last K)",
+        )
+        check_int("max_chars_per_field", self.max_chars_per_field, minimum=1)
         if self.on_parse_error not in _ON_PARSE_ERROR:
             raise ValueError(
                 f"on_parse_error must be one of {_ON_PARSE_ERROR}, got {self.on_parse_error!r}"
@@ -82,6 +81,11 @@ class DebateConfig:
             raise TypeError(
                 f"questions must be a sequence of questions, got one str ({self.questions!r:.60}); "
                 f"wrap it in a list: questions=[{self.questions!r:.60}]"
+            )
+        if isinstance(self.questions, DebateQuestion) or not isinstance(self.questions, Iterable):
+            raise TypeError(
+                "questions must be a sequence of str or DebateQuestion, got "
+                f"{describe(self.questions)}; pass a list, e.g. questions=['What is 2 + 2?']"
             )
         questions = tuple(as_question(q) for q in self.questions)
         if not questions:

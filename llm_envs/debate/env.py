@@ -130,7 +130,9 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self.possible_agents = numbered_agents(num_agents)
         self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._init_text_env(self.possible_agents, render_mode)
-        self._system_prompts = [system_prompt(i, num_agents) for i in range(num_agents)]
+        # Built when an agent first observes: each prompt is O(1) text, but N of them
+        # up front would make a 10,000-agent debate pay for prompts nobody reads yet.
+        self._system_prompts: dict[int, str] = {}
         self.question: DebateQuestion = self.config.questions[0]
         self.turns: list[RecordedTurn] = []
         self.votes: list[Vote] = []
@@ -187,7 +189,9 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._advance(ended_by_error=penalized)
 
         outcome = self._outcome_info(response, error)
-        for a in self.agents:
+        # Only the acting agent's context moves on (its next turn); at the end, everyone's
+        # does. Updating all N infos every step would make a round cost N^2.
+        for a in self.agents if self.done else (agent,):
             info = self._context_info(a)
             self.infos[a] = {**self.infos[a], **info, **(outcome if a == agent else {})}
         self._accumulate_rewards()
@@ -263,6 +267,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         # the acting agent's observation. Callers get their own list.
         cached = self._observations.get(agent)
         if cached is None or cached[0] != len(self.turns):
+            self._check_agent(agent)
             cached = (len(self.turns), self._build_observation(agent))
             self._observations[agent] = cached
         return {"messages": list(cached[1])}
@@ -272,9 +277,16 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             return self._chat_prefix(agent)
         i = self._index[agent]
         return [
-            {"role": "system", "content": self._system_prompts[i]},
+            {"role": "system", "content": self._system_prompt(i)},
             {"role": "user", "content": self._prompt_user_message(i)},
         ]
+
+    def _system_prompt(self, agent_index: int) -> str:
+        prompt = self._system_prompts.get(agent_index)
+        if prompt is None:
+            prompt = system_prompt(agent_index, self.config.num_agents)
+            self._system_prompts[agent_index] = prompt
+        return prompt
 
     def _spoken_this_round(self, agent_index: int) -> list[int]:
         # Answers of the round in which `agent_index` acts next (empty for a later round).
@@ -314,7 +326,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         i = self._index[agent]
         history = self._chat[agent]
         if not history:
-            history = [{"role": "system", "content": self._system_prompts[i]}]
+            history = [{"role": "system", "content": self._system_prompt(i)}]
         new_turns = [t for t in self.turns[self._seen[agent] :] if t.agent != i]
         parts = [] if self._seen[agent] else [f"Question: {self.question.text}"]
         if new_turns:

@@ -65,7 +65,7 @@ class RecordedTurn:
 
 def system_prompt(agent_id: int, num_agents: int) -> str:
     """The system message: who the agent is and the five-tag XML contract it must follow."""
-    others = ", ".join(f"Agent {j}" for j in range(num_agents) if j != agent_id)
+    others = _others(agent_id, num_agents, ", ")
     return (
         f"You are Agent {agent_id} in a debate among {num_agents} agents "
         f"(Agent 0 to Agent {num_agents - 1}). All agents answer the same question, "
@@ -119,7 +119,25 @@ def format_turns_by_round(
     return "\n\n".join(blocks)
 
 
+_MAX_LISTED_OTHERS = 8
+"""Beyond this many other agents, prompts name them as a range: a prompt listing
+every other agent would grow with ``num_agents``, and N such prompts with its square."""
+
+
+def _others(agent_id: int, num_agents: int, separator: str) -> str:
+    """Every agent but ``agent_id``: listed when few, as a range when many."""
+    if num_agents - 1 <= _MAX_LISTED_OTHERS:
+        others = [j for j in range(num_agents) if j != agent_id]
+        return separator.join(f"Agent {j}" for j in others) if separator else _agents_list(others)
+    return f"the other agents (Agent 0 to Agent {num_agents - 1}, except Agent {agent_id})"
+
+
 def _agents_list(agents: Sequence[int]) -> str:
+    contiguous = (
+        list(agents) == list(range(agents[0], agents[0] + len(agents))) if agents else False
+    )
+    if len(agents) > _MAX_LISTED_OTHERS and contiguous:
+        return f"Agent {agents[0]} to Agent {agents[-1]}"
     names = [f"Agent {a}" for a in agents]
     if len(names) <= 2:
         return " and ".join(names)
@@ -169,12 +187,11 @@ def round_instruction(
             f"round ({_agents_list(earlier)}), never yourself."
         )
     else:
-        others = [a for a in range(num_agents) if a != agent_id]
         body = (
             f"Read the earlier solutions, evaluations and comparisons. In <{EVALUATION}>, judge "
             "both the solutions and how well the other agents judged each other. Then give "
             f"your best solution, and in <{COMPARISON}> compare pairs among "
-            f"{_agents_list(others)}, never yourself."
+            f"{_others(agent_id, num_agents, '')}, never yourself."
         )
     consensus = (
         f"Say YES in <{CONSENSUS}> only if you agree with the other agents' answers; the "

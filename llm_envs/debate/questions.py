@@ -43,6 +43,16 @@ class DebateQuestion:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
             raise ValueError(f"a debate question needs non-empty text, got {self.text!r}")
+        if self.answer is not None and not isinstance(self.answer, str):
+            raise TypeError(
+                f"answer must be text or None, got {self.answer!r} "
+                f"({type(self.answer).__name__}); pass answer={str(self.answer)!r}"
+            )
+        if self.checker is not None and not callable(self.checker):
+            raise TypeError(
+                f"checker must be a function (solution, answer) -> bool or None, "
+                f"got {self.checker!r:.80}"
+            )
 
     def is_correct(self, solution: str) -> bool | None:
         """Score ``solution`` against the reference answer (``None`` without one)."""

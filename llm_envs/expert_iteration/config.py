@@ -7,11 +7,17 @@ its fields are also the environment's keyword arguments
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from llm_envs.arguments import (
+    check_bool,
+    check_int,
+    check_number,
+    check_timeout,
+    describe,
+)
 from llm_envs.contract import Message
 from llm_envs.expert_iteration.prompts import DEFAULT_AUGMENTATION, Problem
 from llm_envs.expert_iteration.strategies import (
@@ -34,6 +40,39 @@ OnFirstCorrect = Literal["continue", "stop"]
 :mod:`llm_envs.expert_iteration.env`)."""
 
 _DEFAULT_PROBLEMS = ArithmeticTask(num_problems=1000, seed=0)
+
+
+def _check_problems(problems: object) -> None:
+    """Refuse what is not a non-empty sequence of problem records, naming the fix."""
+    fix = "pass a list of MathProblem or CodeProblem, e.g. problems=[MathProblem(...)]"
+    if isinstance(problems, MathProblem | CodeProblem):
+        raise TypeError(
+            f"problems must be a sequence of MathProblem or CodeProblem, got one "
+            f"{type(problems).__name__} ({problems.task_id!r}): wrap it in a list, "
+            "problems=[problem]"
+        )
+    if isinstance(problems, str) or not isinstance(problems, Sequence):
+        raise TypeError(
+            f"problems must be a sequence of MathProblem or CodeProblem, got one "
+            f"{type(problems).__name__} {describe(problems)}; {fix}"
+        )
+    if len(problems) == 0:
+        raise ValueError("problems must not be empty")
+    # Every record of a list; only the first of a lazy sequence (an ArithmeticTask of a
+    # million problems builds each on demand, and builds them right).
+    for position, problem in enumerate(
+        problems if isinstance(problems, list | tuple) else [problems[0]]
+    ):
+        if not isinstance(problem, MathProblem | CodeProblem):
+            raise TypeError(
+                f"problems must hold MathProblem or CodeProblem records, but problems[{position}] "
+                f"is {describe(problem)} ({type(problem).__name__}); {fix}"
+            )
+        if isinstance(problem, CodeProblem) and not problem.tests:
+            raise ValueError(
+                f"problems[{position}] (code problem {problem.task_id!r}) has no tests, so no "
+                "attempt can be scored; give it tests or leave it out"
+            )
 
 
 def _check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
@@ -105,15 +144,14 @@ class ExpertIterationConfig:
         object.__setattr__(self, "strategy", as_strategy(self.strategy))
         if self.problems is None:
             object.__setattr__(self, "problems", _DEFAULT_PROBLEMS)
-        if isinstance(self.problems, str | MathProblem | CodeProblem):
-            raise TypeError(
-                "problems must be a sequence of MathProblem or CodeProblem, got one "
-                f"{type(self.problems).__name__}: wrap it in a tuple"
-            )
-        if len(self.problems) == 0:
-            raise ValueError("problems must not be empty")
+        _check_problems(self.problems)
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise TypeError(f"system_prompt must be a str or None, got {self.system_prompt!r}")
+        if not isinstance(self.augmentation, str | Sequence):
+            raise TypeError(
+                "augmentation must be text or a sequence of chat messages, got "
+                f"{describe(self.augmentation)}"
+            )
         augmentation = validate_augmentation(self.augmentation)
         object.__setattr__(self, "augmentation", augmentation)
         if (
@@ -127,8 +165,12 @@ class ExpertIterationConfig:
                 "augmentation text or drop one of them"
             )
         _check_choice("hint", self.hint, get_args(HintMode))
-        if not (isinstance(self.hint_fraction, int | float) and 0 < self.hint_fraction <= 1):
-            raise ValueError(f"hint_fraction must be in (0, 1], got {self.hint_fraction!r}")
+        check_number("hint_fraction", self.hint_fraction, minimum=0, maximum=1, open_minimum=True)
+        if self.hint_template is not None and not isinstance(self.hint_template, str):
+            raise TypeError(
+                f"hint_template must be text with a {{hint}} placeholder or None, "
+                f"got {describe(self.hint_template)}"
+            )
         if self.hint_template is not None and "{hint}" not in self.hint_template:
             raise ValueError(
                 f"hint_template must contain the placeholder {{hint}}, got {self.hint_template!r}"
@@ -142,13 +184,11 @@ class ExpertIterationConfig:
                 "revise_message must be non-empty text or None (the default): attempt 2 needs "
                 f"a user message before it in the training context, got {self.revise_message!r}"
             )
-        weight = self.attempt1_loss_weight
-        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"attempt1_loss_weight must be a finite number >= 0, got {weight!r}")
+        check_number("attempt1_loss_weight", self.attempt1_loss_weight, minimum=0)
         _check_choice("on_first_correct", self.on_first_correct, get_args(OnFirstCorrect))
+        check_bool("critic_sees_reference", self.critic_sees_reference)
         _check_choice("code_reward", self.code_reward, get_args(CodeReward))
-        if not (isinstance(self.format_reward, int | float) and math.isfinite(self.format_reward)):
-            raise ValueError(f"format_reward must be a finite number, got {self.format_reward!r}")
+        check_number("format_reward", self.format_reward)
         if isinstance(self.stop, str):
             raise TypeError(
                 f"stop must be a sequence of strings, got one str {self.stop!r}: wrap it"
@@ -157,13 +197,8 @@ class ExpertIterationConfig:
         if not all(isinstance(s, str) and s for s in stop):
             raise ValueError(f"stop must hold non-empty strings, got {stop!r}")
         object.__setattr__(self, "stop", stop)
-        timeout = self.code_timeout
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"code_timeout must be a number of seconds > 0, got {timeout!r}")
-        if not isinstance(self.max_failures_shown, int) or self.max_failures_shown < 0:
-            raise ValueError(
-                f"max_failures_shown must be an int >= 0, got {self.max_failures_shown!r}"
-            )
+        check_timeout("code_timeout", self.code_timeout)
+        check_int("max_failures_shown", self.max_failures_shown, minimum=0)
         if self.code_runner is not None and not callable(self.code_runner):
             raise TypeError(f"code_runner must be callable, got {self.code_runner!r}")
 

@@ -383,6 +383,7 @@ class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
 
     def observe(self, agent: str) -> Observation:
         """The chat ``agent``'s model should continue if it acted now (see the module docstring)."""
+        self._check_agent(agent)
         if agent == CRITIC:
             return {"messages": self._critic_messages()}
         if self._phase in ("attempt1", "attempt2"):

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args, overload
 
+from llm_envs.arguments import check_int, reject_single_str
 from llm_envs.tasks.problems import MathProblem
 
 __all__ = ["ArithmeticTask", "Operation", "generate_arithmetic"]
@@ -77,14 +79,13 @@ class ArithmeticTask(Sequence[MathProblem]):
     operations: tuple[Operation, ...] = ("+", "-", "*")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_problems, int) or self.num_problems < 0:
-            raise ValueError(f"num_problems must be an int >= 0, got {self.num_problems!r}")
-        if not isinstance(self.seed, int):
-            raise TypeError(f"seed must be an int, got {self.seed!r}")
-        if not isinstance(self.num_operands, int) or not 2 <= self.num_operands <= 16:
-            raise ValueError(f"num_operands must be an int in [2, 16], got {self.num_operands!r}")
-        if not isinstance(self.max_digits, int) or not 1 <= self.max_digits <= 18:
-            raise ValueError(f"max_digits must be an int in [1, 18], got {self.max_digits!r}")
+        check_int("num_problems", self.num_problems, minimum=0)
+        check_int("seed", self.seed)
+        check_int("num_operands", self.num_operands, minimum=2, maximum=16)
+        check_int("max_digits", self.max_digits, minimum=1, maximum=18)
+        reject_single_str(
+            "operations", self.operations, items="operations", example="operations=('+', '*')"
+        )
         operations = tuple(self.operations)
         allowed = get_args(Operation)
         if not operations or any(op not in allowed for op in operations):
@@ -105,6 +106,7 @@ class ArithmeticTask(Sequence[MathProblem]):
     def __getitem__(self, index: int | slice) -> MathProblem | Sequence[MathProblem]:
         if isinstance(index, slice):
             return tuple(self.problem(i) for i in range(*index.indices(self.num_problems)))
+        index = operator.index(index)  # a float index is a TypeError, as for a list
         if not -self.num_problems <= index < self.num_problems:
             raise IndexError(
                 f"index {index} out of range for {self.num_problems} arithmetic problems"
@@ -203,6 +205,7 @@ def generate_arithmetic(
         >>> [p.question for p in generate_arithmetic(2, seed=1, max_digits=1)]  # doctest: +SKIP
         ['What is 4 * 8?', 'What is 9 - 2?']
     """
+    reject_single_str("operations", operations, items="operations", example="operations=('+', '*')")
     return tuple(
         ArithmeticTask(
             num_problems=num_problems,

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.tasks.data_location import (
+    convert_records,
     file_key,
     find_local_file,
     load_hub_records,
-    read_records,
+    read_numbered_records,
 )
 from llm_envs.tasks.humaneval import check_record_to_problem, task_sort_key
 from llm_envs.tasks.problems import CodeProblem
@@ -44,6 +45,12 @@ COOPHUMANEVAL_FILE = "CoopHumanEval.json"
 COOPHUMANEVAL_HUB = "CoMLRL/CoopHumanEval"
 """The Hugging Face hub data set read when no local file is found."""
 
+_FILE_FIX = (
+    "Fix: replace it with an intact CoopHumanEval.json (data/che_raw.json of the "
+    "LLM_Collab_Code_Generation project), pass path=... to one, or move the file away to "
+    "load CoMLRL/CoopHumanEval from the Hugging Face hub"
+)
+
 
 def load_coophumaneval(path: str | os.PathLike[str] | None = None) -> tuple[CodeProblem, ...]:
     """Load the 82 CoopHumanEval problems, ordered by task number.
@@ -54,7 +61,8 @@ def load_coophumaneval(path: str | os.PathLike[str] | None = None) -> tuple[Code
 
     Raises:
         TaskDataNotFoundError: no source has the data; the message says what to set up.
-        ValueError: a record is malformed (names the task and the field).
+        ValueError: the file is not valid JSON, holds no record, or a record is
+            malformed (names the file, the line, the task and the field).
     """
     file, tried = find_local_file(COOPHUMANEVAL_FILE, path, dataset="CoopHumanEval")
     if file is not None:
@@ -73,7 +81,12 @@ def problems_from_coophumaneval_records(
 @functools.lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> tuple[CodeProblem, ...]:
     # mtime_ns and size are part of the cache key only: an edited file is reparsed.
-    return problems_from_coophumaneval_records(read_records(Path(path)))
+    file = Path(path)
+    records = read_numbered_records(file, fix=_FILE_FIX)
+    problems = convert_records(
+        file, records, lambda r: check_record_to_problem(r, with_solution=False), fix=_FILE_FIX
+    )
+    return tuple(sorted(problems, key=lambda p: task_sort_key(p.task_id)))
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,20 +22,27 @@ import importlib
 import importlib.util
 import json
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "DATA_DIR_ENV",
     "TaskDataNotFoundError",
+    "convert_records",
     "file_key",
     "find_local_file",
     "load_hub_records",
     "not_found_error",
     "package_data_file",
+    "read_numbered_records",
     "read_records",
 ]
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 DATA_DIR_ENV = "LLM_ENVS_DATA_DIR"
 """Environment variable naming a folder of local data files (see the module docstring)."""
@@ -185,21 +192,156 @@ def _not_found_message(dataset: str, tried: list[str], fix: str) -> str:
     return f"{dataset} data not found. Tried: {places}. Fix: {fix}"
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path, *, fix: str = "") -> list[dict[str, Any]]:
     """Read a JSON list or a JSON-lines file (optionally gzip-compressed) as records.
 
-    Only JSON is parsed; nothing in the records is executed.
+    Only JSON is parsed; nothing in the records is executed. See
+    :func:`read_numbered_records` for the errors.
+    """
+    return [record for _, record in read_numbered_records(path, fix=fix)]
+
+
+def read_numbered_records(path: Path, *, fix: str = "") -> list[tuple[int, dict[str, Any]]]:
+    """Read a data file's records, each with the line it starts on.
+
+    The file is a JSON list of objects or one JSON object per line (JSON
+    lines), gzip-compressed when its name ends in ``.gz``. Every error names
+    the file and, where there is one, the line (``path:line: what is wrong``),
+    then ``fix``: the loader's advice on where an intact copy comes from.
+
+    Args:
+        path: the data file.
+        fix: appended to every error message, e.g. ``"Fix: download ... again"``.
 
     Raises:
-        ValueError: the file is neither a JSON list of objects nor JSON lines.
+        ValueError: the file is not valid gzip, not UTF-8, not JSON (a truncated
+            download, a corrupt line), holds something else than objects, or
+            holds no record at all.
     """
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    text = raw.decode("utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        records = json.loads(stripped)
+    tail = f". {fix}" if fix else ""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(
+                f"{path}: not a valid gzip file ({exc}); the download was cut short or the "
+                f"file is not the data set{tail}"
+            ) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text ({exc.reason}){tail}") from exc
+    start = len(text) - len(text.lstrip())
+    if text.startswith("[", start):
+        records = _json_list(text, start, path, tail)
     else:
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path} must hold a JSON list of objects or one JSON object per line")
+        records = _json_lines(text, path, tail)
+    if not records:
+        what = "is empty" if not text.strip() else "holds no records (an empty JSON list)"
+        raise ValueError(f"{path}: {what}{tail}")
+    for line, record in records:
+        if not isinstance(record, dict):
+            raise ValueError(
+                f"{path}:{line}: expected a JSON object per record, got a JSON "
+                f"{_json_type(record)}{tail}"
+            )
     return records
+
+
+def convert_records(
+    path: Path,
+    records: Iterable[tuple[int, R]],
+    convert: Callable[[R], T],
+    *,
+    fix: str = "",
+) -> list[T]:
+    """``convert`` each record; a malformed one is an error naming the file and its line.
+
+    Example:
+        >>> convert_records(Path("data.jsonl"), [(3, {"x": 1})], lambda r: r["y"])
+        Traceback (most recent call last):
+        ValueError: data.jsonl:3: malformed record: KeyError 'y'
+    """
+    tail = f". {fix}" if fix else ""
+    converted = []
+    for line, record in records:
+        try:
+            converted.append(convert(record))
+        except (ValueError, KeyError, TypeError) as exc:
+            what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__} {exc}"
+            raise ValueError(f"{path}:{line}: malformed record: {what}{tail}") from exc
+    return converted
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _json_list(text: str, start: int, path: Path, tail: str) -> list[tuple[int, Any]]:
+    # One element at a time, so that each record knows its line; JSON's own
+    # scanner (in C) does the parsing.
+    decoder = json.JSONDecoder()
+    records: list[tuple[int, Any]] = []
+    line, counted = 1, 0
+    index = _WHITESPACE.match(text, start + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", index):
+        index += 1
+    else:
+        while True:
+            line += text.count("\n", counted, index)
+            counted = index
+            try:
+                value, index = decoder.raw_decode(text, index)
+            except json.JSONDecodeError as exc:
+                raise _json_error(path, exc, tail) from exc
+            records.append((line, value))
+            index = _WHITESPACE.match(text, index).end()  # type: ignore[union-attr]
+            if text.startswith(",", index):
+                index = _WHITESPACE.match(text, index + 1).end()  # type: ignore[union-attr]
+                continue
+            if text.startswith("]", index):
+                index += 1
+                break
+            at = text.count("\n", 0, index) + 1
+            if index >= len(text):
+                raise ValueError(
+                    f"{path}:{at}: the JSON list ends without its closing ']': the file is "
+                    f"truncated{tail}"
+                )
+            raise ValueError(f"{path}:{at}: expected ',' or ']' after a record{tail}")
+    rest = _WHITESPACE.match(text, index).end()  # type: ignore[union-attr]
+    if rest < len(text):
+        at = text.count("\n", 0, rest) + 1
+        raise ValueError(f"{path}:{at}: unexpected text after the JSON list{tail}")
+    return records
+
+
+def _json_lines(text: str, path: Path, tail: str) -> list[tuple[int, Any]]:
+    # Split on "\n" only: str.splitlines would also split at U+2028 and other
+    # separators that JSON allows inside strings.
+    records = []
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            message = f"{path}:{number}: invalid JSON ({exc.msg}, column {exc.colno})"
+            if number == len(lines):  # the last line, without its newline
+                message += "; the last line is cut short: the file is truncated"
+            raise ValueError(message + tail) from exc
+    return records
+
+
+def _json_error(path: Path, exc: json.JSONDecodeError, tail: str) -> ValueError:
+    message = f"{path}:{exc.lineno}: invalid JSON ({exc.msg}, column {exc.colno})"
+    if exc.msg.startswith("Unterminated") or exc.pos >= len(exc.doc.rstrip()):
+        message += "; the file ends mid-record: it is truncated"
+    return ValueError(message + tail)
+
+
+def _json_type(value: object) -> str:
+    names = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

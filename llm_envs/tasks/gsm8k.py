@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from llm_envs.tasks.data_location import (
+    convert_records,
     file_key,
     find_local_file,
     load_hub_records,
-    read_records,
+    read_numbered_records,
 )
 from llm_envs.tasks.math_answers import parse_number
 from llm_envs.tasks.problems import MathProblem
@@ -38,6 +39,12 @@ Gsm8kSplit = Literal["train", "test"]
 
 GSM8K_HUB = "openai/gsm8k"
 """The hub data set read when no local file is found (config ``main``)."""
+
+_FILE_FIX = (
+    "Fix: replace it with an intact {split}.jsonl (github.com/openai/grade-school-math, "
+    "grade_school_math/data/{split}.jsonl), pass path=... to one, or move the file away to "
+    "load openai/gsm8k from the Hugging Face hub"
+)
 
 
 def load_gsm8k(
@@ -51,8 +58,9 @@ def load_gsm8k(
             ``gsm8k/<split>.jsonl``.
 
     Raises:
-        ValueError: an unknown split, or a record without ``question``/``answer`` or
-            without a ``####`` final answer (names the record).
+        ValueError: an unknown split; a file that is not valid JSON lines or holds
+            no record; or a record without ``question``/``answer`` or without a
+            ``####`` final answer (names the file, the line and the record).
         TaskDataNotFoundError: no source has the data; the message says what to set up.
 
     Example:
@@ -104,7 +112,13 @@ def _problem(record: Mapping[str, Any], split: str, index: int) -> MathProblem:
 @functools.lru_cache(maxsize=8)
 def _load_file(split: str, path: str, mtime_ns: int, size: int) -> tuple[MathProblem, ...]:
     # mtime_ns and size are part of the cache key only: an edited file is reparsed.
-    return problems_from_gsm8k_records(read_records(Path(path)), split=split)
+    file = Path(path)
+    fix = _FILE_FIX.format(split=split)
+    records = read_numbered_records(file, fix=fix)
+    indexed = [(line, (index, record)) for index, (line, record) in enumerate(records)]
+    return tuple(
+        convert_records(file, indexed, lambda item: _problem(item[1], split, item[0]), fix=fix)
+    )
 
 
 @functools.lru_cache(maxsize=2)

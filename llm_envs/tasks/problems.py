@@ -8,6 +8,7 @@ an exactly checkable final answer (procedural arithmetic, GSM8K).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llm_envs.tasks.math_answers import check_answer
@@ -44,6 +45,9 @@ class CodeProblem:
     canonical_solution: str | None = None
 
     def __post_init__(self) -> None:
+        _check_text("task_id", self.task_id, self.task_id)
+        _check_text("prompt", self.prompt, self.task_id)
+        _check_text("entry_point", self.entry_point, self.task_id)
         if not self.entry_point.isidentifier():
             raise ValueError(
                 f"entry_point must be a Python identifier, got {self.entry_point!r} "
@@ -54,7 +58,18 @@ class CodeProblem:
                 f"tests must be a sequence of test snippets, got one str (task {self.task_id!r}); "
                 "wrap it in a tuple"
             )
-        object.__setattr__(self, "tests", tuple(self.tests))
+        if not isinstance(self.tests, Iterable):
+            raise TypeError(
+                f"tests must be a sequence of test snippets (str), got {self.tests!r:.80} "
+                f"(task {self.task_id!r})"
+            )
+        tests = tuple(self.tests)
+        for position, test in enumerate(tests):
+            _check_text(f"tests[{position}]", test, self.task_id)
+        object.__setattr__(self, "tests", tests)
+        _check_text("test_setup", self.test_setup, self.task_id)
+        if self.canonical_solution is not None:
+            _check_text("canonical_solution", self.canonical_solution, self.task_id)
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,9 @@ class MathProblem:
     solution: str | None = None
 
     def __post_init__(self) -> None:
+        _check_text("task_id", self.task_id, self.task_id)
+        if self.solution is not None:
+            _check_text("solution", self.solution, self.task_id)
         if not isinstance(self.question, str) or not self.question.strip():
             raise ValueError(f"question must be non-empty text (task {self.task_id!r})")
         if not isinstance(self.answer, str) or not self.answer.strip():
@@ -90,3 +108,10 @@ class MathProblem:
         (``1,000`` == ``1000``, ``0.5`` == ``1/2``), other answers as normalized text.
         """
         return check_answer(response, self.answer)
+
+
+def _check_text(name: str, value: object, task_id: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name} must be a str, got {value!r:.80} ({type(value).__name__}) (task {task_id!r})"
+        )

@@ -8,7 +8,9 @@ factory, yours included::
 
 Besides PettingZoo's ``api_test`` and ``seed_test``, the checks enforce what
 a trainer relies on: observations are ``{"messages": [...]}`` chats, any
-string (garbage included) is a legal action, infos are deterministic and
+string (garbage included) is a legal action while anything else is a
+``TypeError``, a step before ``reset()`` or after the end is a
+``RuntimeError``, infos are deterministic and
 hold stop strings, the episode ends within a bounded number of steps,
 ``record()`` (where the env has one) is a JSON-ready
 :class:`~llm_envs.records.EpisodeRecord`, and ``fork()`` gives an independent copy.
@@ -123,6 +125,30 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
 
     _check_record(env.unwrapped)
     _check_fork(factory)
+    _check_misuse(factory)
+
+
+def _raises(error: type[Exception], call: Callable[[], Any], what: str) -> None:
+    try:
+        call()
+    except error:
+        return
+    except Exception as other:  # the wrong kind of error is as bad as none
+        raise AssertionError(f"{what} must raise {error.__name__}, not {other!r:.200}") from other
+    raise AssertionError(f"{what} must raise {error.__name__}, and raised nothing")
+
+
+def _check_misuse(factory: AECFactory) -> None:
+    # The strict lifecycle, on the unwrapped env (PettingZoo's OrderEnforcingWrapper
+    # has rules of its own): a misuse is a clear error that changes nothing.
+    base = factory().unwrapped
+    _raises(RuntimeError, lambda: base.step(""), "step() before reset()")
+    base.reset(seed=0)
+    agent = base.agent_selection
+    _raises(TypeError, lambda: base.step(b"bytes"), f"a non-str action of the live {agent!r}")
+    assert base.agent_selection == agent, "a refused action must not move the turn on"
+    play_aec(base, lambda agent, observation, info: "", seed=0)
+    _raises(RuntimeError, lambda: base.step(""), "step() after the episode ended")
 
 
 def _check_record(base: Any) -> None:

@@ -10,6 +10,13 @@ each agent's infos.
 
 The wrappers never change the environment's dynamics and do nothing before
 the episode ends.
+
+One pairwise reward per environment: wrapping an environment that already
+carries one (``WinMinusLossReward(debate.env())``, since ``debate.env()``
+applies ``WinRateReward``) is a ``ValueError``, never a second reward added on
+top of the first. Wrap the bare environment (``debate.raw_env()`` or
+``debate.env(reward=None)``), or let ``debate.env(reward="win_minus_loss")``
+choose the reward.
 """
 
 from __future__ import annotations
@@ -36,10 +43,13 @@ class PairwiseRewardWrapper(BaseWrapper[str, Any, Any]):
 
     Args:
         env: an AEC environment (possibly wrapped) whose unwrapped form has a
-            ``votes`` ledger.
+            ``votes`` ledger, and which carries no pairwise reward yet.
 
     Raises:
         TypeError: if the environment has no vote ledger.
+        ValueError: if the environment already carries a pairwise reward wrapper
+            (``debate.env()`` applies ``WinRateReward``): the two rewards would be
+            added up. Wrap ``debate.raw_env()`` or ``debate.env(reward=None)``.
     """
 
     mode: ClassVar[RewardMode]
@@ -49,6 +59,15 @@ class PairwiseRewardWrapper(BaseWrapper[str, Any, Any]):
             raise TypeError(
                 f"{type(self).__name__} needs an environment with a vote ledger "
                 f"(env.unwrapped.votes), and {type(env.unwrapped).__name__} has none"
+            )
+        existing = _pairwise_wrapper_in(env)
+        if existing is not None:
+            raise ValueError(
+                f"{type(self).__name__} would add a second pairwise reward: the environment "
+                f"already carries {type(existing).__name__} (debate.env() applies win_rate "
+                "unless told otherwise). Wrap the bare environment, debate.raw_env() or "
+                f"debate.env(reward=None), or pick the reward with "
+                f"debate.env(reward={self.mode!r})"
             )
         super().__init__(env)
         self._granted = True
@@ -87,6 +106,17 @@ class PairwiseRewardWrapper(BaseWrapper[str, Any, Any]):
             }
 
 
+def _pairwise_wrapper_in(env: Any) -> PairwiseRewardWrapper | None:
+    """The first pairwise reward wrapper in ``env``'s chain of wrappers, or None."""
+    seen: set[int] = set()
+    while env is not None and id(env) not in seen:
+        if isinstance(env, PairwiseRewardWrapper):
+            return env
+        seen.add(id(env))
+        env = getattr(env, "env", None)
+    return None
+
+
 class WinRateReward(PairwiseRewardWrapper):
     """Final reward: each agent's leave-one-out win rate in ``[0, 1]`` (ties count 1/2).
 
@@ -100,7 +130,17 @@ class WinRateReward(PairwiseRewardWrapper):
 
 
 class WinMinusLossReward(PairwiseRewardWrapper):
-    """Final reward: each agent's leave-one-out (wins - losses) / matchups in ``[-1, 1]``."""
+    """Final reward: each agent's leave-one-out (wins - losses) / matchups in ``[-1, 1]``.
+
+    Wrap the bare environment: ``debate.env()`` already carries ``WinRateReward``.
+
+    Example:
+        >>> from llm_envs import debate
+        >>> env = WinMinusLossReward(debate.raw_env(num_agents=2))
+        >>> WinMinusLossReward(debate.env())
+        Traceback (most recent call last):
+        ValueError: WinMinusLossReward would add a second pairwise reward: ...
+    """
 
     mode = "win_minus_loss"
 

@@ -77,7 +77,11 @@ def test_aec_form_is_pettingzoos_conversion(x_or_y):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"num_agents": 3}, ValueError, "num_agents must be 2"),
+        ({"num_agents": 3}, ValueError, r"num_agents must be an int in \[1, 2\] \(2: helper and"),
+        ({"num_agents": 2.0}, TypeError, r"num_agents must be an int .*got 2.0 \(a float\)"),
+        ({"num_agents": True}, TypeError, r"got True \(a bool\)"),
+        ({"num_turns": True}, TypeError, r"num_turns must be an int >= 1, got True \(a bool\)"),
+        ({"num_turns": "2"}, TypeError, r"num_turns must be an int >= 1, got '2' \(a str\)"),
         ({"num_turns": 0}, ValueError, "num_turns must be an int >= 1"),
         ({"external_mode": "level_passed"}, ValueError, "external_mode must be one of"),
         ({"sandbox_slice": 1.5}, ValueError, "sandbox_slice must be an int"),
@@ -87,10 +91,28 @@ def test_aec_form_is_pettingzoos_conversion(x_or_y):
         ({"problems": []}, ValueError, "problems must not be empty"),
         ({"problems": "apps"}, ValueError, "or one of"),
         ({"problems": ["def f(): pass"]}, TypeError, "CodeProblem records"),
+        ({"problems": 3}, TypeError, "problems must be a sequence of CodeProblem, got 3"),
+        ({"problems": F_PROBLEM}, TypeError, r"got one CodeProblem .*: wrap it in a list"),
         ({"render_mode": "rgb_array"}, ValueError, "render_mode must be one of"),
-        ({"reward_shift": "-4"}, TypeError, "reward_shift must be a number"),
+        ({"reward_shift": "-4"}, TypeError, "reward_shift must be a finite number, got '-4'"),
+        (
+            {"reward_shift": float("nan")},
+            ValueError,
+            "reward_shift must be a finite number, got nan",
+        ),
+        (
+            {"reward_shift": float("inf")},
+            ValueError,
+            "reward_shift must be a finite number, got inf",
+        ),
+        ({"reward_shift": True}, TypeError, r"reward_shift must be a finite number, got True"),
+        ({"termination_threshold": float("nan")}, ValueError, "termination_threshold must be a"),
         ({"termination_threshold": "3"}, TypeError, "termination_threshold must be"),
-        ({"timeout": 0}, ValueError, "timeout must be > 0"),
+        ({"timeout": 0}, ValueError, r"timeout must be a finite number of seconds in \(0, 3600\]"),
+        ({"timeout": float("nan")}, ValueError, r"timeout must be .* got nan"),
+        ({"timeout": float("inf")}, ValueError, r"timeout must be .* got inf"),
+        ({"timeout": 1e9}, ValueError, r"in \(0, 3600\], got 1000000000.0"),
+        ({"timeout": True}, TypeError, r"timeout must be .* got True \(a bool\)"),
         ({"sandbox": "pool"}, TypeError, "sandbox must be an llm_envs.sandbox.Sandbox"),
     ],
 )
@@ -246,6 +268,25 @@ def test_bad_joint_actions(actions, error, message, x_or_y):
     game.reset(seed=0)
     with pytest.raises(error, match=message):
         game.step(actions)
+
+
+def test_the_aec_form_checks_each_step_at_once(x_or_y):
+    game = raw_env(problems=[x_or_y], num_turns=1)
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\): CodeCollabAECEnv has"):
+        game.step("")
+    game.reset(seed=0)
+    # Refused at the helper's own step, leaving the turn untouched (it used to be
+    # stored and fail at main's step, or be taken for a dead step).
+    for action in (3, None, b"def aux(): pass"):
+        with pytest.raises(TypeError, match="the action of helper must be its text"):
+            game.step(action)
+        assert game.agent_selection == "helper"
+    game.step("")
+    game.step("")
+    for _agent in list(game.agents):
+        game.step(None)  # the dead steps
+    with pytest.raises(RuntimeError, match="step\\(\\) after the episode ended"):
+        game.step("")
 
 
 def test_any_text_is_a_legal_action(x_or_y):

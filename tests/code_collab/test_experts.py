@@ -145,13 +145,34 @@ def test_unreachable_endpoint(x_or_y):
     [
         ({"model": ""}, "model must be"),
         ({"base_url": "api.openai.com"}, "base_url must be an http"),
-        ({"num_agents": 3}, "num_agents must be 1 or 2"),
+        ({"num_agents": 3}, r"num_agents must be an int in \[1, 2\], got 3"),
         ({"max_retries": -1}, "max_retries must be"),
         ({"timeout": 0}, "timeout must be"),
+        ({"timeout": float("nan")}, "timeout must be a finite number of seconds > 0, got nan"),
+        ({"temperature": float("inf")}, "temperature must be a finite number >= 0, got inf"),
+        ({"temperature": -0.5}, "temperature must be a finite number >= 0, got -0.5"),
+        ({"max_tokens": 0}, "max_tokens must be an int >= 1, got 0"),
+        ({"retry_delay": -1}, "retry_delay must be a finite number of seconds >= 0, got -1"),
     ],
 )
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
+        OpenAIChatExpert(**{"model": "m", **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_agents": True}, r"num_agents must be an int in \[1, 2\], got True \(a bool\)"),
+        ({"max_tokens": 1024.0}, r"max_tokens must be an int >= 1, got 1024.0 \(a float\)"),
+        ({"max_retries": "2"}, r"max_retries must be an int >= 0, got '2' \(a str\)"),
+        ({"timeout": True}, r"timeout must be a finite number of seconds > 0, got True"),
+        ({"temperature": "0.7"}, r"temperature must be a finite number >= 0, got '0.7'"),
+        ({"api_key_env": None}, "api_key_env must name an environment variable, got None"),
+    ],
+)
+def test_arguments_of_the_wrong_type(kwargs, message):
+    with pytest.raises(TypeError, match=message):
         OpenAIChatExpert(**{"model": "m", **kwargs})
 
 

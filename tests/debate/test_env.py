@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pettingzoo
 import pytest
 
 import llm_envs  # noqa: F401  (registers the environments)
-from llm_envs.agents import MalformedDebater, StubbornDebater, format_answer, scripted_debaters
+from llm_envs.agents import (
+    MalformedDebater,
+    ScriptedDebater,
+    StubbornDebater,
+    format_answer,
+    scripted_debaters,
+)
 from llm_envs.debate import DebateEnv, DebateQuestion, env, raw_env
+from llm_envs.debate.prompts import round_instruction, system_prompt
 from llm_envs.rewards.pairwise import Vote
 from llm_envs.testing.conformance import check_aec_env, play_aec
 from llm_envs.wrappers import WinMinusLossReward, WinRateReward
@@ -61,7 +71,7 @@ def test_registered_with_pettingzoo():
     [
         ({"num_agents": 1}, "num_agents must be an int >= 2, got 1"),
         ({"max_rounds": 0}, "max_rounds must be an int >= 1, got 0"),
-        ({"history_rounds": -2}, "history_rounds must be -1"),
+        ({"history_rounds": -2}, "history_rounds must be an int >= -1 (-1: all rounds"),
         ({"max_chars_per_field": 0}, "max_chars_per_field must be an int >= 1"),
         ({"on_parse_error": "ignore"}, "on_parse_error must be one of"),
         ({"observation_mode": "text"}, "observation_mode must be one of"),
@@ -73,6 +83,31 @@ def test_registered_with_pettingzoo():
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         DebateEnv(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_agents": True}, "num_agents must be an int >= 2, got True (a bool)"),
+        ({"num_agents": 2.0}, "num_agents must be an int >= 2, got 2.0 (a float)"),
+        ({"num_agents": "3"}, "num_agents must be an int >= 2, got '3' (a str)"),
+        ({"max_rounds": True}, "max_rounds must be an int >= 1, got True (a bool)"),
+        ({"history_rounds": False}, "history_rounds must be an int >= -1"),
+        ({"max_chars_per_field": True}, "max_chars_per_field must be an int >= 1, got True"),
+        ({"max_chars_per_field": 1e3}, "max_chars_per_field must be an int >= 1, got 1000.0"),
+        ({"questions": 3}, "questions must be a sequence of str or DebateQuestion, got 3"),
+        ({"questions": DebateQuestion("Q?")}, "questions must be a sequence of str or Debate"),
+    ],
+)
+def test_a_wrong_type_is_a_type_error_naming_the_value(kwargs, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        DebateEnv(**kwargs)
+
+
+def test_a_reference_answer_that_is_not_text_is_refused_at_construction():
+    # It would otherwise break the first solution_correct check, mid-episode.
+    with pytest.raises(TypeError, match=re.escape("answer must be text or None, got 4 (int)")):
+        DebateQuestion("Q?", answer=4)  # type: ignore[arg-type]
 
 
 def test_lifecycle_errors():
@@ -390,6 +425,22 @@ def test_wrappers_need_a_vote_ledger():
     assert isinstance(WinMinusLossReward(raw_env()).unwrapped, DebateEnv)
 
 
+@pytest.mark.parametrize(
+    ("wrapper", "make"),
+    [
+        (WinMinusLossReward, lambda: env(num_agents=2)),  # env() applies WinRateReward
+        (WinRateReward, lambda: env(num_agents=2)),
+        (WinRateReward, lambda: WinMinusLossReward(raw_env(num_agents=2))),
+        (WinMinusLossReward, lambda: env(num_agents=2, reward="win_minus_loss")),
+    ],
+)
+def test_a_second_pairwise_reward_is_refused_naming_the_fix(wrapper, make):
+    # Stacked, the two group rewards would be added up: a reward in [-1, 2].
+    with pytest.raises(ValueError, match=r"second pairwise reward.*debate\.env\(reward=None\)"):
+        wrapper(make())
+    assert isinstance(wrapper(env(num_agents=2, reward=None)).unwrapped, DebateEnv)
+
+
 def test_record_is_json_ready_and_complete():
     import json
 
@@ -425,3 +476,51 @@ def test_one_question_as_a_str_is_named_not_split_into_characters() -> None:
     assert DebateEnv(num_agents=2, questions=["What is 2 + 2?"]).config.questions[0].text == (
         "What is 2 + 2?"
     )
+
+
+def test_ten_thousand_agents_construct_in_linear_time():
+    # It used to take ~30 s: every system prompt listed every other agent (N^2 text),
+    # built up front with two spaces per agent. CPU time: a busy CI machine must not
+    # fail this; about 0.03 s on the 2-core development machine.
+    start = time.process_time()
+    debate = raw_env(num_agents=10_000)
+    assert time.process_time() - start < 2.0
+    debate.reset(seed=0)
+    assert debate.observation_space("agent_9999") is debate.observation_space("agent_9999")
+
+
+@pytest.mark.parametrize("num_agents", [10, 1_000, 100_000])
+def test_prompts_name_many_other_agents_as_a_range(num_agents):
+    last = num_agents - 1
+    prompt = system_prompt(5, num_agents)
+    instruction = round_instruction(5, num_agents, 2, 3, [])
+    first_round = round_instruction(last, num_agents, 1, 3, list(range(last)))
+    assert len(prompt) < 1500 and len(instruction) < 700 and len(first_round) < 700
+    assert f"the other agents (Agent 0 to Agent {last}, except Agent 5)" in prompt
+    assert f"compare pairs among the other agents (Agent 0 to Agent {last}" in instruction
+    assert f"Evaluate the answers of Agent 0 to Agent {last - 1} in" in first_round
+
+
+def test_prompts_list_a_few_other_agents_by_name():
+    assert "compare only Agent 0, Agent 1, Agent 3." in system_prompt(2, 4)
+    assert "compare pairs among Agent 0, Agent 2 and Agent 3, never" in round_instruction(
+        1, 4, 2, 3, []
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"agent_id": 3}, ValueError, "agent_id must be an int in [0, 2], got 3"),
+        ({"agent_id": True}, TypeError, "agent_id must be an int in [0, 2], got True (a bool)"),
+        ({"num_agents": 3.0}, TypeError, "num_agents must be an int >= 2, got 3.0 (a float)"),
+        ({"max_votes": -1}, ValueError, "max_votes must be an int >= 0, got -1"),
+        ({"tie_probability": 1.5}, ValueError, "tie_probability must be a finite number in [0, 1]"),
+        ({"tie_probability": float("nan")}, ValueError, "tie_probability must be a finite number"),
+        ({"agree_from_round": 0}, ValueError, "agree_from_round must be an int >= 1 or None"),
+        ({"seed": "0"}, TypeError, "seed must be an int, got '0' (a str)"),
+    ],
+)
+def test_scripted_debater_arguments_are_checked(kwargs, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        ScriptedDebater(**{"agent_id": 0, "num_agents": 3, **kwargs})

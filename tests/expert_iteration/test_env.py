@@ -83,7 +83,7 @@ def test_default_problems_are_seeded_arithmetic():
     [
         ({"strategy": "beam"}, ValueError, "strategy must be one of"),
         ({"problems": []}, ValueError, "problems must not be empty"),
-        ({"problems": PROBLEM}, TypeError, "wrap it in a tuple"),
+        ({"problems": PROBLEM}, TypeError, r"got one MathProblem .*: wrap it in a list"),
         ({"augmentation": " "}, ValueError, "augmentation must be non-empty"),
         (
             {"augmentation": [{"role": "user", "content": "x"}]},
@@ -96,7 +96,7 @@ def test_default_problems_are_seeded_arithmetic():
             "two system messages",
         ),
         ({"hint": "half"}, ValueError, "hint must be one of"),
-        ({"hint_fraction": 0}, ValueError, r"hint_fraction must be in \(0, 1\]"),
+        ({"hint_fraction": 0}, ValueError, r"hint_fraction must be a finite number in \(0, 1\]"),
         ({"hint_template": "no placeholder"}, ValueError, "must contain the placeholder"),
         ({"feedback_source": "human"}, ValueError, "feedback_source must be one of"),
         ({"training_context": "attempt1"}, ValueError, "training_context must be one of"),
@@ -111,6 +111,26 @@ def test_default_problems_are_seeded_arithmetic():
         ({"max_failures_shown": -1}, ValueError, "max_failures_shown must be"),
         ({"code_runner": 3}, TypeError, "code_runner must be callable"),
         ({"render_mode": "rgb_array"}, ValueError, "render_mode must be one of"),
+        # Numbers: finite, in range, of the right type, refused at construction.
+        ({"hint_fraction": float("nan")}, ValueError, r"hint_fraction must be a finite number"),
+        ({"hint_fraction": True}, TypeError, r"hint_fraction must be .* got True \(a bool\)"),
+        ({"attempt1_loss_weight": True}, TypeError, r"attempt1_loss_weight must be a finite"),
+        ({"attempt1_loss_weight": float("inf")}, ValueError, "attempt1_loss_weight must be"),
+        ({"format_reward": True}, TypeError, r"format_reward must be a finite number, got True"),
+        ({"format_reward": float("-inf")}, ValueError, "format_reward must be a finite number"),
+        ({"format_reward": "1"}, TypeError, r"format_reward must be a finite number, got '1'"),
+        ({"code_timeout": True}, TypeError, r"code_timeout must be .* got True \(a bool\)"),
+        ({"code_timeout": 1e9}, ValueError, r"code_timeout must be .* in \(0, 3600\]"),
+        ({"code_timeout": float("nan")}, ValueError, r"code_timeout must be .* got nan"),
+        ({"max_failures_shown": True}, TypeError, r"max_failures_shown must be an int >= 0"),
+        ({"max_failures_shown": 2.5}, TypeError, r"max_failures_shown must be an int >= 0"),
+        ({"critic_sees_reference": "no"}, TypeError, "critic_sees_reference must be True or"),
+        ({"hint_template": 3}, TypeError, "hint_template must be text"),
+        ({"augmentation": 3}, TypeError, "augmentation must be text or a sequence"),
+        # Sequences: one item is not a sequence, and every item is a problem.
+        ({"problems": "What is 1 + 1?"}, TypeError, r"got one str .*; pass a list"),
+        ({"problems": ["What is 1 + 1?"]}, TypeError, r"problems\[0\] is 'What is 1 \+ 1\?'"),
+        ({"problems": 3}, TypeError, "problems must be a sequence of MathProblem or CodeProblem"),
     ],
 )
 def test_bad_config_is_a_clear_error(kwargs, error, message):

@@ -144,6 +144,34 @@ def test_bad_settings_name_the_field(kwargs, message):
         ArithmeticTask(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_problems": True}, r"num_problems must be an int >= 0, got True \(a bool\)"),
+        ({"num_problems": 5.0}, r"num_problems must be an int >= 0, got 5.0 \(a float\)"),
+        ({"num_problems": "5"}, r"num_problems must be an int >= 0, got '5' \(a str\)"),
+        ({"seed": True}, r"seed must be an int, got True \(a bool\)"),
+        ({"num_operands": 2.0}, r"num_operands must be an int in \[2, 16\], got 2.0"),
+        ({"max_digits": True}, r"max_digits must be an int in \[1, 18\], got True"),
+        ({"operations": "+-"}, r"operations must be a sequence of operations, got one str '\+-'"),
+    ],
+)
+def test_a_wrong_type_is_a_type_error_naming_the_value(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        ArithmeticTask(**kwargs)
+
+
+def test_generate_arithmetic_refuses_operations_as_one_str():
+    # tuple("+-") would pass the check of ArithmeticTask as ("+", "-").
+    with pytest.raises(TypeError, match="got one str '\\+-'"):
+        generate_arithmetic(3, operations="+-")  # type: ignore[arg-type]
+
+
+def test_a_float_index_is_a_type_error_like_a_lists():
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        ArithmeticTask(num_problems=3)[1.5]  # type: ignore[call-overload]
+
+
 def test_hundred_thousand_problems_are_fast():
     # CPU time, not wall time: other jobs on a shared CI machine must not fail this.
     # About 0.4 s on the 2-core development machine.
