@@ -29,13 +29,13 @@ from the environment's rewards and infos.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from baselines.data.episode_metrics import numeric_info
 from baselines.grpo.assembly import AssembledCompletion, SampledTurn, assemble_completion
+from baselines.grpo.reward import env_reward
 from baselines.grpo.sampling import RecordingPolicy, SeenTurn, trainer_policy
 from baselines.policies.base import (
     ChatRenderer,
@@ -58,41 +58,6 @@ __all__ = [
 
 GRPO_STRATEGIES = ("iid", "two_turn_feedback")
 """Expert-iteration strategies whose completions TRL trains correctly (no context swap)."""
-
-
-# ---------------------------------------------------------------- reward function
-
-
-def env_reward(
-    completions: list[Any], env_reward: list[float], **kwargs: Any
-) -> list[float | None]:
-    """TRL reward function: each completion's environment return, as the rollout computed it.
-
-    Pass it as ``GRPOTrainer(reward_funcs=[env_reward], rollout_func=...)``. It
-    also logs the mean of every per-completion metric of the extra field
-    ``env_metrics`` through TRL's ``log_metric`` (as ``env/<name>``).
-
-    Args:
-        completions: the decoded completions (unused: the environment scored them).
-        env_reward: one return per completion (extra field of the rollout).
-        **kwargs: TRL's other reward arguments; ``env_metrics`` and ``log_metric`` are read.
-
-    Example:
-        >>> env_reward(["a", "b"], env_reward=[1.0, -0.5])
-        [1.0, -0.5]
-    """
-    metrics: Sequence[Mapping[str, float]] | None = kwargs.get("env_metrics")
-    log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
-    if metrics and log_metric is not None:
-        for name in sorted({k for m in metrics for k in m}):
-            values = [m[name] for m in metrics if name in m]
-            log_metric(f"env/{name}", math.fsum(values) / len(values))
-    if len(env_reward) != len(completions):
-        raise ValueError(
-            f"got {len(env_reward)} env rewards for {len(completions)} completions: the "
-            "rollout function must return one per prompt entry"
-        )
-    return [float(r) for r in env_reward]
 
 
 # ------------------------------------------------------------------ base class
@@ -356,7 +321,7 @@ class DebateRollout(EnvRollout):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from llm_envs.debate import DEFAULT_QUESTIONS, DebateConfig
+        from llm_envs.debate import DebateConfig
         from llm_envs.wrappers import REWARD_WRAPPERS
 
         if reward not in REWARD_WRAPPERS:
@@ -366,7 +331,7 @@ class DebateRollout(EnvRollout):
             num_agents=num_agents,
             max_rounds=max_rounds,
             max_chars_per_field=max_chars_per_field,
-            questions=tuple(questions) if questions is not None else DEFAULT_QUESTIONS,
+            questions=_questions(questions),
             on_parse_error=on_parse_error,  # type: ignore[arg-type]  # validated by DebateConfig
             observation_mode="chat",
         )
@@ -403,6 +368,20 @@ class DebateRollout(EnvRollout):
             options.append({"question": self._questions.get(key) or DebateQuestion(key)})
         rows = [(b, f"agent_{g}") for b in range(len(texts)) for g in range(n)]
         return _Plan(self._envs(len(texts)), options, rows)
+
+
+def _questions(questions: Sequence[Any] | None) -> tuple[Any, ...]:
+    """The debate questions: the defaults, or the given sequence (never one str split up)."""
+    if questions is None:
+        from llm_envs.debate import DEFAULT_QUESTIONS
+
+        return tuple(DEFAULT_QUESTIONS)
+    if isinstance(questions, str):
+        raise TypeError(
+            f"questions must be a sequence of questions, got one str {questions[:60]!r}; "
+            "pass questions=[...]"
+        )
+    return tuple(questions)
 
 
 def _prompt_text(prompt: Any) -> str:

@@ -110,3 +110,9 @@ class GRPORunConfig(RunConfig):
             )
         if self.task_kwargs and self.task != "arithmetic":
             raise ValueError(f"task_kwargs are for task='arithmetic', got task={self.task!r}")
+        owned = sorted({"questions", "problems"} & set(self.env_kwargs))
+        if owned:
+            raise ValueError(
+                f"env_kwargs must not set {owned}: the questions or problems come from "
+                f"task (and task_kwargs); got env_kwargs={self.env_kwargs!r}"
+            )

@@ -47,6 +47,7 @@ from baselines.grpo.adapters import (
 from baselines.grpo.config import GRPORunConfig
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory
+from baselines.training.run import setup_errors_exit
 
 __all__ = ["build_rollout", "build_trainer", "grpo_config", "grpo_config_kwargs", "main"]
 
@@ -210,8 +211,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     # rollout_func is experimental in TRL 1.16; we pin the TRL version we adapt to.
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    cfg = parse_config(GRPORunConfig, argv, prog="python -m baselines.grpo")
-    trainer = build_trainer(cfg)
+    prog = "python -m baselines.grpo"
+    cfg = parse_config(GRPORunConfig, argv, prog=prog)
+    with setup_errors_exit(prog):
+        trainer = build_trainer(cfg)
     trainer.train()
     if cfg.save_model:
         trainer.save_model(cfg.output_dir)

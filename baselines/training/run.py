@@ -27,11 +27,12 @@ examples to follow.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -50,6 +51,7 @@ __all__ = [
     "progress_bar",
     "say",
     "seed_everything",
+    "setup_errors_exit",
 ]
 
 ConfigT = TypeVar("ConfigT")
@@ -255,6 +257,23 @@ class TrainingRun(abc.ABC):
         return self.run_dir.metrics_path
 
 
+@contextlib.contextmanager
+def setup_errors_exit(prog: str) -> Iterator[None]:
+    """End the program with the message of a setup mistake, as a bad flag does (exit status 2).
+
+    Catches ``ValueError``, ``TypeError`` and ``FileNotFoundError`` (a missing
+    model folder, an unknown environment argument, a value out of range) raised
+    in the block; ``LLM_ENVS_TRACEBACK=1`` lets them through with their traceback.
+    """
+    try:
+        yield
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        if os.environ.get("LLM_ENVS_TRACEBACK"):
+            raise
+        print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def command_line(
     config_type: type[ConfigT],
     trainer_type: Callable[[ConfigT], TrainingRun],
@@ -271,13 +290,8 @@ def command_line(
     are not caught.
     """
     config = parse_config(config_type, argv, prog=prog)
-    try:
+    with setup_errors_exit(prog):
         trainer = trainer_type(config)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        if os.environ.get("LLM_ENVS_TRACEBACK"):
-            raise
-        print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
     path = trainer.run()
     print(f"metrics written to {path}", flush=True)
     return path

@@ -137,3 +137,15 @@ def test_the_docs_show_the_current_flags():
         "docs/trl_grpo.md is out of date: paste `python -m baselines.cli "
         "baselines.grpo.run:GRPORunConfig` into its Flags section"
     )
+
+
+def test_questions_come_from_the_task_not_from_env_kwargs():
+    with pytest.raises(ValueError, match=r"env_kwargs must not set \['questions'\]"):
+        GRPORunConfig(env_kwargs={"questions": ["What is 2 + 2?"]})
+
+
+def test_one_str_is_not_a_list_of_questions():
+    from baselines.grpo.adapters import DebateRollout
+
+    with pytest.raises(TypeError, match="got one str 'What is 2 \\+ 2\\?'; pass questions="):
+        DebateRollout("What is 2 + 2?")
