@@ -10,12 +10,13 @@ that text. Values are checked at construction (types and bounds by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from baselines.config import (
     DeviceName,
     NonNegativeFloat,
     PositiveInt,
+    Range,
     RunConfig,
     UnitFraction,
 )
@@ -92,7 +93,7 @@ class GRPORunConfig(RunConfig):
     task: TaskName = "default"
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     strategy: Literal["iid", "two_turn_feedback"] = "iid"
-    num_generations: PositiveInt = 4
+    num_generations: Annotated[int, Range(ge=2, why="GRPO centres returns within a group")] = 4
     items_per_step: PositiveInt = 1
     max_steps: PositiveInt = 4
     loss_type: LossType = "dapo"
