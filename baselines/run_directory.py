@@ -133,6 +133,18 @@ class RunDirectory:
         """``final_model/``."""
         return self.path / FINAL_MODEL_DIR
 
+    def create(self) -> None:
+        """Create the folder now, so that a folder that cannot be made fails before any work."""
+        if not self.writer:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise type(exc)(
+                f"output_dir {str(self.path)!r} cannot be created ({exc.strerror or exc} at "
+                f"{exc.filename!r}); choose a folder you can write to"
+            ) from exc
+
     def start(
         self,
         config_json: str,

@@ -119,6 +119,7 @@ class ISTrainer(TrainingRun):
         seed_everything(derive_seed(config.seed, self.rank))
         self.output_dir = Path(config.output_dir)
         self.run_dir = RunDirectory(self.output_dir, writer=acc.is_main_process)
+        self.run_dir.create()  # an output folder that cannot be made fails before any work
         self.family = make_family(
             config.env,
             config.env_kwargs,

@@ -123,6 +123,7 @@ class MAGRPOTrainer(TrainingRun):
             raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
         self.output_dir = Path(config.output_dir)
         self.run_dir = RunDirectory(self.output_dir)
+        self.run_dir.create()  # an output folder that cannot be made fails before any work
 
         all_problems = tuple(problems) if problems is not None else load_problems(config.dataset)
         held_out = config.eval_problems

@@ -261,13 +261,14 @@ class TrainingRun(abc.ABC):
 def setup_errors_exit(prog: str) -> Iterator[None]:
     """End the program with the message of a setup mistake, as a bad flag does (exit status 2).
 
-    Catches ``ValueError``, ``TypeError`` and ``FileNotFoundError`` (a missing
-    model folder, an unknown environment argument, a value out of range) raised
-    in the block; ``LLM_ENVS_TRACEBACK=1`` lets them through with their traceback.
+    Catches ``ValueError``, ``TypeError`` and ``OSError`` (a missing model
+    folder, an output folder that cannot be made, an unknown environment
+    argument, a value out of range) raised in the block; ``LLM_ENVS_TRACEBACK=1``
+    lets them through with their traceback.
     """
     try:
         yield
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         if os.environ.get("LLM_ENVS_TRACEBACK"):
             raise
         print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

@@ -260,11 +260,19 @@ def test_a_checkpoint_says_what_it_costs(tmp_path):
     [
         (["--model", "/no/such/dir"], "model '/no/such/dir': no such folder"),
         (["--model", "tiny", "--env-kwargs", '{"num_agent": 2}'], "num_agent"),
+        (["--model", "tiny", "--output-dir", "/proc/no/such"], "/proc/no/such"),
     ],
 )
 def test_setup_mistakes_end_the_command_with_their_message(tmp_path, argv, message):
     done = subprocess.run(
-        [sys.executable, "-m", "baselines.is_trainer", "--output-dir", str(tmp_path), *argv],
+        [
+            sys.executable,
+            "-m",
+            "baselines.is_trainer",
+            "--output-dir",
+            str(tmp_path / "run"),
+            *argv,
+        ],
         capture_output=True,
         text=True,
         check=False,
