@@ -52,13 +52,20 @@ def _got(value: object) -> str:
     return f"got {describe(value)} ({article} {type(value).__name__})"
 
 
+def _number_text(value: float) -> str:
+    # Whole numbers in full (1048576, not 1.04858e+06); others as :g does.
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _range(minimum: float | None, maximum: float | None, *, open_minimum: bool) -> str:
-    if minimum is not None and maximum is not None:
-        return f" in {'(' if open_minimum else '['}{minimum:g}, {maximum:g}]"
-    if minimum is not None:
-        return f" {'>' if open_minimum else '>='} {minimum:g}"
-    if maximum is not None:
-        return f" <= {maximum:g}"
+    low = None if minimum is None else _number_text(minimum)
+    high = None if maximum is None else _number_text(maximum)
+    if low is not None and high is not None:
+        return f" in {'(' if open_minimum else '['}{low}, {high}]"
+    if low is not None:
+        return f" {'>' if open_minimum else '>='} {low}"
+    if high is not None:
+        return f" <= {high}"
     return ""
 
 

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from llm_envs.arguments import check_bool, check_int
 from llm_envs.sandbox import _compile
 from llm_envs.sandbox._dispatch import WORKER_GRACE, Dispatch, Slot
 from llm_envs.sandbox._requests import (
@@ -175,16 +176,25 @@ class Sandbox:
         self.memory_mb = check_positive_int(memory_mb, "memory_mb")
         self.output_limit = check_positive_int(output_limit, "output_limit")
         self.max_program_chars = check_positive_int(max_program_chars, "max_program_chars")
+        _check_upper_bounds(
+            workers=self.workers,
+            memory_mb=self.memory_mb,
+            output_limit=self.output_limit,
+            file_size_mb=file_size_mb,
+            max_processes=max_processes,
+        )
         cpus = len(os.sched_getaffinity(0))
-        self.pin_cpus = bool(self.workers <= cpus and cpus > 1 if pin_cpus is None else pin_cpus)
+        if pin_cpus is not None:
+            check_bool("pin_cpus", pin_cpus)
+        self.pin_cpus = self.workers <= cpus and cpus > 1 if pin_cpus is None else pin_cpus
         self._config = {
             "memory_mb": self.memory_mb,
             "file_size_mb": check_positive_int(file_size_mb, "file_size_mb"),
             "output_limit": self.output_limit,
             "max_processes": check_positive_int(max_processes, "max_processes"),
-            "site_packages": bool(site_packages),
-            "namespaces": bool(namespaces),
-            "landlock": bool(landlock),
+            "site_packages": check_bool("site_packages", site_packages),
+            "namespaces": check_bool("namespaces", namespaces),
+            "landlock": check_bool("landlock", landlock),
             "environment": WORKER_ENVIRONMENT,
             "pool": os.getpid(),
             "pin": self.pin_cpus,
@@ -498,3 +508,20 @@ def run_tests(
     return default_sandbox().run_tests(
         program, tests, setup=setup, timeout=timeout, entry_point=entry_point
     )
+
+
+_UPPER_BOUNDS = {
+    "workers": (4096, "one process each"),
+    "memory_mb": (1 << 20, "1 TiB per run"),
+    "output_limit": (16 << 20, "the 16 MiB a reply may carry"),
+    "file_size_mb": (1 << 20, "1 TiB per file"),
+    "max_processes": (1 << 16, "processes per run"),
+}
+"""Largest accepted pool settings: past them a value is a typo, not a setting."""
+
+
+def _check_upper_bounds(**values: object) -> None:
+    """Refuse pool settings past :data:`_UPPER_BOUNDS`, naming the limit and why."""
+    for name, value in values.items():
+        largest, why = _UPPER_BOUNDS[name]
+        check_int(name, value, minimum=1, maximum=largest, meaning=f" ({why})")

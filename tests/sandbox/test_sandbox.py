@@ -389,6 +389,10 @@ def test_a_test_that_does_not_parse_is_named(sandbox: Sandbox) -> None:
         ({"workers": 1.5}, "workers must be an int, got 1.5", TypeError),
         ({"memory_mb": 8}, "memory_mb must leave room above the worker's own", ValueError),
         ({"timeout": -1}, "timeout must be in", ValueError),
+        ({"site_packages": "no"}, "site_packages must be True or False, got 'no'", TypeError),
+        ({"pin_cpus": 1}, "pin_cpus must be True or False, got 1", TypeError),
+        ({"memory_mb": 10**9}, r"memory_mb must be an int in \[1, 1048576\] \(1 TiB", ValueError),
+        ({"max_processes": 10**6}, r"max_processes must be an int in \[1, 65536\]", ValueError),
     ],
 )
 def test_bad_pool_settings_fail_at_construction(kwargs: dict, error: str, kind: type) -> None:
