@@ -19,17 +19,14 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from llm_envs.tasks.data_location import (
-    convert_records,
     file_key,
     find_local_file,
     load_hub_records,
-    read_numbered_records,
 )
-from llm_envs.tasks.humaneval import check_record_to_problem, task_sort_key
+from llm_envs.tasks.humaneval import check_record_to_problem, load_check_file, task_sort_key
 from llm_envs.tasks.problems import CodeProblem
 
 __all__ = [
@@ -78,15 +75,8 @@ def problems_from_coophumaneval_records(
     return tuple(sorted(problems, key=lambda p: task_sort_key(p.task_id)))
 
 
-@functools.lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> tuple[CodeProblem, ...]:
-    # mtime_ns and size are part of the cache key only: an edited file is reparsed.
-    file = Path(path)
-    records = read_numbered_records(file, fix=_FILE_FIX)
-    problems = convert_records(
-        file, records, lambda r: check_record_to_problem(r, with_solution=False), fix=_FILE_FIX
-    )
-    return tuple(sorted(problems, key=lambda p: task_sort_key(p.task_id)))
+    return load_check_file(path, mtime_ns, size, with_solution=False, fix=_FILE_FIX)
 
 
 @functools.lru_cache(maxsize=1)

@@ -333,13 +333,25 @@ def task_sort_key(task_id: str) -> tuple[str, int, str]:
     return (prefix, int(number), "") if number.isdigit() else (prefix, -1, number)
 
 
-@functools.lru_cache(maxsize=8)
 def _load_file(path: str, mtime_ns: int, size: int) -> tuple[CodeProblem, ...]:
-    # mtime_ns and size are part of the cache key only: an edited file is reparsed.
+    return load_check_file(path, mtime_ns, size, with_solution=True, fix=_FILE_FIX)
+
+
+@functools.lru_cache(maxsize=8)
+def load_check_file(
+    path: str, mtime_ns: int, size: int, *, with_solution: bool, fix: str
+) -> tuple[CodeProblem, ...]:
+    """Problems of a HumanEval-format file (``prompt``/``test``/``entry_point`` records), by id.
+
+    Cached per file version: ``mtime_ns`` and ``size`` are part of the cache key
+    only, so an edited file is read again. CoopHumanEval uses it too (its
+    records have no reference solution: ``with_solution=False``). ``fix`` ends
+    every error message: where an intact file comes from.
+    """
     file = Path(path)
-    records = read_numbered_records(file, fix=_FILE_FIX)
+    records = read_numbered_records(file, fix=fix)
     problems = convert_records(
-        file, records, lambda r: check_record_to_problem(r, with_solution=True), fix=_FILE_FIX
+        file, records, lambda r: check_record_to_problem(r, with_solution=with_solution), fix=fix
     )
     return tuple(sorted(problems, key=lambda p: task_sort_key(p.task_id)))
 
