@@ -18,11 +18,16 @@ each strategy weighs in by its weight however many samples it has. After
 training the script prints one context-swapping episode as the trainer saw
 it, and writes the report.
 
-CPU, SmolLM2-135M-Instruct on one-digit arithmetic (the defaults: 3 iterations
-of 2 problems x 4 episodes; measured on 2 cores at load average 2: 92 s with
-the transformers sampler, 67 s with vLLM's CPU build):
+CPU, SmolLM2-135M-Instruct on one-digit sums with a 32-token budget (the
+defaults: 4 iterations of 8 problems x 4 episodes, learning rate 5e-5):
 
     python examples/expert_iteration_mixed.py
+
+It learns: the initial model often explains at length and runs out of tokens
+before its answer; the reward for a correct final answer teaches it to answer
+briefly. Measured on 2 cores with vLLM's CPU build (seed 0, about 3.5 minutes):
+``iid`` reward 0.19 -> 0.88 over the four iterations, all strategies 0.25 -> 0.75,
+held-out ``iid`` accuracy 0/4 -> 4/4.
 
 GPU, GSM8K with a bigger model (the data must be available, see docs/tasks.md):
 
@@ -82,10 +87,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
     parser.add_argument("--task", choices=["arithmetic", "gsm8k"], default="arithmetic")
     parser.add_argument("--max-digits", type=int, default=1, help="arithmetic operand digits")
-    parser.add_argument("--iterations", type=int, default=3, help="training iterations")
-    parser.add_argument("--groups", type=int, default=2, help="problems per iteration")
-    parser.add_argument("--max-tokens", type=int, default=96, help="most tokens per attempt")
-    parser.add_argument("--learning-rate", type=float, default=1e-5)
+    parser.add_argument(
+        "--operations", nargs="+", default=["+"], help="arithmetic operations, e.g. + - *"
+    )
+    parser.add_argument("--iterations", type=int, default=4, help="training iterations")
+    parser.add_argument("--groups", type=int, default=8, help="problems per iteration")
+    parser.add_argument("--max-tokens", type=int, default=32, help="most tokens per attempt")
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument(
         "--mix",
         nargs="+",
@@ -114,7 +122,11 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         model=args.model,
         env="expert_iteration",
         task=args.task,
-        task_kwargs={"max_digits": args.max_digits} if args.task == "arithmetic" else {},
+        task_kwargs=(
+            {"max_digits": args.max_digits, "operations": list(args.operations)}
+            if args.task == "arithmetic"
+            else {}
+        ),
         strategy_mix=mix,
         strategy_weights=dict(args.weights),
         groups_per_batch=args.groups,
