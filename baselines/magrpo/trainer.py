@@ -109,8 +109,6 @@ class MAGRPOTrainer(TrainingRun):
         samplers: Mapping[str, Policy] | None = None,
         problems: Sequence[CodeProblem] | None = None,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
@@ -125,42 +123,14 @@ class MAGRPOTrainer(TrainingRun):
         self.run_dir = RunDirectory(self.output_dir)
         self.run_dir.create()  # an output folder that cannot be made fails before any work
 
-        all_problems = tuple(problems) if problems is not None else load_problems(config.dataset)
-        held_out = config.eval_problems
-        if held_out >= len(all_problems):
-            raise ValueError(
-                f"eval_problems={held_out} leaves no training problems out of {len(all_problems)}"
-            )
-        self.train_problems = all_problems[: len(all_problems) - held_out]
-        self.eval_problems = all_problems[len(all_problems) - held_out :]
+        self._split_problems(
+            tuple(problems) if problems is not None else load_problems(config.dataset)
+        )
         self.agents: list[str] = list(self._make_env(self.train_problems).possible_agents)
 
         checkpoint = latest_checkpoint(self.output_dir)
         self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
-        if models is None:
-            path = resolve_model(config.model)
-            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-            models = {
-                agent: AutoModelForCausalLM.from_pretrained(
-                    checkpoint / agent if checkpoint else path, dtype=torch.float32
-                )
-                for agent in self.agents
-            }
-        else:
-            if tokenizer is None:
-                raise ValueError("pass tokenizer= together with models=")
-            self.tokenizer = tokenizer
-            if checkpoint is not None:
-                for agent, model in models.items():
-                    model.load_state_dict(
-                        AutoModelForCausalLM.from_pretrained(checkpoint / agent).state_dict()
-                    )
-        if sorted(models) != sorted(self.agents) or len({id(m) for m in models.values()}) != len(
-            models
-        ):
-            raise ValueError(
-                f"give one distinct model per agent {self.agents}, got {sorted(models)}"
-            )
+        models = self._load_models(models, tokenizer, checkpoint)
         self.models = {agent: models[agent].to(self.device) for agent in self.agents}
         for model in self.models.values():
             model.train()
@@ -190,6 +160,47 @@ class MAGRPOTrainer(TrainingRun):
         self.metrics_path = self.run_dir.metrics_path
 
     # ------------------------------------------------------------------ setup
+
+    def _split_problems(self, problems: Sequence[CodeProblem]) -> None:
+        """The last ``eval_problems`` problems are held out; the others are trained on."""
+        held_out = self.config.eval_problems
+        if held_out >= len(problems):
+            raise ValueError(
+                f"eval_problems={held_out} leaves no training problems out of {len(problems)}"
+            )
+        self.train_problems = tuple(problems[: len(problems) - held_out])
+        self.eval_problems = tuple(problems[len(problems) - held_out :])
+
+    def _load_models(
+        self, models: Mapping[str, Any] | None, tokenizer: Any | None, checkpoint: Path | None
+    ) -> Mapping[str, Any]:
+        """A model per agent (given, or loaded from ``config.model``); a checkpoint's weights."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if models is None:
+            path = resolve_model(self.config.model)
+            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            models = {
+                agent: AutoModelForCausalLM.from_pretrained(
+                    checkpoint / agent if checkpoint else path, dtype=torch.float32
+                )
+                for agent in self.agents
+            }
+        else:
+            if tokenizer is None:
+                raise ValueError("pass tokenizer= together with models=")
+            self.tokenizer = tokenizer
+            if checkpoint is not None:
+                for agent, model in models.items():
+                    model.load_state_dict(
+                        AutoModelForCausalLM.from_pretrained(checkpoint / agent).state_dict()
+                    )
+        distinct = len({id(m) for m in models.values()}) == len(models)
+        if sorted(models) != sorted(self.agents) or not distinct:
+            raise ValueError(
+                f"give one distinct model per agent {self.agents}, got {sorted(models)}"
+            )
+        return models
 
     def _make_env(self, problems: Sequence[CodeProblem]) -> CodeCollabEnv:
         from llm_envs.code_collab import parallel_env
