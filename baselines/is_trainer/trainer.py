@@ -107,7 +107,6 @@ class ISTrainer(TrainingRun):
     def __init__(self, config: ISTrainerConfig) -> None:
         # accelerate ships no type information (no py.typed).
         from accelerate import Accelerator  # type: ignore[import-untyped]
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.config = config
         limit_threads(config.num_threads)  # before any engine or thread pool starts
@@ -128,25 +127,8 @@ class ISTrainer(TrainingRun):
             config.strategy_mix,
             config.task_kwargs,
         )
-        with acc.main_process_first():  # converts the offline model once
-            self.model_path = resolve_model(config.model)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.renderer = ChatRenderer(self.tokenizer)
-        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
-        if config.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-        model.to(acc.device)
-        self.layout, self.packing_probe = self._choose_layout(model)
-        # The loss reads action tokens only: project to the vocabulary there alone.
-        self.actions_only = supports_logits_to_keep(model)
-        optimizer = torch.optim.AdamW(
-            model.parameters(),
-            lr=config.learning_rate,
-            betas=config.adam_betas,
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
-        self.model, self.optimizer = acc.prepare(model, optimizer)
+        model = self._load_model()
+        self.model, self.optimizer = acc.prepare(model, self._make_optimizer(model))
         self.model.train()
         self.loss_fn = get_loss(config.loss, **config.loss_kwargs)
         pad = self.tokenizer.pad_token_id
@@ -184,6 +166,34 @@ class ISTrainer(TrainingRun):
             )
 
     # ------------------------------------------------------------------ setup
+
+    def _load_model(self) -> Any:
+        """The model to train, on this process's device, its batch layout chosen by a probe."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        acc = self.accelerator
+        with acc.main_process_first():  # converts the offline model once
+            self.model_path = resolve_model(self.config.model)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.renderer = ChatRenderer(self.tokenizer)
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        if self.config.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        model.to(acc.device)
+        self.layout, self.packing_probe = self._choose_layout(model)
+        # The loss reads action tokens only: project to the vocabulary there alone.
+        self.actions_only = supports_logits_to_keep(model)
+        return model
+
+    def _make_optimizer(self, model: Any) -> torch.optim.Optimizer:
+        config = self.config
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=config.learning_rate,
+            betas=config.adam_betas,
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
 
     @property
     def unwrapped(self) -> Any:
