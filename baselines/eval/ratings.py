@@ -82,7 +82,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
@@ -376,21 +376,7 @@ def rate_models(
         (240.8, True)
     """
     _check_arguments(prior_wins, num_bootstrap, confidence)
-    kept: list[Judgement] = []
-    self_dropped = 0
-    same_dropped = 0
-    for judgement in judgements:
-        if not isinstance(judgement, Judgement):
-            raise TypeError(
-                f"judgements must be Judgement objects, got {judgement!r}: "
-                "build them with Judgement(...) or judgements_from_votes"
-            )
-        if judgement.first == judgement.second:
-            same_dropped += 1
-        elif judgement.judge in (judgement.first, judgement.second):
-            self_dropped += 1
-        else:
-            kept.append(judgement)
+    kept, self_dropped, same_dropped = _informative(judgements)
 
     # Models and debates in a canonical order, so that the input's order never matters.
     models = sorted({j.first for j in kept} | {j.second for j in kept})
@@ -402,22 +388,7 @@ def rate_models(
     num_models = len(models)
     anchor_index = None if anchor is None else model_index[anchor]
 
-    # Half-wins (2 per win, 1 per tie) keep every count an exact integer.
-    # half_wins[(d, i, j)]: half-wins of model i over model j in debate d.
-    half_wins: Counter[tuple[int, int, int]] = Counter()
-    wins_KK = np.zeros((num_models, num_models), dtype=np.int64)
-    ties_KK = np.zeros((num_models, num_models), dtype=np.int64)
-    for j in kept:
-        d, a, b = debate_index[j.debate], model_index[j.first], model_index[j.second]
-        if j.outcome == TIE:
-            half_wins[d, a, b] += 1
-            half_wins[d, b, a] += 1
-            ties_KK[a, b] += 1
-            ties_KK[b, a] += 1
-        else:
-            winner, loser = (a, b) if j.outcome == FIRST_WINS else (b, a)
-            half_wins[d, winner, loser] += 2
-            wins_KK[winner, loser] += 1
+    half_wins, wins_KK, ties_KK = _tally(kept, model_index, debate_index)
     # The same as sparse entries E (sorted, so that the order of judgements never matters).
     cells = sorted(half_wins)
     debate_E = np.array([d for d, _, _ in cells], dtype=np.int64)
@@ -533,6 +504,51 @@ def _debate_order(debate: DebateId) -> tuple[int, int, str]:
 def _points(rating: float) -> str:
     """A rating rounded to whole points, never ``-0``."""
     return str(round(rating))
+
+
+def _informative(judgements: Iterable[Judgement]) -> tuple[list[Judgement], int, int]:
+    """The judgements that rate models, and the counts of self- and same-model ones dropped."""
+    kept: list[Judgement] = []
+    self_dropped = same_dropped = 0
+    for judgement in judgements:
+        if not isinstance(judgement, Judgement):
+            raise TypeError(
+                f"judgements must be Judgement objects, got {judgement!r}: "
+                "build them with Judgement(...) or judgements_from_votes"
+            )
+        if judgement.first == judgement.second:
+            same_dropped += 1
+        elif judgement.judge in (judgement.first, judgement.second):
+            self_dropped += 1
+        else:
+            kept.append(judgement)
+    return kept, self_dropped, same_dropped
+
+
+def _tally(
+    kept: Sequence[Judgement], model_index: Mapping[str, int], debate_index: Mapping[DebateId, int]
+) -> tuple[Counter[tuple[int, int, int]], Int64Array, Int64Array]:
+    """Half-wins per (debate, model, model), and the win and tie matrices over all debates.
+
+    Half-wins (2 per win, 1 per tie) keep every count an exact integer:
+    ``half_wins[(d, i, j)]`` is model i's half-wins over model j in debate d.
+    """
+    num_models = len(model_index)
+    half_wins: Counter[tuple[int, int, int]] = Counter()
+    wins_KK = np.zeros((num_models, num_models), dtype=np.int64)
+    ties_KK = np.zeros((num_models, num_models), dtype=np.int64)
+    for j in kept:
+        d, a, b = debate_index[j.debate], model_index[j.first], model_index[j.second]
+        if j.outcome == TIE:
+            half_wins[d, a, b] += 1
+            half_wins[d, b, a] += 1
+            ties_KK[a, b] += 1
+            ties_KK[b, a] += 1
+        else:
+            winner, loser = (a, b) if j.outcome == FIRST_WINS else (b, a)
+            half_wins[d, winner, loser] += 2
+            wins_KK[winner, loser] += 1
+    return half_wins, wins_KK, ties_KK
 
 
 def _check_arguments(prior_wins: float, num_bootstrap: int, confidence: float) -> None:
