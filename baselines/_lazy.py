@@ -9,6 +9,7 @@ baselines.magrpo.credit`` loads neither torch nor transformers, and
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,6 +45,6 @@ def lazy_attributes(
         return getattr(importlib.import_module(sources[name], package), name)
 
     def __dir__() -> list[str]:
-        return sorted(set(sources) | set(globals()))
+        return sorted(set(sources) | set(vars(sys.modules[package])))
 
     return __getattr__, __dir__

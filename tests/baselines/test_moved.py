@@ -56,3 +56,12 @@ def test_the_changelog_lists_every_moved_module():
     changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
     for old, new in MOVED_MODULES.items():
         assert f"| `{old}` | `{new}` |" in changelog, old
+
+
+@pytest.mark.parametrize("package", ["is_trainer", "magrpo", "grpo"])
+def test_a_lazy_package_lists_its_own_names(package):
+    module = importlib.import_module(f"baselines.{package}")
+    listed = dir(module)
+    assert set(module.__all__) <= set(listed)
+    assert "lazy_attributes" in listed  # the package's own globals
+    assert "warnings" not in listed  # not those of the module that builds __dir__
