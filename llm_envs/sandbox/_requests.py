@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from llm_envs.arguments import MAX_TIMEOUT
 from llm_envs.sandbox.report import ProgramStatus, TestOutcome, TestReport, TestStatus
 
 __all__ = [
@@ -49,11 +50,11 @@ def describe_value(value: object) -> str:
 
 
 def check_timeout(timeout: object, name: str = "timeout") -> float:
-    """``timeout`` as seconds, checked: a number in (0, 3600]."""
+    """``timeout`` as seconds, checked: a number in ``(0, MAX_TIMEOUT]``."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"{name} must be a number of seconds, got {describe_value(timeout)}")
-    if not (math.isfinite(timeout) and 0 < timeout <= 3600):
-        raise ValueError(f"{name} must be in (0, 3600] seconds, got {timeout!r}")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"{name} must be in (0, {MAX_TIMEOUT:g}] seconds, got {timeout!r}")
     return float(timeout)
 
 
