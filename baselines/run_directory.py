@@ -124,11 +124,6 @@ class RunDirectory:
         return self.path / EPISODES_DIR
 
     @property
-    def checkpoints_dir(self) -> Path:
-        """``checkpoints/``."""
-        return self.path / CHECKPOINTS_DIR
-
-    @property
     def final_model_dir(self) -> Path:
         """``final_model/``."""
         return self.path / FINAL_MODEL_DIR

@@ -86,9 +86,8 @@ def writing_checkpoint(
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1 (the checkpoint just written), got {keep}")
-    folder = Path(output_dir) / CHECKPOINTS_DIR
-    final = folder / f"iteration_{iteration:06d}"
-    tmp = final.with_name(final.name + ".tmp")
+    final = _checkpoint_path(output_dir, iteration)
+    folder, tmp = final.parent, final.with_name(final.name + ".tmp")
     if writer:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -167,10 +166,14 @@ def save_checkpoint(
         if main:
             accelerator.unwrap_model(model).config.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
-    return Path(output_dir) / CHECKPOINTS_DIR / f"iteration_{iteration:06d}"
+    return _checkpoint_path(output_dir, iteration)
 
 
 def load_checkpoint(accelerator: Any, checkpoint: str | Path) -> int:
     """Restore model, optimizer and random states; return the completed iterations."""
     accelerator.load_state(str(checkpoint))
     return checkpoint_iteration(checkpoint)
+
+
+def _checkpoint_path(output_dir: str | Path, iteration: int) -> Path:
+    return Path(output_dir) / CHECKPOINTS_DIR / f"iteration_{iteration:06d}"

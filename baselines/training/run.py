@@ -117,9 +117,7 @@ def say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
-def progress_bar(
-    items: range, *, initial: int, total: int, enabled: bool, unit: str = "it"
-) -> Iterable[int]:
+def progress_bar(items: range, *, initial: int, total: int, enabled: bool) -> Iterable[int]:
     """``items``, behind a tqdm bar when ``enabled`` and in a terminal."""
     if not enabled or not in_terminal():
         return items
@@ -127,7 +125,7 @@ def progress_bar(
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover - tqdm comes with the train extra
         return items
-    bar: Iterable[int] = tqdm(items, initial=initial, total=total, desc="iterations", unit=unit)
+    bar: Iterable[int] = tqdm(items, initial=initial, total=total, desc="iterations", unit="it")
     return bar
 
 
