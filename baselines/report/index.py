@@ -104,14 +104,21 @@ def _headline_html(
     for name, meaning in chosen:
         xs, ys = series[name]
         rows.append(
-            f"<tr><td><code>{html.escape(name)}</code><br><span class='meaning'>"
-            f"{html.escape(meaning)}</span></td><td class='n'>{_fmt(ys[0])}</td>"
+            f"<tr>{_metric_cell(name, meaning)}<td class='n'>{_fmt(ys[0])}</td>"
             f"<td class='n'>{_fmt(ys[-1])}</td><td>{_change_html(name, ys[0], ys[-1])}</td>"
             f"<td>{_sparkline(xs, ys)}</td></tr>"
         )
     return (
         f"<h2>Training, per {unit}</h2><table class='headline'><tr><th>metric</th>"
         f"<th>first</th><th>last</th><th>change</th><th>curve</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _metric_cell(name: str, meaning: str) -> str:
+    """A table's first cell: the metric's name, and what it means below it."""
+    return (
+        f"<td><code>{html.escape(name)}</code><br>"
+        f"<span class='meaning'>{html.escape(meaning)}</span></td>"
     )
 
 
@@ -134,8 +141,7 @@ def _evaluation_html(
             cells.insert(1, "<td></td>")
         ys = series[name][1]
         rows.append(
-            f"<tr><td><code>{html.escape(name)}</code><br><span class='meaning'>"
-            f"{html.escape(meaning)}</span></td>{''.join(cells)}"
+            f"<tr>{_metric_cell(name, meaning)}{''.join(cells)}"
             f"<td>{_change_html(name, ys[0], ys[-1]) if len(ys) > 1 else ''}</td></tr>"
         )
     return (
