@@ -31,6 +31,7 @@ def _debate_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) ->
     mode = env_kwargs.get("reward", "win_rate")
     penalize = env_kwargs.get("on_parse_error", "penalize") == "penalize"
     pairwise = summary[mode] if mode else [0.0] * len(summary["win_rate"])
+    shaping = env_kwargs.get("shaping") or {}
     total, how, per_turn = {}, {}, {}
     for i, value in enumerate(pairwise):
         agent = f"agent_{i}"
@@ -42,11 +43,36 @@ def _debate_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) ->
         penalty = -1.0 * len(errors) if penalize else 0.0
         parts = [f"parse-error penalty {_fmt(penalty)}"] if penalty else []
         parts.append(f"{mode} {_fmt(value)}" if mode else "no pairwise reward (reward=None)")
-        total[agent] = penalty + float(value)
+        shaped = _debate_shaping(record, agent, shaping) if shaping else {}
+        if shaped:
+            parts.append(f"shaping {_fmt(sum(shaped.values()))}")
+        total[agent] = penalty + float(value) + sum(shaped.values())
         how[agent] = " + ".join(parts)
         for r in errors:
             per_turn[(r, agent)] = "parse-error penalty -1" if penalize else "masked (reward 0)"
+        for r, bonus in shaped.items():
+            said = per_turn.get((r, agent))
+            per_turn[(r, agent)] = (f"{said} + " if said else "") + f"shaping {_fmt(bonus)}"
     return EpisodeRewards(total, how, per_turn)
+
+
+def _debate_shaping(
+    record: Mapping[str, Any], agent: str, shaping: Mapping[str, float]
+) -> dict[int, float]:
+    # debate.env(shaping=...): each answer's partial credit, recomputed by the env's own rule.
+    from llm_envs.wrappers.shaping import shaping_reward
+
+    reference = record["summary"].get("reference_answer") is not None
+    return {
+        t["round"]: shaping_reward(
+            t["text"],
+            bool(t["details"].get("solution_correct")) if reference else None,
+            contract=float(shaping.get("contract", 0.0)),
+            correct=float(shaping.get("correct", 0.0)),
+        )
+        for t in record["turns"]
+        if t["agent"] == agent
+    }
 
 
 def _code_collab_rewards(record: Mapping[str, Any], _: Mapping[str, Any]) -> EpisodeRewards:
@@ -123,7 +149,8 @@ def episode_rewards(
 
     * debate: a -1 penalty per parse error (``on_parse_error="penalize"``, the
       default) plus the final pairwise reward named by ``env_kwargs["reward"]``
-      (``win_rate`` by default) from the summary;
+      (``win_rate`` by default) from the summary, plus each answer's shaping
+      when ``env_kwargs["shaping"]`` asked for it;
     * code collaboration: each turn's team reward (``summary["rewards"]``,
       shift included), received by every agent that acted in it;
     * expert iteration: the solver's final attempt's score (plus

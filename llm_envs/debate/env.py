@@ -70,6 +70,8 @@ Version history
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from functools import partial
 from typing import Any, Self
 
 from pettingzoo import AECEnv
@@ -86,7 +88,7 @@ from llm_envs.debate.prompts import (
 from llm_envs.debate.protocol import STOP as STOP_STRING
 from llm_envs.debate.protocol import DebateResponse, ParseError, parse_response
 from llm_envs.debate.questions import DebateQuestion, as_question
-from llm_envs.factories import raw_factory, wrap_aec
+from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
 from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.rewards.pairwise import RewardMode, Vote, win_minus_loss, win_rate
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
@@ -406,6 +408,7 @@ def env(
     config: DebateConfig | None = None,
     *,
     reward: RewardMode | None = "win_rate",
+    shaping: Mapping[str, float] | None = None,
     **overrides: Any,
 ) -> AECEnv[str, Observation, str]:
     """The debate environment as most users want it: pairwise reward and lifecycle checks.
@@ -416,11 +419,25 @@ def env(
             reward through :class:`~llm_envs.wrappers.WinRateReward` or
             :class:`~llm_envs.wrappers.WinMinusLossReward`; ``None`` leaves only
             the parse-error penalty.
+        shaping: opt-in partial credit added to every answer's reward by
+            :class:`~llm_envs.wrappers.DebateShaping`: weights of its terms,
+            ``{"contract": 0.5, "correct": 0.5}`` (a term left out weighs 0).
+            None (the default) keeps the seed's reward alone.
         **overrides: :class:`DebateEnv` arguments.
     """
     from llm_envs.wrappers.pairwise import REWARD_WRAPPERS
+    from llm_envs.wrappers.shaping import DebateShaping, check_shaping
 
     if reward is not None and reward not in REWARD_WRAPPERS:
         raise ValueError(f"reward must be one of {sorted(REWARD_WRAPPERS)} or None, got {reward!r}")
-    inner = () if reward is None else (REWARD_WRAPPERS[reward],)
+    weights = check_shaping(shaping)
+    inner: list[AECWrapper] = [] if reward is None else [REWARD_WRAPPERS[reward]]
+    if weights is not None:
+        inner.append(
+            partial(
+                DebateShaping,
+                contract=weights.get("contract", 0.0),
+                correct=weights.get("correct", 0.0),
+            )
+        )
     return wrap_aec(DebateEnv(config, **overrides), *inner)

@@ -86,6 +86,7 @@ __all__ = [
     "DebateResponse",
     "ParseError",
     "ParsedComparisons",
+    "contract_score",
     "format_response",
     "parse_comparisons",
     "parse_response",
@@ -286,6 +287,50 @@ def parse_response(text: str, author: int) -> DebateResponse:
         self_comparisons_dropped=parsed.self_comparisons_dropped,
         unparsed_comparison_lines=parsed.unparsed_comparison_lines,
     )
+
+
+def contract_score(text: str) -> float:
+    """How much of the five-tag contract ``text`` writes correctly, in ``[0, 1]``.
+
+    Each of the five parts counts one fifth, scanned in contract order (the
+    way :func:`parse_response` reads them): a field found after the previous
+    one, and closed unless it is the last; ``<consensus>`` must also hold YES
+    or NO. The optional ``<comparison>`` counts when it is absent but a later
+    field is there (leaving it out is allowed). The score is 1 exactly when
+    :func:`parse_response` accepts the text; a text it rejects scores at most
+    0.8, however many parts are right.
+
+    This is a *shaping* signal (partial credit that a small model can climb),
+    not the debate's reward: see :class:`llm_envs.wrappers.DebateShaping`.
+
+    Example:
+        >>> contract_score("<solution>4</solution><evaluation>N/A</evaluation>")
+        0.4
+        >>> contract_score(format_response(solution="4"))
+        1.0
+        >>> contract_score("The answer is 4.")
+        0.0
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}: decode model output first")
+    body = normalize(text, TAGS)
+    spans = scan_tags(body, TAGS)
+    parts = 0
+    for index, tag in enumerate(TAGS):
+        span = spans.get(tag)
+        if span is None:
+            later = any(t in spans for t in TAGS[index + 1 :])
+            parts += tag in OPTIONAL_TAGS and later
+        elif span.closed or index == len(TAGS) - 1:
+            parts += tag != CONSENSUS or _CONSENSUS.fullmatch(span.content.strip()) is not None
+    score = parts / len(TAGS)
+    if score < 1.0:
+        return score
+    try:
+        parse_response(text, author=-1)
+    except ParseError:
+        return (len(TAGS) - 1) / len(TAGS)
+    return 1.0
 
 
 def parse_comparisons(text: str, author: int | None = None) -> ParsedComparisons:

@@ -6,5 +6,14 @@ from llm_envs.wrappers.pairwise import (
     WinMinusLossReward,
     WinRateReward,
 )
+from llm_envs.wrappers.shaping import SHAPING_TERMS, DebateShaping, shaping_reward
 
-__all__ = ["REWARD_WRAPPERS", "PairwiseRewardWrapper", "WinMinusLossReward", "WinRateReward"]
+__all__ = [
+    "REWARD_WRAPPERS",
+    "SHAPING_TERMS",
+    "DebateShaping",
+    "PairwiseRewardWrapper",
+    "WinMinusLossReward",
+    "WinRateReward",
+    "shaping_reward",
+]

@@ -112,6 +112,20 @@ REWARD_CASES = [
         "win_minus_loss 0",
     ),
     (
+        "debate, contract shaping: 0.5 for each of two well-formed answers",
+        lambda: debate_episode(shaping={"contract": 0.5}),
+        {"shaping": {"contract": 0.5}},
+        {"agent_0": 1 / 3 + 1.0, "agent_1": 0.5 + 1.0, "agent_2": 0.75 + 1.0},
+        "win_rate 0.3333 + shaping 1",
+    ),
+    (
+        "debate, contract shaping, agent_0's prose masked: it earns no shaping",
+        lambda: debate_episode("agent_0", on_parse_error="mask", shaping={"contract": 0.5}),
+        {"on_parse_error": "mask", "shaping": {"contract": 0.5}},
+        {"agent_0": 1 / 3, "agent_1": 0.75 + 1.0, "agent_2": 0.5 + 1.0},
+        "win_rate 0.3333 + shaping 0",
+    ),
+    (
         "expert iteration, two-turn feedback: wrong, then right",
         lambda: expert_iteration_episode(strategy="two_turn_feedback"),
         {},
