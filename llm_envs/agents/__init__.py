@@ -2,6 +2,7 @@
 
 from llm_envs.agents.coders import CanonicalCoder, GarbageCoder, ScriptedCoder, reference_solution
 from llm_envs.agents.debaters import (
+    JudgingDebater,
     MalformedDebater,
     ScriptedDebater,
     StubbornDebater,
@@ -20,6 +21,7 @@ from llm_envs.agents.solvers import (
 __all__ = [
     "CanonicalCoder",
     "GarbageCoder",
+    "JudgingDebater",
     "MalformedDebater",
     "ScriptedCodeSolver",
     "ScriptedCoder",

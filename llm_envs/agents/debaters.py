@@ -7,7 +7,9 @@ env's context infos (``round``, ``turn``). They are deterministic for a seed.
 
 from __future__ import annotations
 
+import itertools
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -20,9 +22,11 @@ from llm_envs.debate.protocol import (
     SOLUTION,
     format_response,
 )
+from llm_envs.tasks.math_answers import check_answer
 from llm_envs.text_env import numbered_agents
 
 __all__ = [
+    "JudgingDebater",
     "MalformedDebater",
     "ScriptedDebater",
     "StubbornDebater",
@@ -143,6 +147,97 @@ class ScriptedDebater:
         evaluation = "N/A" if not candidates else "The other answers look plausible."
         reason = "We agree on the answer." if agree else "I want to see more arguments."
         return format_answer(solution, evaluation, comparisons, agree, reason)
+
+
+_SHOWN_SOLUTION = re.compile(r"^\[Agent (\d+)\]\nSolution: (.*)$", re.MULTILINE)
+
+
+class JudgingDebater:
+    """A well-formed debater that solves, judges the others by its own answer, and votes so.
+
+    It answers ``solver(question)`` (a short worked answer), reads the other
+    agents' solutions from its prompt (``observation_mode="prompt"``, the
+    default), says in ``<evaluation>`` which of them agree with its answer,
+    votes every agent that agrees above every one that does not (a tie
+    between two that agree or two that do not), and says YES once every
+    other agent's latest answer agrees with its own. A teacher for warm
+    starts: what it writes is what a good debater writes.
+
+    Args:
+        agent_id: its index in the debate.
+        num_agents: debaters in the debate.
+        solver: ``solver(question) -> answer`` (e.g. ``"7"``), or None when it
+            cannot answer (it then says so and judges nobody).
+        max_votes: most comparisons per answer.
+
+    Example:
+        >>> from llm_envs import debate
+        >>> from llm_envs.debate import parse_response
+        >>> env = debate.env(num_agents=3, max_rounds=1)
+        >>> env.reset(seed=0, options={"question": "What is 2 + 3?"})
+        >>> env.step("<solution>5</solution><evaluation>N/A</evaluation>"
+        ...          "<consensus>NO</consensus><consensus_reason>first")
+        >>> env.step("<solution>6</solution><evaluation>N/A</evaluation>"
+        ...          "<consensus>NO</consensus><consensus_reason>guess")
+        >>> agent = JudgingDebater(2, 3, solver=lambda q: "5")
+        >>> text = agent(env.observe("agent_2"), env.unwrapped.infos["agent_2"])
+        >>> parse_response(text, author=2).comparisons
+        ((0, '>', 1),)
+    """
+
+    def __init__(
+        self,
+        agent_id: int,
+        num_agents: int,
+        *,
+        solver: Callable[[str], str | None],
+        max_votes: int = 3,
+    ) -> None:
+        check_int("num_agents", num_agents, minimum=2)
+        check_int("agent_id", agent_id, minimum=0, maximum=num_agents - 1)
+        check_int("max_votes", max_votes, minimum=0)
+        self.agent_id = agent_id
+        self.num_agents = num_agents
+        self.solver = solver
+        self.max_votes = max_votes
+
+    def __call__(self, observation: Observation, info: Mapping[str, Any]) -> str:
+        """Solve, judge the answers shown in the prompt, vote, and agree when all agree."""
+        text = "\n".join(m["content"] for m in observation["messages"] if m["role"] == "user")
+        question = text.split("\n", 1)[0].removeprefix("Question: ")
+        answer = self.solver(question)
+        shown: dict[int, str] = {}
+        for agent, solution in _SHOWN_SOLUTION.findall(text):
+            if int(agent) != self.agent_id:
+                shown[int(agent)] = solution  # later rounds replace earlier ones
+        if answer is None:
+            solution = "I cannot work this out."
+            agree = dict.fromkeys(shown, False)
+        else:
+            solution = f"The answer is {answer}."
+            agree = {a: check_answer(s, answer) for a, s in shown.items()}
+        if shown:
+            right = [a for a in sorted(agree) if agree[a]]
+            wrong = [a for a in sorted(agree) if not agree[a]]
+            said = [f"Agent {a} {'agrees with' if agree[a] else 'differs from'} me" for a in agree]
+            evaluation = "; ".join(said) + "."
+        else:
+            right, wrong, evaluation = [], [], "N/A"
+        votes = [f"Agent {a} > Agent {b}" for a in right for b in wrong]
+        votes += [
+            f"Agent {a} = Agent {b}"
+            for group in (right, wrong)
+            for a, b in itertools.pairwise(group)
+        ]
+        votes = votes[: self.max_votes] if len(shown) >= 2 else []
+        everyone = len(shown) == self.num_agents - 1
+        consensus = answer is not None and everyone and all(agree.values())
+        reason = (
+            "Every agent gives the same answer."
+            if consensus
+            else "Not every agent has given my answer yet."
+        )
+        return format_answer(solution, evaluation, votes, consensus, reason)
 
 
 class StubbornDebater(ScriptedDebater):
