@@ -12,12 +12,24 @@ Two ways to talk to the server, chosen by whether a tokenizer is given:
   logprobs are returned when the server provides them, else left empty.
 
 Requests run concurrently on a thread pool; the standard library's HTTP
-client keeps the dependency list empty. The API key is read from
-``api_key`` or the ``OPENAI_API_KEY`` environment variable.
+client keeps the dependency list empty.
+
+Failures: a request that fails in a way that may pass (HTTP 429 "too many
+requests", 408, any 5xx, a refused or dropped connection, a timeout) is tried
+again, up to ``retries`` attempts in all, after exponential backoff
+(``backoff * 2**k`` seconds, at most ``max_backoff``, or the server's
+``Retry-After`` when it sends one, within the same cap). Any other 4xx is the
+caller's mistake and raises at once. Either way the :class:`ServerError` names
+the URL, the status and what the server said.
+
+The API key: ``api_key``, else the environment variable named by
+``api_key_env`` (``OPENAI_API_KEY`` by default). It is sent as a bearer token
+and never shown: not in ``repr``, not in an error message.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -43,6 +55,9 @@ class ServerError(RuntimeError):
     """The server answered with an error, or not at all after the retries."""
 
 
+_RETRIED_STATUS = frozenset({408, 429})  # and every 5xx
+
+
 def _token_id(token: str) -> int | None:
     # vLLM writes sampled tokens as "token_id:1234" when asked to.
     if token.startswith("token_id:"):
@@ -61,10 +76,15 @@ class OpenAIPolicy:
         model: the model name the server knows.
         tokenizer: the model's tokenizer, to send token prompts and get token
             completions (see the module docstring); ``None`` for text only.
-        api_key: bearer token; defaults to ``$OPENAI_API_KEY``.
+        api_key: bearer token; None reads the variable ``api_key_env``.
+        api_key_env: the environment variable holding the key (None: no key
+            unless ``api_key`` is given).
         max_concurrency: requests in flight at once.
         timeout: seconds per HTTP request.
-        retries: attempts per request on connection errors and 5xx answers.
+        retries: attempts per request, the first included, on errors that
+            may pass (see the module docstring).
+        backoff: seconds before the second attempt; doubled before each next one.
+        max_backoff: the longest wait between two attempts, in seconds.
     """
 
     def __init__(
@@ -74,9 +94,12 @@ class OpenAIPolicy:
         *,
         tokenizer: Any | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
         max_concurrency: int = 16,
         timeout: float = 300.0,
         retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -84,13 +107,36 @@ class OpenAIPolicy:
             raise ValueError(
                 f"max_concurrency and retries must be >= 1, got {max_concurrency} and {retries}"
             )
+        if not (backoff >= 0 and max_backoff >= 0):
+            raise ValueError(
+                f"backoff and max_backoff must be >= 0 seconds, got {backoff} and {max_backoff}"
+            )
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
+            raise ValueError(
+                f"api_key_env must name an environment variable, got {api_key_env!r}: "
+                "e.g. OPENAI_API_KEY, or None for no key"
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.renderer = ChatRenderer(tokenizer) if tokenizer is not None else None
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.api_key_env = api_key_env
+        if api_key is None and api_key_env is not None:
+            api_key = os.environ.get(api_key_env)
+        self._api_key = api_key
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+
+    @property
+    def api_key(self) -> str | None:
+        """The bearer token sent with every request (never part of ``repr`` or errors)."""
+        return self._api_key
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"OpenAIPolicy({self.base_url!r}, {self.model!r}, api_key={key})"
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams) -> list[Completion]:
         """Send every request concurrently; return completions in request order."""
@@ -157,21 +203,53 @@ class OpenAIPolicy:
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
         url = self.base_url + path
         last_error = ""
         for attempt in range(self.retries):
             request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            wait = min(self.backoff * 2.0**attempt, self.max_backoff)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     return dict(json.loads(response.read()))
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:500]
-                if exc.code < 500:
-                    raise ServerError(f"POST {url} -> {exc.code}: {detail}") from exc
-                last_error = f"{exc.code}: {detail}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last_error = str(exc)
-            time.sleep(min(2.0**attempt, 10.0))
-        raise ServerError(f"POST {url} failed after {self.retries} attempts: {last_error}")
+                if exc.code < 500 and exc.code not in _RETRIED_STATUS:
+                    hint = self._hint(exc.code)
+                    raise ServerError(f"POST {url} -> {exc.code}: {detail}{hint}") from exc
+                last_error = f"HTTP {exc.code}: {detail}"
+                wait = _retry_after(exc, default=wait, cap=self.max_backoff)
+            except (
+                urllib.error.URLError,
+                http.client.HTTPException,
+                TimeoutError,
+                ConnectionError,
+            ) as exc:
+                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+            except json.JSONDecodeError as exc:
+                last_error = f"the answer is not JSON ({exc})"
+            if attempt + 1 < self.retries:
+                time.sleep(wait)
+        raise ServerError(
+            f"POST {url} failed after {self.retries} attempts; the last one: {last_error}. "
+            "Check that the server is up and serves this URL (more attempts: retries=...)"
+        )
+
+    def _hint(self, status: int) -> str:
+        if status in (401, 403):
+            where = f"the {self.api_key_env} variable" if self.api_key_env else "api_key="
+            return f" (check the API key in {where})"
+        if status == 404:
+            return f" (check the base URL and the model name {self.model!r})"
+        return ""
+
+
+def _retry_after(error: urllib.error.HTTPError, *, default: float, cap: float) -> float:
+    """The server's ``Retry-After`` in seconds (within ``cap``), else ``default``."""
+    value = error.headers.get("Retry-After") if error.headers else None
+    try:
+        seconds = float(value) if value is not None else default
+    except ValueError:  # an HTTP date: not worth parsing for a short wait
+        seconds = default
+    return min(max(seconds, 0.0), cap)

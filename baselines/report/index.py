@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.report._common import _COLOURS, Series, load_metrics
+from baselines.report.evaluation import evaluation_html
 from baselines.report.metrics import (
     _GROUPS,
     RunCounts,
@@ -45,6 +46,8 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 def _trainer(config: Mapping[str, Any], names: set[str]) -> str:
+    if "models" in config and "seating" in config:
+        return "evaluation (baselines.eval)"
     if "max_steps" in config or "num_generations" in config or {"reward", "loss"} <= names:
         return "TRL GRPO (baselines.grpo)"
     if "joint_mode" in config or any(re.match(r"env/turn_\d+/", n) for n in names):
@@ -68,6 +71,7 @@ def _what_html(
         ("trainer", _trainer(config, names)),
         ("environment", env),
         ("model", str(config.get("model") or "")),
+        ("models", ", ".join(map(str, config.get("models") or []))),
     ]
     items = [" · ".join(f"{k} <b>{html.escape(v)}</b>" for k, v in facts if v)]
     items += [html.escape(s) for s in counts.describe()] if counts else []
@@ -294,13 +298,15 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     env_kwargs = env_kwargs if isinstance(env_kwargs, dict) else {}
     notes = [config_note] if config_note else []
 
+    evaluation_section, evaluation_notes = evaluation_html(run)
+    notes += evaluation_notes
     rows: list[dict[str, Any]] = []
     if metrics_path.exists():
         rows, torn = _read_rows(metrics_path)
         notes += torn
         if not rows:
             notes.append(f"{METRICS_FILE} holds no metric line yet: no iteration finished")
-    else:
+    elif not evaluation_section:  # an evaluation's folder has no metrics log
         notes.append(f"no {METRICS_FILE}: only the transcripts are shown")
 
     files = []
@@ -329,6 +335,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         "</div>",
         _reward_chart(series, headline, unit),
         "</div>",
+        evaluation_section,
         _headline_html(training_series, headline, unit),
         _evaluation_html(series, evaluation, unit),
         _config_html(config),

@@ -1,0 +1,278 @@
+"""Play an evaluation: plan the episodes, play the missing ones, summarize, write the report.
+
+:class:`Evaluation` does it in two steps, so that a mistake in the settings
+fails before any model is loaded:
+
+1. ``Evaluation(config)`` checks everything that can be checked without a
+   model: the model specs and local folders, the environment's arguments, the
+   problems, the seatings (:mod:`baselines.eval.seating`), and the output
+   folder (a folder holding another evaluation's results is refused, naming
+   the settings that differ). It plans the episodes: problem ``p`` in seating
+   ``s`` is episode ``p{p:05d}-s{s:03d}``, reset with a seed of ``p`` alone,
+   so every seating of a problem plays the same setting.
+2. :meth:`Evaluation.run` reads ``episodes/eval.jsonl``, loads the models the
+   missing episodes need, plays those episodes ``concurrency`` at a time
+   (:func:`baselines.rollouts.rollout` batches every pending turn per model),
+   appends each batch to the file as it finishes, then summarizes every
+   planned episode (:func:`baselines.eval.summary.summarize`) into
+   ``summary.json`` and the HTML report.
+
+A run stopped at any point (a kill, a server that stays down) loses at most
+the batch in flight: run the same command again to finish it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from baselines.env_families import derive_seed
+from baselines.eval.arenas import make_arena
+from baselines.eval.config import EvalConfig
+from baselines.eval.entrants import Entrant, build_policies, parse_entrants
+from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
+from baselines.eval.seating import seatings
+from baselines.eval.summary import EvalSummary, summarize
+from baselines.policies.base import Policy, SamplingParams
+from baselines.rollouts import rollout
+from baselines.run_directory import RunDirectory
+from baselines.training.run import in_terminal, say
+
+__all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]
+
+SUMMARY_FILE = "summary.json"
+"""The summary's file in the output folder (what the report's evaluation section reads)."""
+
+
+@dataclass(frozen=True)
+class PlannedEpisode:
+    """One episode of the plan.
+
+    Attributes:
+        episode_id: ``p{problem:05d}-s{seating:03d}``: its key in the results file.
+        problem: The problem's index.
+        seating: The seating's index in the schedule.
+        seats: Agent -> the name of the model playing it.
+        seed: The environment's reset seed (the same for every seating of a problem).
+    """
+
+    episode_id: str
+    problem: int
+    seating: int
+    seats: dict[str, str]
+    seed: int
+
+
+class Evaluation:
+    """An evaluation, set up and checked; :meth:`run` plays it.
+
+    Args:
+        config: the settings.
+        policies: a sampler per model name, used instead of loading models
+            (tests, scripted opponents, models already in memory).
+
+    Raises:
+        ValueError: a bad setting, more problems than the task has, or an
+            output folder holding another evaluation's results.
+        FileNotFoundError: a model folder that does not exist.
+    """
+
+    def __init__(self, config: EvalConfig, *, policies: Mapping[str, Policy] | None = None) -> None:
+        from baselines.models import resolve_model
+
+        self.config = config
+        self.entrants: tuple[Entrant, ...] = parse_entrants(config.models)
+        self.names = tuple(e.name for e in self.entrants)
+        self.policies = dict(policies) if policies is not None else None
+        if self.policies is not None:
+            missing = [n for n in self.names if n not in self.policies]
+            if missing:
+                raise ValueError(f"policies has no sampler for the models {missing}")
+        else:
+            for entrant in self.entrants:
+                if not entrant.is_endpoint:
+                    resolve_model(entrant.model)  # a missing folder fails now
+        self.arena = make_arena(
+            config.env, config.env_kwargs, config.task, config.seed, config.task_kwargs
+        )
+        if self.arena.num_problems is not None and config.problems > self.arena.num_problems:
+            raise ValueError(
+                f"problems={config.problems}, but task={config.task!r} of env={config.env!r} has "
+                f"{self.arena.num_problems}; ask for at most {self.arena.num_problems}, or use "
+                "task='arithmetic' (as many problems as asked)"
+            )
+        mode = config.seating
+        if mode == "auto":
+            mode = self.arena.default_seating(len(self.names))
+        self.seating_mode = mode
+        self.schedule = seatings(len(self.names), len(self.arena.agents), mode)
+        self.plan = [
+            PlannedEpisode(
+                episode_id=f"p{problem:05d}-s{s:03d}",
+                problem=problem,
+                seating=s,
+                seats={a: self.names[m] for a, m in zip(self.arena.agents, seating, strict=True)},
+                seed=derive_seed(config.seed, problem),
+            )
+            for problem in range(config.problems)
+            for s, seating in enumerate(self.schedule)
+        ]
+        self.run_dir = RunDirectory(config.output_dir)
+        self._check_folder()
+        self.log = EpisodeLog(self.run_dir.episodes_dir / RESULTS_FILE)
+
+    @property
+    def summary_path(self) -> Path:
+        """``OUTPUT_DIR/summary.json``."""
+        return self.run_dir.path / SUMMARY_FILE
+
+    def _check_folder(self) -> None:
+        path = self.run_dir.config_path
+        if not path.exists():
+            return
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return  # torn by a kill: the results file's ids still decide
+        if not isinstance(before, dict):
+            return
+        changed = self.config.plan_changes(before)
+        if changed:
+            now = json.loads(self.config.to_json())
+            shown = ", ".join(f"{k}: {before[k]!r} -> {now[k]!r}" for k in changed)
+            raise ValueError(
+                f"output_dir {str(self.run_dir.path)!r} holds an evaluation with other settings "
+                f"({shown}); its episodes would be mixed with these. Use another --output-dir, "
+                "or delete that folder"
+            )
+
+    # ----------------------------------------------------------------- playing
+
+    def run(self) -> EvalSummary:
+        """Play the missing episodes, then summarize every planned one; return the summary."""
+        config = self.config
+        self.run_dir.create()
+        _write_atomically(self.run_dir.config_path, config.to_json())
+        done = {row["episode_id"]: row for row in self.log.repair()}
+        todo = [e for e in self.plan if e.episode_id not in done]
+        if todo:
+            self._play(todo, already=len(self.plan) - len(todo))
+            done = {row["episode_id"]: row for row in self.log.read()}
+        lines = [done[e.episode_id] for e in self.plan]
+        summary = summarize(
+            lines,
+            self.names,
+            env=config.env,
+            baseline=config.baseline_name,
+            num_bootstrap=config.num_bootstrap,
+            confidence=config.confidence,
+            prior_wins=config.prior_wins,
+            seed=config.seed,
+        )
+        _write_atomically(self.summary_path, json.dumps(summary.to_json(), indent=2))
+        if config.report:
+            from baselines.report import write_report
+
+            write_report(self.run_dir.path)
+        return summary
+
+    def _load(self) -> dict[str, Policy]:
+        if self.policies is not None:
+            return self.policies
+        config = self.config
+        device = config.device
+        if not all(e.is_endpoint for e in self.entrants):
+            from baselines.training.run import limit_threads
+
+            limit_threads(config.num_threads)
+            if device == "auto":
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.policies = build_policies(
+            self.entrants,
+            device=device,
+            api_key_env=config.api_key_env,
+            concurrency=config.concurrency,
+            retries=config.retries,
+            timeout=config.timeout,
+        )
+        return self.policies
+
+    def _play(self, todo: Sequence[PlannedEpisode], *, already: int) -> None:
+        config = self.config
+        policies = self._load()
+        total = len(self.plan)
+        bar = _progress_bar(total, already) if config.progress and in_terminal() else None
+        start, finished = time.perf_counter(), already
+        try:
+            for first in range(0, len(todo), config.concurrency):
+                chunk = todo[first : first + config.concurrency]
+                self.log.append(self._play_chunk(chunk, policies))
+                finished += len(chunk)
+                if bar is not None:
+                    bar.update(len(chunk))
+                elif config.progress:
+                    elapsed = time.perf_counter() - start
+                    say(f"episodes {finished}/{total} ({elapsed:.0f} s)")
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _play_chunk(
+        self, chunk: Sequence[PlannedEpisode], policies: Mapping[str, Policy]
+    ) -> list[dict[str, Any]]:
+        config = self.config
+        built = [self.arena.episode(e.problem, e.seed) for e in chunk]
+        envs = [env for env, _, _ in built]
+
+        def assign(env_index: int, agent: str) -> Policy:
+            return policies[chunk[env_index].seats[agent]]
+
+        params = SamplingParams(
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=derive_seed(config.seed, self.plan.index(chunk[0]), 1),
+        )
+        results = rollout(
+            envs,
+            assign,
+            params,
+            seeds=[seed for _, seed, _ in built],
+            options=[options for _, _, options in built],
+        )
+        lines = []
+        for planned, env, result in zip(chunk, envs, results, strict=True):
+            lines.append(
+                episode_line(
+                    result,
+                    env,
+                    episode_id=planned.episode_id,
+                    problem=planned.problem,
+                    seating=planned.seating,
+                    seats=planned.seats,
+                    extras=self.arena.extras(env),
+                )
+            )
+            env.close()
+        return lines
+
+
+def _progress_bar(total: int, initial: int) -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the train extra
+        return None
+    return tqdm(total=total, initial=initial, desc="episodes", unit="ep")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
