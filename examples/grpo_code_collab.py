@@ -50,7 +50,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experi
 from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
 from baselines.grpo.assembly import format_completion
 from baselines.models import DEFAULT_MODEL
-from baselines.report import write_report
+from baselines.report import first_and_last, write_report
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\nstep  return  pass_rate (last turn)")
     for h in logs:
         print(f"{h['step']:4d}  {h['reward']:6.3f}  {h.get('env/pass_rate', float('nan')):9.3f}")
-    print(f"mean reward: first step {logs[0]['reward']:+.3f}, last step {logs[-1]['reward']:+.3f}")
+    print(f"mean reward, first step -> last step: {first_and_last(logs, 'reward')}")
     print(f"report: {report}")
 
 

@@ -63,7 +63,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experi
 from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
 from baselines.grpo.assembly import format_completion
 from baselines.models import DEFAULT_MODEL
-from baselines.report import write_report
+from baselines.report import first_and_last, write_report
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -116,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     report = write_report(config.output_dir)
-    print(f"\nmean reward: first step {rewards[0]:+.3f}, last step {rewards[-1]:+.3f}")
+    steps = [{"reward": r} for r in rewards]
+    print(f"\nmean reward, first step -> last step: {first_and_last(steps, 'reward')}")
     print(f"report: {report}")
 
 

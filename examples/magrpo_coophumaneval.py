@@ -52,7 +52,7 @@ from typing import Any
 
 from baselines.magrpo import MAGRPOConfig, train
 from baselines.models import DEFAULT_MODEL
-from baselines.report import load_metrics, write_report
+from baselines.report import first_and_last, load_metrics, write_report
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{turn_summary(row, 'eval', config.num_turns)}; "
             f"solved {row.get('eval/final/solved', math.nan):.3f}"
         )
+    print(
+        f"mean reward, first -> last iteration: {first_and_last(trained, 'env/all/reward/total')}"
+    )
     print(f"report: {index}")
 
 

@@ -28,16 +28,28 @@ def _fmt(value: float) -> str:
 
 
 def first_and_last(rows: Sequence[Mapping[str, Any]], key: str) -> str:
-    """``"0.250 -> 0.500"``: a metric's first and last finite values in ``rows``.
+    """``"0.250 -> 0.500 (rose by 0.250)"``: a metric's first and last finite values in ``rows``.
 
-    ``"not logged"`` when no row has a finite value for ``key``.
+    Says whether it rose, fell or did not move (a change under 0.0005, what
+    three decimals cannot show). ``"not logged"`` when no row has a finite
+    value for ``key``.
 
     Example:
         >>> first_and_last([{"r": 0.25}, {}, {"r": float("nan")}, {"r": 0.5}], "r")
-        '0.250 -> 0.500'
+        '0.250 -> 0.500 (rose by 0.250)'
+        >>> first_and_last([{"r": -1 / 3}, {"r": -1 / 3}], "r")
+        '-0.333 -> -0.333 (did not move)'
     """
     values = [v for row in rows if (v := _number(row.get(key))) is not None]
-    return f"{values[0]:.3f} -> {values[-1]:.3f}" if values else "not logged"
+    if not values:
+        return "not logged"
+    first, last = values[0], values[-1]
+    change = last - first
+    if abs(change) < 5e-4:
+        moved = "did not move"
+    else:
+        moved = f"{'rose' if change > 0 else 'fell'} by {abs(change):.3f}"
+    return f"{first:.3f} -> {last:.3f} ({moved})"
 
 
 def metric_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, Series]:
@@ -194,6 +206,8 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
     (r"env/(?!all/)([^/]+)/reward/total", "training reward of strategy \\1"),
     (rf"env/(?:all/)?({_SUCCESS_NAMES})", "{success}"),
     (r"env/turn_(\d+)/(pass_rate|solved)", "{success}, turn \\1"),
+    (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
+    (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
     (r"optim/loss|loss", "training loss"),
     (r"optim/([^/]+)/loss", "training loss of \\1"),
     (r"optim/grad_norm|grad_norm", "gradient norm"),

@@ -551,7 +551,9 @@ def test_a_page_is_self_contained(debate_run):
 
 def test_first_and_last_skips_missing_and_non_finite_values():
     rows = [{"x": 1}, {"r": float("inf")}, {"r": -0.5}, {"r": 0.125}, {"r": True}, {}]
-    assert first_and_last(rows, "r") == "-0.500 -> 0.125"
+    assert first_and_last(rows, "r") == "-0.500 -> 0.125 (rose by 0.625)"
+    assert first_and_last([{"r": 2}, {"r": 1.5}], "r") == "2.000 -> 1.500 (fell by 0.500)"
+    assert first_and_last([{"r": 0.1}, {"r": 0.1002}], "r") == "0.100 -> 0.100 (did not move)"
     assert first_and_last(rows, "missing") == "not logged"
 
 

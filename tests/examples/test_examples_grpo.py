@@ -27,7 +27,10 @@ def check_run(run_dir: Path, out: str) -> str:
     index = run_dir / "report" / "index.html"
     page = run_dir / "report" / "step_00001.html"
     assert page.name in index.read_text()
-    assert "mean reward: first step " in out
+    assert re.search(
+        r"mean reward, first step -> last step: -?[\d.]+ -> -?[\d.]+ \((rose|fell|did not move)",
+        out,
+    )
     assert f"report: {index}" in out
     return page.read_text()
 
