@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
@@ -242,6 +242,7 @@ def rollout(
     label = progress if isinstance(progress, str) else "episodes"
     bar = _progress_bar(n, label) if progress else None
     active = list(episodes)
+    calls = 0
     while active:
         # 1. Collect every turn that must be sampled now.
         wanted: list[tuple[_Episode, str, SampleRequest]] = []
@@ -256,9 +257,10 @@ def rollout(
         active = still_active
         if not wanted:
             break
-        # 2. One batched call per policy.
+        # 2. One batched call per policy, with seeds no earlier call used.
         start = time.perf_counter()
-        completions = _sample_grouped(wanted, policy, params)
+        completions = _sample_grouped(wanted, policy, _call_params(params, calls))
+        calls += 1
         costs["time/policy"] += time.perf_counter() - start
         costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
         # 3. Step every environment with its completions.
@@ -279,6 +281,29 @@ def rollout(
     return [ep.result() for ep in episodes]
 
 
+_SEED_STRIDE = 1 << 20
+"""Seeds reserved per batched call: more than any call's requests."""
+
+
+def _call_params(params: SamplingParams, call: int) -> SamplingParams:
+    """The sampling parameters of the ``call``-th batched call of a rollout.
+
+    A policy seeds request ``i`` of a call with ``seed + i``. Every turn of a
+    rollout is a new call, so without an offset per call the agents of a
+    debate, taking turns in the same slot of the batch, would draw the same
+    random numbers and, from similar prompts, write the same answer.
+
+    Example:
+        >>> _call_params(SamplingParams(seed=7), 2).seed == 7 + 2 * _SEED_STRIDE
+        True
+        >>> _call_params(SamplingParams(seed=None), 2).seed is None
+        True
+    """
+    return (
+        params if params.seed is None else replace(params, seed=params.seed + call * _SEED_STRIDE)
+    )
+
+
 def _sample_grouped(
     wanted: Sequence[tuple[_Episode, str, SampleRequest]],
     assign: PolicyAssignment,
@@ -289,8 +314,12 @@ def _sample_grouped(
         policy = _resolve(assign, ep.index, agent)
         by_policy.setdefault(id(policy), (policy, []))[1].append(position)
     out: list[Completion | None] = [None] * len(wanted)
-    for policy, positions in by_policy.values():
-        got = policy.sample([wanted[p][2] for p in positions], params)
+    for k, (policy, positions) in enumerate(by_policy.values()):
+        # Policy k's requests take seeds after those of the policies before it.
+        mine = (
+            params if params.seed is None else replace(params, seed=params.seed + k * len(wanted))
+        )
+        got = policy.sample([wanted[p][2] for p in positions], mine)
         if len(got) != len(positions):
             raise RuntimeError(
                 f"{type(policy).__name__}.sample returned {len(got)} completions "

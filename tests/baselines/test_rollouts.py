@@ -124,6 +124,41 @@ def test_policy_assignment_by_role():
     assert sum(trained.batches) == 3 and sum(fixed.batches) == 6
 
 
+class SeedRecorder:
+    """Wraps a policy and records the seed each request would be sampled with (seed + i)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seeds: list[int] = []
+
+    def sample(self, requests, params):
+        self.seeds.extend(params.seed + i for i in range(len(requests)))
+        return self.inner.sample(requests, params)
+
+
+def test_every_request_of_a_rollout_gets_a_seed_of_its_own():
+    # Agents taking turns in the same batch slot once shared a seed, and a model wrote
+    # the same answer for all three debaters; every request now draws its own numbers.
+    trained = SeedRecorder(ScriptedPolicy(scripted_debaters(3)))
+    fixed = SeedRecorder(ScriptedPolicy(scripted_debaters(3)))
+    envs = [debate_env(num_agents=3, max_rounds=3) for _ in range(4)]
+    assign = lambda i, agent: trained if agent == "agent_0" else fixed  # noqa: E731
+    rollout(envs, assign, SamplingParams(seed=11), seeds=range(4))
+    seeds = trained.seeds + fixed.seeds
+    assert len(seeds) == 4 * 3 * 2  # agreement from round 2 ends each debate then
+    assert len(set(seeds)) == len(seeds)
+    # the same seeds again for the same rollout: runs stay reproducible
+    again = SeedRecorder(ScriptedPolicy(scripted_debaters(3)))
+    envs = [debate_env(num_agents=3, max_rounds=3) for _ in range(4)]
+    rollout(
+        envs,
+        lambda i, a: trained if a == "agent_0" else again,
+        SamplingParams(seed=11),
+        seeds=range(4),
+    )
+    assert again.seeds == fixed.seeds
+
+
 def test_group_by_problem():
     envs = [debate_env(num_agents=2, max_rounds=1) for _ in range(6)]
     results = rollout(envs, ScriptedPolicy(scripted_debaters(2)), seeds=range(6))
