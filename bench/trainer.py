@@ -9,14 +9,16 @@ It builds Datums of random lengths (like the observations and answers of a
 debate batch), splits them into microbatches of at most ``--max-tokens`` tokens
 the way :class:`baselines.is_trainer.trainer.ISTrainer` does, and times the trainer's
 step (:func:`baselines.training.forward.forward_logprobs`, the importance-sampling loss,
-backward) with each layout, and packed with the vocabulary projection on
-action tokens only (``actions_only``, what the trainer does when the model
-takes ``logits_to_keep``). Tokens per second count real tokens only, so
-padding shows as lost throughput. The last column says how many tokens each
-layout makes the model process.
+backward) with each layout: padded, packed with transformers' block-diagonal
+mask, packed with the segment-aware attention of
+:mod:`baselines.training.attention`, and that with the vocabulary projection on
+action tokens only (``actions_only``): the last is what the trainer runs.
+Tokens per second count real tokens only, so padding shows as lost
+throughput. The last column says how many tokens each layout makes the model
+process.
 
-Not a test: numbers depend on the machine. A comparison against TRL's
-GRPOTrainer needs a GPU and is not done here.
+Not a test: numbers depend on the machine. ``bench/trl_step.py`` compares the
+trainer's whole optimizer step with TRL's GRPOTrainer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import torch
 
 from baselines.data.datums import trajectory_to_data
 from baselines.models import resolve_model
+from baselines.training.attention import segment_attention
 from baselines.training.forward import Layout, forward_logprobs, split_microbatches
 from baselines.training.losses import importance_sampling_loss
 from baselines.types import Datum, Trajectory, Transition
@@ -89,11 +92,14 @@ def main() -> None:
     )
     variants: list[tuple[str, Layout, bool]] = [
         ("padded", "padded", False),
-        ("packed", "packed", False),
+        ("packed, mask", "packed", False),  # transformers' block-diagonal mask
+        ("packed", "packed", False),  # segment-aware attention from here on
         ("packed, action logits", "packed", True),  # what the trainer runs
     ]
     results = {}
     for name, layout, actions_only in variants:
+        if name == "packed":
+            segment_attention(model)
         step(model, data[:2], layout, args.max_tokens, actions_only)  # warm up
         times = []
         for _ in range(args.repeats):
@@ -108,8 +114,9 @@ def main() -> None:
         )
     padded = results["padded"]
     print(
-        f"  packed / padded: {results['packed'] / padded:.2f}x; "
-        f"packed with action logits / padded: {results['packed, action logits'] / padded:.2f}x"
+        f"  packed / padded: {results['packed, mask'] / padded:.2f}x with the mask, "
+        f"{results['packed'] / padded:.2f}x with segment attention, "
+        f"{results['packed, action logits'] / padded:.2f}x with action logits too"
     )
 
 
