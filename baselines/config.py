@@ -59,6 +59,7 @@ __all__ = [
     "PositiveInt",
     "Precision",
     "Range",
+    "ReportTo",
     "RunConfig",
     "TrainerConfig",
     "UnitFraction",
@@ -132,6 +133,8 @@ Precision = Literal["auto", "fp32", "bf16"]
 """Training precision of the forward pass."""
 LossName = Literal["importance_sampling", "ppo", "cispo"]
 """The name of a policy-gradient loss in :data:`baselines.training.losses.LOSSES`."""
+ReportTo = Literal["none", "tensorboard", "wandb", "trackio"]
+"""An experiment tracker, named as TRL and ``accelerate`` name it (``none``: metrics.jsonl only)."""
 
 
 # ---------------------------------------------------------------- the checker
@@ -352,6 +355,24 @@ class RunConfig:
             ``record()``: prompts, raw outputs, parsed fields, rewards) of the first
             this many episodes of each iteration (TRL: step), one JSONL file per
             iteration in ``OUTPUT_DIR/episodes/``; 0 writes none.
+        report_to: an experiment tracker that gets every metrics line too:
+            ``none``, ``tensorboard`` (event files in ``OUTPUT_DIR/tensorboard``;
+            TRL: ``OUTPUT_DIR/runs``), ``wandb`` (Weights & Biases; ``WANDB_MODE=offline``
+            keeps it on disk) or ``trackio``. ``metrics.jsonl`` is written either way.
+            Each needs its package: ``pip install "llm-envs[tensorboard]"`` (or
+            ``[wandb]``, ``[trackio]``).
+        project: the trackers' project name (W&B, trackio); the run is named
+            after ``output_dir``'s last folder.
+        lora_r: rank of the LoRA adapters trained instead of the full model
+            (every trainer; needs ``pip install "llm-envs[peft]"``); 0 trains
+            every weight. With several agents (MAGRPO) each agent gets its own
+            adapter on one shared base model. Checkpoints then hold the
+            adapters, and the sampler gets the merged weights.
+        lora_alpha: LoRA's scale numerator: the update is ``lora_alpha / lora_r
+            * B @ A``.
+        lora_target_modules: the modules that get adapters: ``all-linear``
+            (every linear layer but the output head) or module names separated
+            by commas, e.g. ``q_proj,k_proj,v_proj,o_proj``.
     """
 
     model: str = DEFAULT_MODEL
@@ -362,6 +383,11 @@ class RunConfig:
     learning_rate: PositiveFloat = 1e-5
     output_dir: str
     save_episodes: NonNegativeInt = 1
+    report_to: ReportTo = "none"
+    project: str = "llm-envs"
+    lora_r: NonNegativeInt = 0
+    lora_alpha: PositiveFloat = 16.0
+    lora_target_modules: str = "all-linear"
 
     def __post_init__(self) -> None:
         """Check every field against its type (:func:`check_value`), then :meth:`_check_rules`."""
@@ -370,7 +396,21 @@ class RunConfig:
             checked = check_value(name, value, hint)
             if checked is not value:
                 object.__setattr__(self, name, checked)
+        if not self.project.strip():
+            raise ValueError("project must be a non-empty name, got ''")
+        names = [n.strip() for n in self.lora_target_modules.split(",")]
+        if not all(names):
+            raise ValueError(
+                "lora_target_modules must be 'all-linear' or module names separated by commas "
+                f"(e.g. 'q_proj,v_proj'), got {self.lora_target_modules!r}"
+            )
         self._check_rules()
+
+    @property
+    def lora_modules(self) -> str | list[str]:
+        """``lora_target_modules`` as PEFT takes it: ``"all-linear"`` or a list of names."""
+        names = [n.strip() for n in self.lora_target_modules.split(",")]
+        return "all-linear" if names == ["all-linear"] else names
 
     def _check_rules(self) -> None:
         """Rules that tie several fields together: a subclass's own (the base has none).
@@ -423,7 +463,7 @@ class TrainerConfig(RunConfig):
 
     num_iterations: NonNegativeInt
     precision: Precision = "auto"
-    max_tokens_per_microbatch: PositiveInt = 4096
+    max_tokens_per_microbatch: PositiveInt = 2048
     weight_decay: NonNegativeFloat = 0.0
     max_grad_norm: NonNegativeFloat = 1.0
     save_every: NonNegativeInt

@@ -21,9 +21,13 @@ The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
   sample through it);
 * always: ``num_generations`` = the number of debaters (debate) or episodes
   per problem, ``scale_rewards="none"`` (the seeds' mean baseline, no std
-  normalization), ``report_to="none"``, and in the output folder a
-  ``metrics.jsonl`` and ``episodes/step_NNNNN.jsonl`` transcripts that
-  ``python -m baselines.report`` turns into plots and a transcript viewer.
+  normalization), ``report_to`` as configured (TRL's own trackers; ``project``
+  and ``WANDB_PROJECT``, unless set, from ``project``), and in the output
+  folder a ``metrics.jsonl`` and ``episodes/step_NNNNN.jsonl`` transcripts that
+  ``python -m baselines.report`` turns into plots and a transcript viewer;
+* with ``lora_r > 0``: a ``peft.LoraConfig`` as the trainer's ``peft_config``
+  (TRL wraps the model and, with vLLM, merges the adapter into the engine's
+  weights).
 
 See ``docs/trl_grpo.md`` for what maps to what and when to use the
 importance-sampling trainer instead.
@@ -32,8 +36,10 @@ importance-sampling trainer instead.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from baselines.cli import parse_config
@@ -47,7 +53,9 @@ from baselines.grpo.adapters import (
 from baselines.grpo.config import GRPORunConfig
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory
+from baselines.training.lora import lora_config, require_peft
 from baselines.training.run import setup_errors_exit
+from baselines.training.trackers import require_tracker
 
 __all__ = ["build_rollout", "build_trainer", "grpo_config", "grpo_config_kwargs", "main"]
 
@@ -142,7 +150,9 @@ def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -
         "vllm_max_model_length": cfg.vllm_max_model_length,
         # The rollout samples between TRL's own generate calls: the engine must stay awake.
         "vllm_enable_sleep_mode": False,
-        "report_to": "none",
+        "report_to": cfg.report_to,
+        "project": cfg.project,
+        "run_name": Path(cfg.output_dir).resolve().name,
         "logging_steps": 1,
         "save_strategy": "no",
         "seed": cfg.seed,
@@ -181,10 +191,14 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
     The output folder's ``metrics.jsonl`` and ``episodes/step_*.jsonl`` of an
     earlier run are removed, so its report shows this run only.
     """
+    require_peft(cfg.lora_r)  # a missing package fails before any work
+    require_tracker(cfg.report_to)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
+    if cfg.report_to == "wandb":  # transformers' W&B callback reads its project from here
+        os.environ.setdefault("WANDB_PROJECT", cfg.project)
     rollout_func = rollout_func or build_rollout(cfg)
     run_dir = RunDirectory(cfg.output_dir)
     run_dir.start(cfg.to_json())
@@ -202,16 +216,16 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
         rollout_func=rollout_func,
         args=args,
         callbacks=[_metrics_callback(run_dir)],
+        peft_config=lora_config(cfg) if cfg.lora_r > 0 else None,
     )
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run ``python -m baselines.grpo``; return the last logged metrics."""
-    import os
-
+def main(
+    argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.grpo"
+) -> dict[str, Any]:
+    """Run ``python -m baselines.grpo`` (``llm-envs grpo``); return the last logged metrics."""
     # rollout_func is experimental in TRL 1.16; we pin the TRL version we adapt to.
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    prog = "python -m baselines.grpo"
     cfg = parse_config(GRPORunConfig, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = build_trainer(cfg)

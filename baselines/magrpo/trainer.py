@@ -3,7 +3,9 @@
     python -m baselines.magrpo --help
 
 One model per agent (``helper`` and ``main``), each with its own AdamW
-optimizer. One iteration:
+optimizer; with ``lora_r > 0``, one shared base model and a LoRA adapter per
+agent (:mod:`baselines.training.lora`), each agent's optimizer holding its
+adapter's parameters, and its sampler switching its adapter on. One iteration:
 
 1. *Roll out* one tree per problem (:func:`baselines.magrpo.tree.grow_trees`):
    at every node each agent samples G completions, joint actions are aligned
@@ -66,8 +68,17 @@ from baselines.training.forward import (
     split_prompt_groups,
     supports_logits_to_keep,
 )
+from baselines.training.lora import (
+    AdapterPolicy,
+    adapter_parameters,
+    add_lora,
+    load_adapter,
+    require_peft,
+    save_adapter,
+)
 from baselines.training.losses import reinforce_loss
 from baselines.training.run import TrainingRun, command_line, limit_threads, seed_everything
+from baselines.training.trackers import make_trackers, require_tracker
 from baselines.types import Datum, Trajectory, Transition
 from llm_envs.code_collab import CodeCollabEnv, load_problems
 from llm_envs.tasks import CodeProblem
@@ -91,7 +102,8 @@ class MAGRPOTrainer(TrainingRun):
     Args:
         config: the run's configuration.
         models: an already loaded model per agent (default: ``config.model``, one
-            copy per agent); each must be its own object.
+            copy per agent); each must be its own object. With ``lora_r > 0``:
+            the one base model the agents share, given for every agent.
         tokenizer: the tokenizer (default: ``config.model``'s).
         samplers: a policy per agent (default: a
             :class:`~baselines.policies.TransformersPolicy` on the agent's model,
@@ -109,9 +121,14 @@ class MAGRPOTrainer(TrainingRun):
         samplers: Mapping[str, Policy] | None = None,
         problems: Sequence[CodeProblem] | None = None,
     ) -> None:
+        # accelerate ships no type information (no py.typed).
+        from accelerate import Accelerator  # type: ignore[import-untyped]
+
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
+        require_peft(config.lora_r)  # a missing package fails before any work
+        require_tracker(config.report_to)
         limit_threads(config.num_threads)
         seed_everything(config.seed)
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
@@ -122,6 +139,12 @@ class MAGRPOTrainer(TrainingRun):
         self.output_dir = Path(config.output_dir)
         self.run_dir = RunDirectory(self.output_dir)
         self.run_dir.create()  # an output folder that cannot be made fails before any work
+        # The experiment trackers (report_to) are accelerate's; the models stay plain torch.
+        self.accelerator = Accelerator(
+            cpu=not cuda,
+            log_with=make_trackers(config.report_to, config.output_dir, config.project) or None,
+            project_dir=config.output_dir,
+        )
 
         self._split_problems(
             tuple(problems) if problems is not None else load_problems(config.dataset)
@@ -130,13 +153,19 @@ class MAGRPOTrainer(TrainingRun):
 
         checkpoint = latest_checkpoint(self.output_dir)
         self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
-        models = self._load_models(models, tokenizer, checkpoint)
+        self.shared = config.lora_r > 0  # one base model, an adapter per agent
+        if self.shared:
+            models = self._load_shared_model(models, tokenizer, checkpoint)
+        else:
+            models = self._load_models(models, tokenizer, checkpoint)
         self.models = {agent: models[agent].to(self.device) for agent in self.agents}
         for model in self.models.values():
             model.train()
         self.optimizers = {
             agent: torch.optim.AdamW(
-                model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+                adapter_parameters(model, agent) if self.shared else model.parameters(),
+                lr=config.learning_rate,
+                weight_decay=config.weight_decay,
             )
             for agent, model in self.models.items()
         }
@@ -153,9 +182,18 @@ class MAGRPOTrainer(TrainingRun):
                 for agent, model in self.models.items()
             }
         )
+        if self.shared:  # each agent samples with its own adapter switched on
+            self.samplers = {
+                agent: AdapterPolicy(policy, self.models[agent], agent)
+                for agent, policy in self.samplers.items()
+            }
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else 0)
-        self.actions_only = all(supports_logits_to_keep(m) for m in self.models.values())
+        self.actions_only = (
+            self.base_actions_only
+            if self.shared
+            else all(supports_logits_to_keep(m) for m in self.models.values())
+        )
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
 
@@ -202,6 +240,35 @@ class MAGRPOTrainer(TrainingRun):
             )
         return models
 
+    def _load_shared_model(
+        self, models: Mapping[str, Any] | None, tokenizer: Any | None, checkpoint: Path | None
+    ) -> Mapping[str, Any]:
+        """One base model with a LoRA adapter per agent (a checkpoint's adapters loaded)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if models is None:
+            path = resolve_model(self.config.model)
+            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        else:
+            if tokenizer is None:
+                raise ValueError("pass tokenizer= together with models=")
+            self.tokenizer = tokenizer
+            bases = {id(m) for m in models.values()}
+            if sorted(models) != sorted(self.agents) or len(bases) != 1:
+                raise ValueError(
+                    f"with lora_r > 0 the agents {self.agents} share one base model: give the "
+                    f"same model object for each, got {sorted(models)} ({len(bases)} objects)"
+                )
+            base = next(iter(models.values()))
+        # Before wrapping: PEFT's forward hides the base model's logits_to_keep argument.
+        self.base_actions_only = supports_logits_to_keep(base)
+        model = add_lora(base, self.config, adapters=tuple(self.agents))
+        if checkpoint is not None:
+            for agent in self.agents:
+                load_adapter(model, checkpoint / agent, agent)
+        return {agent: model for agent in self.agents}
+
     def _make_env(self, problems: Sequence[CodeProblem]) -> CodeCollabEnv:
         from llm_envs.code_collab import parallel_env
 
@@ -223,10 +290,17 @@ class MAGRPOTrainer(TrainingRun):
         with writing_checkpoint(
             self.output_dir, iteration, keep=self.config.keep_checkpoints
         ) as folder:
-            for agent, model in self.models.items():
-                model.save_pretrained(folder / agent)
-                self.tokenizer.save_pretrained(folder / agent)
+            for agent in self.models:
+                self._save_model(agent, folder / agent)
                 torch.save(self.optimizers[agent].state_dict(), folder / agent / "optimizer.pt")
+
+    def _save_model(self, agent: str, folder: Path) -> None:
+        """An agent's model (with LoRA: its adapter, in PEFT's format) and the tokenizer."""
+        if self.shared:
+            save_adapter(self.models[agent], folder, agent)
+        else:
+            self.models[agent].save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
 
     # --------------------------------------------------------------- rollouts
 
@@ -311,6 +385,8 @@ class MAGRPOTrainer(TrainingRun):
                 metrics[f"{name}/loss"] = 0.0
                 metrics[f"{name}/grad_norm"] = 0.0
                 continue
+            if self.shared:
+                model.set_adapter(agent)  # the agent's adapter on, and the only trainable one
             optimizer.zero_grad(set_to_none=True)
             loss_total, diff_sum, tokens, forward_tokens = 0.0, 0.0, 0.0, 0
             for logprobs_B_T, advantages_B_T, mask_B_T, sampled_B_T, width in self._forward(
@@ -454,10 +530,9 @@ class MAGRPOTrainer(TrainingRun):
         return metrics
 
     def save_final_model(self) -> None:
-        """Save every agent's model and the tokenizer in ``final_model/{agent}``."""
-        for agent, model in self.models.items():
-            model.save_pretrained(self.run_dir.final_model_dir / agent)
-            self.tokenizer.save_pretrained(self.run_dir.final_model_dir / agent)
+        """Save each agent's model (LoRA: its adapter) and tokenizer in ``final_model/{agent}``."""
+        for agent in self.models:
+            self._save_model(agent, self.run_dir.final_model_dir / agent)
 
 
 def train(config: MAGRPOConfig) -> Path:
@@ -465,6 +540,6 @@ def train(config: MAGRPOConfig) -> Path:
     return MAGRPOTrainer(config).run()
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """The command line: ``python -m baselines.magrpo --help``."""
-    command_line(MAGRPOConfig, MAGRPOTrainer, argv, prog="python -m baselines.magrpo")
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.magrpo") -> None:
+    """The command line: ``python -m baselines.magrpo --help`` (``llm-envs magrpo``)."""
+    command_line(MAGRPOConfig, MAGRPOTrainer, argv, prog=prog)

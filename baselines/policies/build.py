@@ -7,7 +7,9 @@ metrics stay near zero:
 
 =================  ==========================================================
 ``transformers``   ``generate`` on the trained model object itself: nothing
-                   to hand over.
+                   to hand over. Under sharded training (FSDP, ZeRO-3), where
+                   no process holds the whole model, each process samples
+                   with a copy of it, refreshed with the gathered weights.
 ``vllm``           an in-process engine: the state dict is copied in
                    (:meth:`~baselines.policies.VLLMPolicy.update_weights`).
 ``openai``         a remote vLLM server: with a shared folder, the weights are
@@ -15,6 +17,10 @@ metrics stay near zero:
                    reload them (:class:`RemoteWeightSync`); without one, the
                    server keeps its weights and sampling drifts off-policy.
 =================  ==========================================================
+
+The weights handed over are the whole model under the base model's names:
+LoRA adapters merged in, shards gathered
+(:func:`baselines.training.weights.gather_full_state`).
 
 Fixed opponents (:func:`build_fixed_policy`) never change weights.
 """
@@ -54,11 +60,15 @@ class TrainerSampler:
         kind: its backend.
         refresh: ``refresh(state_dict)`` after an optimizer step, or None when
             the policy needs nothing (it shares the trained model).
+        every_process: whether every process refreshes a sampler of its own
+            (sharded weights are then gathered to every process), or the main
+            process alone does (gathered there only).
     """
 
     policy: Policy
     kind: SamplerKind
     refresh: Callable[[Mapping[str, Any]], None] | None
+    every_process: bool = True
 
 
 def resolve_sampler_kind(requested: str, *, num_processes: int) -> SamplerKind:
@@ -201,6 +211,7 @@ def build_sampler(
     process_index: int,
     max_model_len: int,
     config: Any,
+    sharded: bool = False,
 ) -> TrainerSampler:
     """The training sampler of backend ``kind`` (see the module docstring).
 
@@ -215,11 +226,20 @@ def build_sampler(
         max_model_len: longest prompt + completion a vLLM engine must hold.
         config: the trainer config (vLLM memory settings, ``sampler_url``,
             ``sampler_weights_dir``).
+        sharded: whether the trained model's parameters are sharded across
+            processes (FSDP, ZeRO-3): ``transformers`` then samples with a copy.
     """
     if kind == "transformers":
         from baselines.policies import TransformersPolicy
 
-        return TrainerSampler(TransformersPolicy(model, tokenizer), kind, None)
+        if not sharded:
+            return TrainerSampler(TransformersPolicy(model, tokenizer), kind, None)
+        # No process holds the whole trained model: sample with a copy, refreshed
+        # from the gathered weights (a generate on shards would need every process
+        # to run the same forward passes in step).
+        copy = TransformersPolicy.from_pretrained(model_path, device=str(model.device))
+        copy.model.requires_grad_(False)
+        return TrainerSampler(copy, kind, _loader(copy.model))
     if kind == "vllm":
         policy = _vllm_policy(
             model_path,
@@ -229,7 +249,8 @@ def build_sampler(
             max_model_len=max_model_len,
             memory=config,
         )
-        return TrainerSampler(policy, kind, policy.update_weights)  # type: ignore[attr-defined]
+        refresh = policy.update_weights  # type: ignore[attr-defined]
+        return TrainerSampler(policy, kind, refresh, every_process=False)
     from baselines.policies import OpenAIPolicy
 
     urls = [u.strip() for u in config.sampler_url.split(",") if u.strip()]
@@ -240,6 +261,17 @@ def build_sampler(
         folder = Path(config.sampler_weights_dir) / f"process_{process_index}"
         refresh = RemoteWeightSync(url, folder, model.config)
     return TrainerSampler(policy, "openai", refresh)
+
+
+def _loader(model: Any) -> Callable[[Mapping[str, Any]], None]:
+    """``refresh(weights)`` that loads full weights into a local copy of the model."""
+
+    def load(weights: Mapping[str, Any]) -> None:
+        result = model.load_state_dict(dict(weights), strict=False)
+        if result.unexpected_keys:
+            raise ValueError(f"the sampler's copy has no weights {result.unexpected_keys[:3]}")
+
+    return load
 
 
 def build_fixed_policy(

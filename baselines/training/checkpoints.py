@@ -6,7 +6,10 @@ model weights, optimizer state and every process's random states, sharded the
 right way under FSDP or DeepSpeed, plus the model's ``config.json`` and
 tokenizer; MAGRPO: a folder per agent with its model, tokenizer and
 ``optimizer.pt``) and ``trainer_state.json`` with ``k``, the number of
-completed iterations. Since each iteration's data is a pure function of the
+completed iterations. With LoRA (``lora_r > 0``) the model's part is the
+adapter alone, in PEFT's format (``adapter/`` for the IS trainer, see
+:func:`save_adapters_only`; each agent's folder for MAGRPO): the frozen base
+weights come from ``model`` again on resume. Since each iteration's data is a pure function of the
 seed and its index, ``k`` is the whole data position.
 
 Every checkpoint is written by :func:`writing_checkpoint`: into
@@ -33,6 +36,7 @@ __all__ = [
     "describe_checkpoint",
     "latest_checkpoint",
     "load_checkpoint",
+    "save_adapters_only",
     "save_checkpoint",
     "writing_checkpoint",
 ]
@@ -173,6 +177,39 @@ def load_checkpoint(accelerator: Any, checkpoint: str | Path) -> int:
     """Restore model, optimizer and random states; return the completed iterations."""
     accelerator.load_state(str(checkpoint))
     return checkpoint_iteration(checkpoint)
+
+
+def save_adapters_only(accelerator: Any) -> None:
+    """Make ``accelerator.save_state``/``load_state`` write and read a LoRA model's adapter only.
+
+    ``save_state`` would write the whole ``PeftModel``, frozen base included.
+    Hooks replace that: the adapter goes to ``{checkpoint}/adapter/`` in PEFT's
+    format, and ``load_state`` loads it back into the model (whose base was
+    loaded from ``model`` as at the start). The optimizer state (the
+    adapter's) and random states are ``accelerate``'s as before. Under FSDP and
+    DeepSpeed, which save sharded states of their own, nothing changes.
+    """
+    from baselines.training.lora import ADAPTER_DIR, is_lora, load_adapter, save_adapter
+
+    def save(models: list[Any], weights: list[Any], output_dir: str) -> None:
+        if not weights:  # FSDP or DeepSpeed saved the model their own way
+            return
+        for index in reversed(range(len(models))):
+            model = accelerator.unwrap_model(models[index])
+            if is_lora(model):
+                if accelerator.is_main_process:
+                    save_adapter(model, Path(output_dir) / ADAPTER_DIR)
+                weights.pop(index)
+
+    def load(models: list[Any], input_dir: str) -> None:
+        for index in reversed(range(len(models))):
+            model = accelerator.unwrap_model(models[index])
+            if is_lora(model):
+                load_adapter(model, Path(input_dir) / ADAPTER_DIR)
+                models.pop(index)
+
+    accelerator.register_save_state_pre_hook(save)
+    accelerator.register_load_state_pre_hook(load)
 
 
 def _checkpoint_path(output_dir: str | Path, iteration: int) -> Path:

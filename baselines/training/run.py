@@ -17,6 +17,11 @@ the rest, the same for every trainer:
 * progress: in a terminal, a bar for the iterations (and the phases' own,
   through :meth:`TrainingRun.phase`); in a log file, one line per iteration;
   the size of the first checkpoint, once;
+* experiment trackers: when the trainer sets :attr:`TrainingRun.accelerator`
+  (an ``accelerate.Accelerator`` built with
+  :func:`~baselines.training.trackers.make_trackers`' trackers), they are
+  started with the config, get every metrics line too, and are finished at
+  the end (``report_to``; :mod:`baselines.training.trackers`);
 * ``train(config)`` / ``main(argv)`` through :func:`command_line`.
 
 :class:`~baselines.is_trainer.ISTrainer` (one model, ``accelerate``) and
@@ -41,6 +46,7 @@ import numpy as np
 from baselines.cli import parse_config
 from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import describe_checkpoint, latest_checkpoint
+from baselines.training.trackers import numeric_metrics, tracker_config
 
 __all__ = [
     "LoopSettings",
@@ -141,6 +147,8 @@ class TrainingRun(abc.ABC):
     config: Any
     run_dir: RunDirectory
     start_iteration: int = 0
+    accelerator: Any = None
+    """An ``accelerate.Accelerator`` whose trackers get every metrics line (None: no trackers)."""
 
     # ------------------------------------------------------------- the steps
 
@@ -182,6 +190,25 @@ class TrainingRun(abc.ABC):
 
     # --------------------------------------------------------------- the loop
 
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Append a line to ``metrics.jsonl`` and send its numbers to the trackers (if any)."""
+        self.run_dir.log(metrics)
+        if self.accelerator is not None and self.accelerator.trackers:
+            self.accelerator.log(numeric_metrics(metrics), step=int(metrics["iteration"]))
+
+    def start_trackers(self) -> None:
+        """Start the accelerator's trackers with the config as hyperparameters (main process)."""
+        if self.accelerator is not None and self.accelerator.log_with:
+            self.accelerator.init_trackers(self.config.project, config=tracker_config(self.config))
+
+    def finish_trackers(self) -> None:
+        """Close the trackers (flush TensorBoard's files, end the W&B run)."""
+        if self.accelerator is None:
+            return
+        for tracker in self.accelerator.trackers:
+            tracker.finish()
+        self.accelerator.trackers = []
+
     def eval_due(self, iteration: int) -> bool:
         """Whether to evaluate before training ``iteration`` (and at the end)."""
         every = self.config.eval_every
@@ -214,13 +241,14 @@ class TrainingRun(abc.ABC):
             enabled=self.config.progress and self.run_dir.writer,
         )
         talk = self.config.progress and self.run_dir.writer
+        self.start_trackers()
         sized = False
         saving: float | None = None  # seconds of the last save, logged in the next line
         for iteration in bar:
             metrics = self.iterate(iteration)
             if saving is not None:
                 metrics["time/checkpoint"], saving = saving, None
-            self.run_dir.log(metrics)  # log, then save (see the module docstring)
+            self.log(metrics)  # log, then save (see the module docstring)
             if self.checkpoint_due(iteration + 1):
                 start = time.perf_counter()
                 self.save_checkpoint(iteration + 1)
@@ -247,9 +275,10 @@ class TrainingRun(abc.ABC):
             final["time/eval"] = time.perf_counter() - start
             if saving is not None:
                 final["time/checkpoint"] = saving
-            self.run_dir.log({"iteration": total, **final})
+            self.log({"iteration": total, **final})
             if talk and not in_terminal():
                 say(f"final evaluation: {len(final)} metrics logged")
+        self.finish_trackers()
         self.save_final_model()
         self.finish()
         return self.run_dir.metrics_path
@@ -259,14 +288,15 @@ class TrainingRun(abc.ABC):
 def setup_errors_exit(prog: str) -> Iterator[None]:
     """End the program with the message of a setup mistake, as a bad flag does (exit status 2).
 
-    Catches ``ValueError``, ``TypeError`` and ``OSError`` (a missing model
+    Catches ``ValueError``, ``TypeError``, ``OSError`` (a missing model
     folder, an output folder that cannot be made, an unknown environment
-    argument, a value out of range) raised in the block; ``LLM_ENVS_TRACEBACK=1``
-    lets them through with their traceback.
+    argument, a value out of range) and ``ImportError`` (a setting whose
+    package is not installed: ``--lora-r`` without peft) raised in the block;
+    ``LLM_ENVS_TRACEBACK=1`` lets them through with their traceback.
     """
     try:
         yield
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         if os.environ.get("LLM_ENVS_TRACEBACK"):
             raise
         print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

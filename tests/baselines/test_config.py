@@ -392,6 +392,10 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         values["strategy_weights"] = {s: 1.0 for s in values["strategy_mix"]}
     if values.get("external_mode") == "expert_edits":
         values["external_mode"] = "plain"
+    if not values["project"].strip():  # every config: a tracker project has a name
+        values["project"] = "llm-envs"
+    if not all(n.strip() for n in values["lora_target_modules"].split(",")):
+        values["lora_target_modules"] = "all-linear"
     if "num_agents" in values:  # MAGRPO: fields of the config, not env arguments
         owned = {"problems", "num_agents", "num_turns", "external_mode", "termination_threshold"}
         values["env_kwargs"] = {k: v for k, v in values["env_kwargs"].items() if k not in owned}
