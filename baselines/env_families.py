@@ -21,6 +21,7 @@ This module never imports torch and never reads environment text.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -91,6 +92,12 @@ class EnvFamily(Protocol):
 
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodeBatch:
         """The episodes of the evaluation groups with these indices."""
+        ...
+
+    def demonstrations(
+        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+    ) -> tuple[EpisodeBatch, dict[str, Any]]:
+        """Training episodes and a scripted teacher per agent, for a warm start."""
         ...
 
     @property
@@ -187,6 +194,49 @@ class DebateFamily:
             questions, [derive_seed(seed, g) for g in group_indices], [everyone] * len(questions)
         )
 
+    def demonstrations(
+        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+    ) -> tuple[EpisodeBatch, dict[str, Any]]:
+        """Training debates and a teacher per agent (:class:`~llm_envs.agents.JudgingDebater`).
+
+        Each teacher answers with the question's reference answer, or (with
+        probability ``mistake_rate``, seeded) that answer plus one, so the
+        debates hold disagreements to judge and vote on.
+
+        Raises:
+            ValueError: if a question has no reference answer (the built-in
+                questions): the teacher could not answer it.
+        """
+        from llm_envs.agents import JudgingDebater
+        from llm_envs.tasks.math_answers import format_number, parse_number
+
+        batch = self.training(group_indices, seed)
+        answers = {o["question"].text: o["question"].answer for o in batch.options}
+        if any(a is None for a in answers.values()):
+            raise ValueError(
+                "a warm start needs questions with reference answers for its teacher; "
+                "use --task arithmetic (or gsm8k), or --warm-start-steps 0"
+            )
+
+        def solver(agent: int) -> Callable[[str], str | None]:
+            def solve(question: str) -> str | None:
+                answer = answers.get(question)
+                rng = np.random.default_rng(
+                    [seed & 0xFFFFFFFF, agent, zlib.crc32(question.encode())]
+                )
+                value = parse_number(answer) if answer is not None else None
+                if value is not None and rng.random() < mistake_rate:
+                    return format_number(value + 1)
+                return answer
+
+            return solve
+
+        teachers = {
+            f"agent_{i}": JudgingDebater(i, self.num_agents, solver=solver(i))
+            for i in range(self.num_agents)
+        }
+        return batch, teachers
+
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodeBatch:
         """``num_agents`` debates per question; the trained policy plays role i in debate i."""
         n = self.num_agents
@@ -252,6 +302,15 @@ class ExpertIterationFamily:
         problems = [_ordered(self.train_problems, g, self.seed) for g in group_indices]
         first = group_indices[0] if group_indices else 0
         return self._batch(problems, self.mix, derive_seed(seed, first))
+
+    def demonstrations(
+        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+    ) -> tuple[EpisodeBatch, dict[str, Any]]:
+        """No teacher yet: a warm start is for the debate."""
+        raise ValueError(
+            "a warm start has a teacher for --env debate only; use --warm-start-steps 0 "
+            "for expert_iteration"
+        )
 
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodeBatch:
         """One ``iid`` episode per held-out problem index (accuracy without help)."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from baselines.is_trainer import train
 from baselines.is_trainer.config import ISTrainerConfig
@@ -43,17 +44,38 @@ from baselines.report import first_and_last, load_metrics, write_report
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
-    parser.add_argument("--iterations", type=int, default=3, help="training iterations")
-    parser.add_argument("--groups", type=int, default=2, help="debates per iteration")
+    parser.add_argument("--iterations", type=int, default=4, help="training iterations")
+    parser.add_argument("--groups", type=int, default=4, help="debates per iteration")
     parser.add_argument("--agents", type=int, default=3, help="debaters per debate")
     parser.add_argument("--rounds", type=int, default=2, help="most rounds per debate")
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per answer")
     parser.add_argument("--reward", choices=["win_rate", "win_minus_loss"], default="win_rate")
+    parser.add_argument(
+        "--task",
+        choices=["arithmetic", "gsm8k", "default"],
+        default="arithmetic",
+        help="questions: one-digit sums (arithmetic), GSM8K, or the env's built-in ones",
+    )
+    parser.add_argument(
+        "--shaping",
+        type=float,
+        nargs=2,
+        default=(0.5, 0.5),
+        metavar=("CONTRACT", "CORRECT"),
+        help="opt-in shaping weights: partial credit for the answer format and for a correct "
+        "solution (0 0: the recipe's reward alone)",
+    )
+    parser.add_argument(
+        "--warm-start-steps",
+        type=int,
+        default=4,
+        help="supervised steps imitating a scripted debater before training (0: none)",
+    )
     parser.add_argument("--learning-rate", type=float, default=1e-5)
     parser.add_argument(
         "--eval-groups",
         type=int,
-        default=0,
+        default=2,
         help="questions evaluated against the initial model before and after training (0: none)",
     )
     parser.add_argument("--sampler", choices=["auto", "vllm", "transformers"], default="auto")
@@ -64,15 +86,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace) -> ISTrainerConfig:
     """The run as an :class:`ISTrainerConfig`: every field is documented there."""
+    env_kwargs: dict[str, Any] = {
+        "num_agents": args.agents,
+        "max_rounds": args.rounds,
+        "reward": args.reward,  # one group is one debate; the reward wrapper is an env argument
+    }
+    contract, correct = args.shaping
+    if contract or correct:
+        env_kwargs["shaping"] = {"contract": contract, "correct": correct}
     return ISTrainerConfig(
         model=args.model,
         env="debate",
-        # One group is one debate; the reward wrapper is an env argument.
-        env_kwargs={"num_agents": args.agents, "max_rounds": args.rounds, "reward": args.reward},
+        env_kwargs=env_kwargs,
+        task=args.task,
+        task_kwargs={"max_digits": 1, "operations": ["+"]} if args.task == "arithmetic" else {},
         groups_per_batch=args.groups,
         num_iterations=args.iterations,
         max_tokens=args.max_tokens,
         learning_rate=args.learning_rate,
+        warm_start_steps=args.warm_start_steps,
+        warm_start_groups=4,
+        warm_start_datums=4,
         sampler=args.sampler,
         # Evaluating every `iterations` iterations means: before the first and after the last.
         eval_every=args.iterations if args.eval_groups else 0,
@@ -90,16 +124,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = load_metrics(metrics_path)
     index = write_report(config.output_dir)
 
-    print("\niteration  reward  parse_error  valid_votes")
+    print("\niteration  reward  parse_error  correct  valid_votes")
     for row in rows:
         if "env/all/reward/total" in row:  # the final evaluation line has eval metrics only
             print(
                 f"{row['iteration']:9d}  {row['env/all/reward/total']:6.3f}  "
-                f"{row.get('env/all/parse_error', math.nan):11.3f}  "
+                f"{row.get('env/all/turn/parse_error', math.nan):11.3f}  "
+                f"{row.get('env/all/turn/solution_correct', math.nan):7.3f}  "
                 f"{row.get('env/all/pairwise_total_votes', math.nan):11.2f}"
             )
     print(f"reward curve, first -> last: {first_and_last(rows, 'env/all/reward/total')}")
+    print(f"parse errors, first -> last: {first_and_last(rows, 'env/all/turn/parse_error')}")
     if config.eval_every:
+        # The trained model in each role against the initial model, before and after.
+        for key, what in (("parse_error", "parse errors"), ("solution_correct", "correct")):
+            print(f"eval {what} vs the initial model: {first_and_last(rows, 'eval/' + key)}")
         print(f"eval reward vs the initial model: {first_and_last(rows, 'eval/reward/total')}")
     print(f"report: {index}")
 

@@ -118,9 +118,11 @@ class ISTrainerConfig(TrainerConfig):
             weights there and asks the server (started with
             ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the server's
             weights alone (off-policy sampling; the KL metrics show by how much).
-        packing: ``auto`` (packed when a probe shows the model's packed forward
-            equals separate forwards, else padded), ``packed`` (one row, no
-            padding, positions restart per Datum) or ``padded``.
+        packing: ``auto`` (packed rows when the model's attention can skip the
+            blocks between Datums and a start-up probe finds the packed forward
+            equal to separate forwards and not slower; else padded), ``packed``
+            (rows of several Datums, no padding, positions restart per Datum) or
+            ``padded`` (one Datum per row).
         gradient_checkpointing: recompute activations in the backward pass
             (less memory, about 30% slower).
         vllm_gpu_memory_utilization: with vLLM on GPU: the fraction of GPU memory
@@ -134,6 +136,16 @@ class ISTrainerConfig(TrainerConfig):
             the URL of an OpenAI-compatible server.
         eval_opponent_model: the model name to request from an ``eval_opponent``
             server; None uses ``model``.
+        warm_start_steps: before the first iteration, this many optimizer steps of
+            supervised fine-tuning on episodes played by a scripted teacher
+            (debate: :class:`llm_envs.agents.JudgingDebater`, which needs
+            questions with reference answers, e.g. ``--task arithmetic``), so a
+            model that never writes the output contract has something to
+            improve on; 0 skips it (see :mod:`baselines.training.warm_start`).
+        warm_start_groups: teacher episodes (debates) played for the warm start.
+        warm_start_datums: teacher Datums (one agent's answers in one debate)
+            per warm-start step.
+        warm_start_learning_rate: the learning rate of the warm start.
     """
 
     # Shared fields (documented in baselines.config) with this trainer's defaults.
@@ -170,6 +182,10 @@ class ISTrainerConfig(TrainerConfig):
     eval_groups: NonNegativeInt = 2
     eval_opponent: str | None = None
     eval_opponent_model: str | None = None
+    warm_start_steps: NonNegativeInt = 0
+    warm_start_groups: PositiveInt = 8
+    warm_start_datums: PositiveInt = 8
+    warm_start_learning_rate: PositiveFloat = 1e-4
 
     def _check_rules(self) -> None:
         if self.sampler == "openai" and not self.sampler_url:

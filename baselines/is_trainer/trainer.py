@@ -61,25 +61,46 @@ from baselines.policies.base import ChatRenderer, Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.run_directory import RunDirectory
-from baselines.training.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from baselines.training.checkpoints import (
+    latest_checkpoint,
+    load_checkpoint,
+    save_adapters_only,
+    save_checkpoint,
+)
 from baselines.training.forward import (
     Layout,
+    choose_layout,
     forward_logprobs,
-    packing_error,
     split_microbatches,
     supports_logits_to_keep,
 )
+from baselines.training.lora import add_lora, is_lora, require_peft
 from baselines.training.losses import get_loss, kl_sample_train, per_strategy_metrics
-from baselines.training.run import TrainingRun, command_line, limit_threads, seed_everything
+from baselines.training.run import (
+    TrainingRun,
+    command_line,
+    limit_threads,
+    say,
+    seed_everything,
+)
+from baselines.training.trackers import make_trackers, require_tracker
+from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
+from baselines.training.weights import gather_full_state, is_sharded
 from baselines.types import Datum, TrajectoryGroup
 
 __all__ = ["ISTrainer", "main", "train"]
 
-PACKING_TOLERANCE = 1e-3
-"""Largest packed-vs-separate logprob difference accepted by ``packing="auto"`` (fp32 noise is
-about 1e-5; a model that ignores restarting positions is off by whole nats)."""
-
 _EVAL_SEED = 7919  # evaluation episodes are the same at every evaluation, so they compare
+
+
+def _imitation(
+    training_logprobs: torch.Tensor,
+    sampling_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    weights: torch.Tensor,
+) -> torch.Tensor:
+    """The warm start's loss in the signature of the policy losses (it needs no sampler)."""
+    return imitation_loss(training_logprobs, weights)
 
 
 def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int]]:
@@ -109,10 +130,17 @@ class ISTrainer(TrainingRun):
         from accelerate import Accelerator  # type: ignore[import-untyped]
 
         self.config = config
+        require_peft(config.lora_r)  # a missing package fails before any work
+        require_tracker(config.report_to)
         limit_threads(config.num_threads)  # before any engine or thread pool starts
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
         bf16 = config.precision == "bf16" or (config.precision == "auto" and cuda)
-        self.accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if bf16 else "no")
+        self.accelerator = Accelerator(
+            cpu=not cuda,
+            mixed_precision="bf16" if bf16 else "no",
+            log_with=make_trackers(config.report_to, config.output_dir, config.project) or None,
+            project_dir=config.output_dir,
+        )
         acc = self.accelerator
         self.rank, self.world = acc.process_index, acc.num_processes
         seed_everything(derive_seed(config.seed, self.rank))
@@ -128,6 +156,8 @@ class ISTrainer(TrainingRun):
             config.task_kwargs,
         )
         model = self._load_model()
+        if is_lora(model):
+            save_adapters_only(acc)  # checkpoints hold the adapter, not the base
         self.model, self.optimizer = acc.prepare(model, self._make_optimizer(model))
         self.model.train()
         self.loss_fn = get_loss(config.loss, **config.loss_kwargs)
@@ -150,6 +180,7 @@ class ISTrainer(TrainingRun):
             process_index=self.rank,
             max_model_len=self.max_model_len,
             config=config,
+            sharded=is_sharded(acc),
         )
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
@@ -183,12 +214,16 @@ class ISTrainer(TrainingRun):
         self.layout, self.packing_probe = self._choose_layout(model)
         # The loss reads action tokens only: project to the vocabulary there alone.
         self.actions_only = supports_logits_to_keep(model)
+        if self.config.lora_r > 0:
+            if self.config.gradient_checkpointing:
+                model.enable_input_require_grads()  # frozen embeddings: keep the graph
+            model = add_lora(model, self.config)
         return model
 
     def _make_optimizer(self, model: Any) -> torch.optim.Optimizer:
         config = self.config
         return torch.optim.AdamW(
-            model.parameters(),
+            [p for p in model.parameters() if p.requires_grad],  # the adapter's, with LoRA
             lr=config.learning_rate,
             betas=config.adam_betas,
             eps=config.adam_eps,
@@ -201,20 +236,15 @@ class ISTrainer(TrainingRun):
         return self.accelerator.unwrap_model(self.model)
 
     def _choose_layout(self, model: Any) -> tuple[Layout, float]:
-        mode = self.config.packing
-        if mode == "padded":
-            return "padded", math.nan
-        error = packing_error(model, self.accelerator.device)
-        if error <= PACKING_TOLERANCE:
-            return "packed", error
-        message = (
-            f"{type(model).__name__}: a packed forward differs from separate forwards by "
-            f"{error:.3g} nats (its attention ignores restarting position_ids)"
-        )
-        if mode == "packed":
-            raise ValueError(f"{message}; use --packing padded or auto")
-        warnings.warn(f"{message}; falling back to padded batches", stacklevel=2)
-        return "padded", error
+        """Packed rows when the probe finds them right and cheap (see ``choose_layout``)."""
+        choice = choose_layout(model, self.accelerator.device, self.config.packing)
+        if choice.reason:
+            warnings.warn(f"{choice.reason}; falling back to padded batches", stacklevel=2)
+        if choice.probe is None:
+            return choice.layout, math.nan
+        if self.accelerator.is_main_process:
+            print(f"is_trainer: packing probe: {choice.probe}", flush=True)
+        return choice.layout, choice.probe.error
 
     # -------------------------------------------------------------- utilities
 
@@ -227,9 +257,14 @@ class ISTrainer(TrainingRun):
         return [item for part in gathered for item in part]
 
     def _refresh_sampler(self) -> float:
+        """Hand the new weights (LoRA merged, shards gathered) to the sampler; return seconds."""
         start = time.perf_counter()
         if self.sampler.refresh is not None:
-            self.sampler.refresh(self.unwrapped.state_dict())
+            weights = gather_full_state(
+                self.accelerator, self.model, everywhere=self.sampler.every_process
+            )
+            if weights is not None:
+                self.sampler.refresh(weights)
         return time.perf_counter() - start
 
     def _sampling_context(self) -> contextlib.AbstractContextManager[Any]:
@@ -317,7 +352,10 @@ class ISTrainer(TrainingRun):
         for shard in _shard_by_tokens([lengths_D[i] for i in chunk], self.world):
             shard_lengths = [lengths_D[chunk[i]] for i in shard]
             batches = split_microbatches(
-                shard_lengths, self.config.max_tokens_per_microbatch, self.layout
+                shard_lengths,
+                self.config.max_tokens_per_microbatch,
+                self.layout,
+                longest_first=self.layout == "padded",  # rows of similar lengths waste little
             )
             plans.append([[chunk[shard[j]] for j in batch] for batch in batches])
         return plans
@@ -328,6 +366,7 @@ class ISTrainer(TrainingRun):
         chunk: list[int],
         denominator: float,
         timings: dict[str, float],
+        refresh: bool = True,
     ) -> tuple[float, float, dict[int, torch.Tensor]]:
         """One optimizer step on a chunk; return its loss, grad norm and training logprobs."""
         acc = self.accelerator
@@ -351,11 +390,13 @@ class ISTrainer(TrainingRun):
         timings["time/forward_backward"] += time.perf_counter() - start
         start = time.perf_counter()
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
-        norm = float(acc.clip_grad_norm_(self.model.parameters(), max_norm))
+        clipped = acc.clip_grad_norm_(self.model.parameters(), max_norm)
+        norm = math.nan if clipped is None else float(clipped)  # None: DeepSpeed clips itself
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         timings["time/optimizer_step"] += time.perf_counter() - start
-        timings["time/refresh"] += self._refresh_sampler()
+        if refresh:
+            timings["time/refresh"] += self._refresh_sampler()
         loss = sum(self._gather([local_loss])) / denominator
         training_D = {
             i: torch.from_numpy(lp)
@@ -469,13 +510,65 @@ class ISTrainer(TrainingRun):
 
     # ------------------------------------------------------------------- loop
 
+    def warm_start(self) -> dict[str, float]:
+        """Imitate the environment family's scripted teacher before the first iteration.
+
+        ``warm_start_steps`` optimizer steps of supervised fine-tuning (at
+        ``warm_start_learning_rate``) on ``warm_start_groups`` episodes played
+        by the teacher; see :mod:`baselines.training.warm_start`.
+        """
+        from baselines.policies.scripted import ScriptedPolicy
+
+        config = self.config
+        start = time.perf_counter()
+        first = 1_000_000_000  # group indices of their own, far from the training ones
+        indices = list(range(first, first + config.warm_start_groups))
+        batch, teachers = self.family.demonstrations(indices, derive_seed(config.seed, first))
+        teacher = ScriptedPolicy(teachers, tokenizer=self.tokenizer)
+        data = demonstration_data(batch.to_groups(self._play(batch, teacher, first, "teacher")))
+        trained_loss, self.loss_fn = self.loss_fn, _imitation
+        rates = [group["lr"] for group in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group["lr"] = config.warm_start_learning_rate
+        timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
+        losses = []
+        try:
+            steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
+            for chunk in steps:
+                weight = sum(float(data[i].weights.sum()) for i in chunk)
+                loss, _, _ = self._optimizer_step(data, chunk, max(weight, 1.0), timings, False)
+                losses.append(loss)
+        finally:
+            self.loss_fn = trained_loss
+            for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
+                group["lr"] = rate
+        self._refresh_sampler()
+        seconds = time.perf_counter() - start
+        if config.progress and self.run_dir.writer:
+            say(
+                f"warm start: {len(losses)} steps on {len(data)} teacher answers, "
+                f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({seconds:.0f} s)"
+            )
+        return {
+            "warm_start/loss_first": losses[0],
+            "warm_start/loss_last": losses[-1],
+            "warm_start/steps": float(len(losses)),
+            "warm_start/datums": float(len(data)),
+            "time/warm_start": seconds,
+        }
+
     def train_iteration(self, iteration: int) -> dict[str, Any]:
         """Sample the iteration's groups, assemble Datums, optimize; return the metrics."""
         config = self.config
+        warm = self.warm_start() if iteration == 0 and config.warm_start_steps > 0 else {}
         start = time.perf_counter()
         self._costs = {}
         groups = self.sample(iteration)
-        metrics: dict[str, Any] = {"time/sample": time.perf_counter() - start, **self._costs}
+        metrics: dict[str, Any] = {
+            **warm,
+            "time/sample": time.perf_counter() - start,
+            **self._costs,
+        }
         if self._costs.get("time/policy"):
             metrics["sample/tokens_per_s"] = (
                 self._costs["sample/tokens"] / self._costs["time/policy"]
@@ -508,9 +601,14 @@ class ISTrainer(TrainingRun):
         )
 
     def save_final_model(self) -> None:
-        """Save the trained model and tokenizer in ``final_model/``."""
-        if self.accelerator.is_main_process:
-            self.unwrapped.save_pretrained(self.run_dir.final_model_dir)
+        """Save the trained model (with LoRA: the adapter) and tokenizer in ``final_model/``.
+
+        Sharded weights (FSDP, ZeRO-3) are gathered first, by every process.
+        """
+        acc = self.accelerator
+        gathered = {"state_dict": acc.get_state_dict(self.model)} if is_sharded(acc) else {}
+        if acc.is_main_process:
+            self.unwrapped.save_pretrained(self.run_dir.final_model_dir, **gathered)
             self.tokenizer.save_pretrained(self.run_dir.final_model_dir)
 
     def progress_postfix(self, metrics: Mapping[str, Any]) -> dict[str, str]:
@@ -530,6 +628,8 @@ def train(config: ISTrainerConfig) -> Path:
     return ISTrainer(config).run()
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """The command line: ``python -m baselines.is_trainer --help``."""
-    command_line(ISTrainerConfig, ISTrainer, argv, prog="python -m baselines.is_trainer")
+def main(
+    argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.is_trainer"
+) -> None:
+    """The command line: ``python -m baselines.is_trainer --help`` (``llm-envs train``)."""
+    command_line(ISTrainerConfig, ISTrainer, argv, prog=prog)

@@ -40,14 +40,25 @@ def test_debate_self_play_trains_and_reports(tmp_path, run_example):
     out = run_example(
         "debate_self_play.py",
         *TINY,
-        *["--agents", "2", "--rounds", "1", "--output-dir", str(run_dir)],
+        *["--agents", "3", "--rounds", "1", "--warm-start-steps", "1"],
+        *["--output-dir", str(run_dir)],
     ).stdout
     check_run(run_dir, out, iterations=2)
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["env"] == "debate"
-    assert config["env_kwargs"] == {"num_agents": 2, "max_rounds": 1, "reward": "win_rate"}
-    assert re.search(r"reward curve, first -> last: -?[\d.]+ -> -?[\d.]+", out)
-    assert re.search(r"eval reward vs the initial model: -?[\d.]+ -> -?[\d.]+", out)
+    assert config["env"] == "debate" and config["task"] == "arithmetic"
+    assert config["env_kwargs"] == {
+        "num_agents": 3,
+        "max_rounds": 1,
+        "reward": "win_rate",
+        "shaping": {"contract": 0.5, "correct": 0.5},
+    }
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["warm_start/steps"] == 1
+    moved = r"-?[\d.]+ -> -?[\d.]+ \((rose by|fell by|did not move)"
+    for line in ("reward curve", "parse errors", "eval parse errors vs the initial model"):
+        assert re.search(
+            rf"{line}, first -> last: {moved}" if "eval" not in line else rf"{line}: {moved}", out
+        ), line
 
 
 @pytest.mark.slow

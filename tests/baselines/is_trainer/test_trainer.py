@@ -222,6 +222,43 @@ def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
     assert train.seeds == family.training([4], seed=9).seeds + family.training([5], seed=9).seeds
 
 
+def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
+    from baselines.policies.base import SamplingParams
+    from baselines.policies.scripted import ScriptedPolicy
+    from baselines.rollouts import rollout
+    from llm_envs.debate.protocol import contract_score
+
+    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
+    batch, teachers = family.demonstrations(list(range(40)), seed=3, mistake_rate=0.25)
+    results = rollout(
+        batch.envs,
+        ScriptedPolicy(teachers),
+        SamplingParams(max_tokens=1),
+        seeds=batch.seeds,
+        options=batch.options,
+    )
+    records = [env.unwrapped.record() for env in batch.envs]
+    assert len(results) == 40
+    first_answers = [t for r in records for t in r["turns"] if t["round"] == 1]
+    assert all(contract_score(t["text"]) == 1.0 for r in records for t in r["turns"])
+    right = sum(bool(t["details"]["solution_correct"]) for t in first_answers)
+    assert 0.6 < right / len(first_answers) < 0.9  # 1 - mistake_rate, roughly
+    # deterministic for a seed
+    again, _ = family.demonstrations(list(range(40)), seed=3)
+    assert again.seeds == batch.seeds
+
+
+def test_a_warm_start_without_reference_answers_is_a_clear_error():
+    from baselines.env_families import ExpertIterationFamily
+
+    # the built-in questions: one of the six has no reference answer
+    with pytest.raises(ValueError, match=r"reference answers.*--task arithmetic"):
+        DebateFamily({"num_agents": 3}, "default", seed=0).demonstrations(list(range(6)), seed=0)
+    family = ExpertIterationFamily({}, "arithmetic", {"iid": 1}, seed=0)
+    with pytest.raises(ValueError, match="--env debate only"):
+        family.demonstrations([0], seed=0)
+
+
 # ------------------------------------------------------------------------ the loop
 
 
@@ -276,6 +313,32 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
     from baselines.report import write_report
 
     assert (write_report(tmp_path / "run").parent / "iter_00000.html").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+
+    config = tiny_config(
+        tmp_path,
+        tiny_model_dir,
+        env_kwargs={"num_agents": 3, "max_rounds": 1},
+        task="arithmetic",
+        num_iterations=1,
+        groups_per_batch=1,
+        warm_start_steps=4,
+        warm_start_groups=1,
+        warm_start_datums=3,
+        warm_start_learning_rate=3e-3,
+    )
+    [row] = read_metrics(train(config))
+    assert row["warm_start/steps"] == 4 and row["warm_start/datums"] == 3
+    # the same three answers, seen again and again: their loss must fall
+    assert row["warm_start/loss_last"] < 0.9 * row["warm_start/loss_first"]
+    assert row["time/warm_start"] > 0
+    # the learning rate of the run is back for the reinforcement learning step
+    assert row["optim/learning_rate"] == config.learning_rate
 
 
 @pytest.mark.slow
