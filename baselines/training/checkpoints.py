@@ -142,7 +142,8 @@ class _TiedWeightsNotice(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.getMessage()).startswith("Removed shared tensor")
+        # accelerate may prefix its messages with the process ("[RANK 0] ...").
+        return "Removed shared tensor" not in str(record.getMessage())
 
 
 _QUIET = _TiedWeightsNotice()
