@@ -94,9 +94,13 @@ def constant_series(series: Mapping[str, Series]) -> dict[str, float]:
     }
 
 
+_NOT_TRAINING = frozenset({"iteration", "time/eval", "time/checkpoint"})
+"""Keys the final evaluation's line may hold besides ``eval/...`` (the last save's time)."""
+
+
 def _is_training_row(row: Mapping[str, Any]) -> bool:
     """A line with training metrics; not the final evaluation's line (``eval/...`` alone)."""
-    return any(k != "iteration" and k != "time/eval" and not k.startswith("eval/") for k in row)
+    return any(k not in _NOT_TRAINING and not k.startswith("eval/") for k in row)
 
 
 def _iteration(row: Mapping[str, Any], index: int) -> int:
@@ -161,7 +165,8 @@ def run_counts(
     Example:
         >>> rows = [{"iteration": i, "loss": 1.0} for i in range(5)]
         >>> rows[0]["eval/reward/total"] = 0.0
-        >>> rows.append({"iteration": 5, "eval/reward/total": 0.5, "time/eval": 1.0})
+        >>> rows.append({"iteration": 5, "eval/reward/total": 0.5, "time/eval": 1.0,
+        ...               "time/checkpoint": 2.0})
         >>> counts = run_counts(rows, {"num_iterations": 5})
         >>> len(counts.training), counts.evaluations
         (5, (0, 5))
