@@ -20,9 +20,12 @@ Debate tournaments (:class:`Tournament`)
     ratings with bootstrap intervals over debates
     (:func:`~baselines.eval.ratings.rate_models`, which drops self- and
     same-model judgements). A model no counted judgement compares is *unrated*:
-    it is listed after the rated ones, ordered by the share of correct final
-    solutions, then of outputs that state the right answer at all
-    (``answer_in_text``), then by fewer parse errors, and the table says so.
+    it is listed after the rated ones without a rank (no vote places it among
+    them; a model that alone follows the contract judges the others and is
+    never judged), ordered by the share of correct final solutions, then of
+    outputs that state the right answer at all (``answer_in_text``), then by
+    fewer parse errors, and the table says so. When no model is rated, those
+    columns give the ranks.
     A model that never follows the debate's XML contract casts no vote and
     gives no answer to vote on: its place comes from those columns.
 """
@@ -125,7 +128,9 @@ class Tournament:
     Attributes:
         rows: Rated models by rating, then unrated ones (module docstring).
         ranks: The rank of each row: 1, 2, ...; unrated models that no column
-            tells apart share a rank.
+            tells apart share a rank. When some models are rated, the unrated
+            ones have no rank (0, shown as ``-``): nothing places them on the
+            rating scale, so listing them last would be a verdict no vote gave.
         leaderboard: The ratings (:func:`~baselines.eval.ratings.rate_models`).
         votes_total: Valid votes in all the debates.
     """
@@ -231,7 +236,7 @@ class EvalSummary:
             lines.append(
                 _row(
                     [
-                        str(rank),
+                        str(rank) if rank else "-",
                         _escape(row.model),
                         str(round(row.rating)) if row.rating is not None else "unrated",
                         interval,
@@ -256,11 +261,18 @@ class EvalSummary:
             f"{board.same_model_dropped} dropped (both sides are the same model)."
         ]
         unrated = [r.model for r in self.tournament.rows if r.rating is None]
-        if unrated:
+        if unrated and len(unrated) < len(self.tournament.rows):
             notes.append(
                 f"Unrated (no counted judgement compares them): {', '.join(unrated)}; listed "
-                "after the rated models, by correct solutions, then answers stated in the text, "
-                "then fewer parse errors; models those columns do not tell apart share a rank."
+                "after the rated models without a rank, since no vote places them among "
+                "them: compare their votes cast, parse errors and correctness instead. A model "
+                "that alone follows the contract judges the others and is never judged."
+            )
+        elif unrated:
+            notes.append(
+                f"Unrated (no counted judgement compares them): {', '.join(unrated)}; ranked "
+                "by correct solutions, then answers stated in the text, then fewer parse "
+                "errors; models those columns do not tell apart share a rank."
             )
         return notes
 
@@ -526,6 +538,10 @@ def _tournament(
     ]
     ranks = list(range(1, len(rated) + 1))
     for i, s in enumerate(unrated_scores):
+        if rated:
+            # A rating cannot place them among rated models: no rank, rather than "last".
+            ranks.append(0)
+            continue
         tied = i > 0 and fallback(s) == fallback(unrated_scores[i - 1])
-        ranks.append(ranks[-1] if tied else len(rated) + i + 1)
+        ranks.append(ranks[-1] if tied else i + 1)
     return Tournament(tuple(rated + unrated), tuple(ranks), board, votes_total)

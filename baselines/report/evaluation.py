@@ -138,7 +138,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
     coverage = f"{float(tournament.get('confidence', 0.95)) * 100:g}%"
     body = []
     for position, r in enumerate(rows, 1):
-        rank = r.get("rank", position)
+        rank = r.get("rank", position) or "-"  # 0: unrated beside rated models, no rank
         s = scores.get(r.get("model"), {})
         metrics = s.get("metrics") or {}
         rated = isinstance(r.get("rating"), int | float)

@@ -218,6 +218,19 @@ def test_without_votes_models_are_ordered_by_correctness_and_marked_unrated():
     assert "| 1 | strong | unrated | - |" in summary.tournament_markdown()
 
 
+def test_a_model_only_judging_is_unrated_and_unranked_beside_rated_ones():
+    # "judge" alone writes the contract: it votes a over b in each debate and is never
+    # judged itself. Listing it last would say it lost; it gets no rank instead.
+    correct = {"judge": True, "a": False, "b": False}
+    lines = [line(f"d{d}", ("a", "b", "judge"), [[2, 0, ">", 1]], correct) for d in range(3)]
+    summary = summarize(lines, ["judge", "a", "b"], env="debate", num_bootstrap=0)
+    assert [r.model for r in summary.tournament.rows] == ["a", "b", "judge"]
+    assert summary.tournament.ranks == (1, 2, 0)
+    assert summary.tournament.rows[2].votes_cast == 3
+    assert "| - | judge | unrated | - |" in summary.tournament_markdown()
+    assert any("without a rank" in note for note in summary.tournament_notes())
+
+
 def test_the_report_of_a_folder_without_an_evaluation_is_unchanged(tmp_path):
     (tmp_path / "episodes").mkdir()
     (tmp_path / "episodes" / "x.jsonl").write_text('{"env": "debate_v0", "turns": []}\n')
