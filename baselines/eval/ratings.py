@@ -90,6 +90,7 @@ import numpy as np
 import numpy.typing as npt
 
 from baselines.eval.bradley_terry import Float64Array, bradley_terry, check_prior
+from baselines.eval.scores import check_bootstrap
 from llm_envs.rewards.pairwise import Vote, is_valid_vote
 
 __all__ = [
@@ -553,13 +554,4 @@ def _tally(
 
 def _check_arguments(prior_wins: float, num_bootstrap: int, confidence: float) -> None:
     check_prior(prior_wins)
-    if isinstance(num_bootstrap, bool) or not isinstance(num_bootstrap, int) or num_bootstrap < 0:
-        raise ValueError(
-            f"num_bootstrap must be an int >= 0, got {num_bootstrap!r} (0 skips the intervals)"
-        )
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, numbers.Real)
-        or not 0 < confidence < 1
-    ):
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}: e.g. 0.95")
+    check_bootstrap(num_bootstrap, confidence)

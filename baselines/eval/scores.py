@@ -103,7 +103,7 @@ def mean_with_interval(
         >>> mean_with_interval([1.0]).high  # one problem: no interval
         nan
     """
-    _check_arguments(num_bootstrap, confidence)
+    check_bootstrap(num_bootstrap, confidence)
     values = np.asarray([_finite(v, i) for i, v in enumerate(values_P)], dtype=np.float64)
     num_problems = len(values)
     if num_problems == 0:
@@ -177,10 +177,14 @@ def _finite(value: object, index: int) -> float:
     return float(value)
 
 
-def _check_arguments(num_bootstrap: int, confidence: float) -> None:
+def check_bootstrap(num_bootstrap: int, confidence: float) -> None:
+    """Raise a clear error unless ``num_bootstrap`` is an int >= 0 and ``confidence`` is in (0, 1).
+
+    Shared by the scores' intervals and the ratings' (:mod:`baselines.eval.ratings`).
+    """
     if isinstance(num_bootstrap, bool) or not isinstance(num_bootstrap, int) or num_bootstrap < 0:
         raise ValueError(
-            f"num_bootstrap must be an int >= 0, got {num_bootstrap!r} (0 skips the interval)"
+            f"num_bootstrap must be an int >= 0, got {num_bootstrap!r} (0 skips the intervals)"
         )
     if (
         isinstance(confidence, bool)

@@ -44,6 +44,8 @@ from llm_envs.rewards.pairwise import Vote, is_valid_vote
 
 __all__ = [
     "HEADLINE_METRICS",
+    "METRIC_TITLES",
+    "SUMMARY_FILE",
     "EvalSummary",
     "ModelScore",
     "Tournament",
@@ -58,7 +60,10 @@ HEADLINE_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 """The metrics shown next to the scores in the tables, per environment (all are in the JSON)."""
 
-_METRIC_TITLES: Final = {
+SUMMARY_FILE: Final = "summary.json"
+"""The file :meth:`EvalSummary.to_json` goes to in an evaluation's folder (the report reads it)."""
+
+METRIC_TITLES: Final = {
     "solution_correct": "correct",
     "answer_in_text": "answer in text",
     "correct": "correct",
@@ -66,6 +71,7 @@ _METRIC_TITLES: Final = {
     "pass_rate": "pass rate",
     "total": "code reward",
 }
+"""Column titles of the headline metrics, in the printed tables and the report."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,7 @@ class EvalSummary:
             "episodes",
             f"score [{coverage} interval]",
             f"minus {self.baseline} [{coverage} interval]",
-            *(_METRIC_TITLES.get(m, m) for m in self.headline),
+            *(METRIC_TITLES.get(m, m) for m in self.headline),
             "parse errors",
         ]
         lines = [_row(head), _row(["---", "---:", "---", "---", *["---:"] * (len(head) - 4)])]
@@ -219,7 +225,7 @@ class EvalSummary:
             "W/T/L",
             "votes cast",
             "parse errors",
-            *(_METRIC_TITLES.get(m, m) for m in self.headline),
+            *(METRIC_TITLES.get(m, m) for m in self.headline),
         ]
         lines = [
             _row(head),

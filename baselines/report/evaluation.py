@@ -25,18 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from baselines.eval.summary import METRIC_TITLES, SUMMARY_FILE
+
 __all__ = ["evaluation_html", "read_summary"]
-
-_SUMMARY_FILE = "summary.json"  # baselines.eval.run.SUMMARY_FILE, without importing the runner
-
-_TITLES = {
-    "solution_correct": "correct",
-    "answer_in_text": "answer in text",
-    "correct": "correct",
-    "formatted": "formatted",
-    "pass_rate": "pass rate",
-    "total": "code reward",
-}
 
 _STYLE = (
     "<style>table.heat td.n { min-width: 4.5rem; text-align: center; }"
@@ -46,15 +37,15 @@ _STYLE = (
 
 def read_summary(run: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``summary.json`` of ``run`` and a note when it cannot be read; ``(None, None)`` if absent."""
-    path = Path(run) / _SUMMARY_FILE
+    path = Path(run) / SUMMARY_FILE
     if not path.exists():
         return None, None
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"{_SUMMARY_FILE} is not readable JSON ({exc}): the evaluation is not shown"
+        return None, f"{SUMMARY_FILE} is not readable JSON ({exc}): the evaluation is not shown"
     if not isinstance(summary, dict) or not isinstance(summary.get("scores"), list):
-        return None, f"{_SUMMARY_FILE} is not an evaluation summary: the evaluation is not shown"
+        return None, f"{SUMMARY_FILE} is not an evaluation summary: the evaluation is not shown"
     return summary, None
 
 
@@ -89,7 +80,7 @@ def _scores_html(summary: Mapping[str, Any]) -> str:
         )
     confidence = summary["scores"][0].get("score", {}).get("confidence", 0.95) if rows else 0.95
     coverage = f"{confidence * 100:g}%"
-    head = "".join(f"<th>{html.escape(_TITLES.get(h, h))}</th>" for h in headline)
+    head = "".join(f"<th>{html.escape(METRIC_TITLES.get(h, h))}</th>" for h in headline)
     return (
         f"<h2>Evaluation: scores</h2><p class='muted'>{html.escape(str(summary.get('env')))}: "
         f"{summary.get('num_episodes')} episodes on {summary.get('num_problems')} problems. "
@@ -157,7 +148,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
             + "".join(f"<td class='n'>{_number(metrics.get(h), 2)}</td>" for h in headline)
             + "</tr>"
         )
-    head = "".join(f"<th>{html.escape(_TITLES.get(h, h))}</th>" for h in headline)
+    head = "".join(f"<th>{html.escape(METRIC_TITLES.get(h, h))}</th>" for h in headline)
     notes = "".join(
         f"<p class='note'>{html.escape(str(n))}</p>" for n in tournament.get("notes", [])
     )
@@ -228,6 +219,6 @@ def evaluation_html(run: str | Path) -> tuple[str, list[str]]:
             parts += [_leaderboard_html(summary, tournament), _heat_map_html(tournament)]
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         return "", [
-            f"{_SUMMARY_FILE} has an unexpected shape ({exc!r}): the evaluation is not shown"
+            f"{SUMMARY_FILE} has an unexpected shape ({exc!r}): the evaluation is not shown"
         ]
     return "\n".join(parts), []
