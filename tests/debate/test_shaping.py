@@ -99,15 +99,15 @@ def _play(env: object, answers: list[str]) -> tuple[dict[str, float], dict[str, 
     return returns, infos
 
 
-def _answer(agent: int, solution: str, vote: str = "N/A") -> str:
+def _answer(solution: str, vote: str = "N/A") -> str:
     return format_response(solution=solution, comparison=vote, consensus=False)
 
 
 def test_shaping_adds_to_the_seed_reward_and_names_itself() -> None:
     answers = [
-        _answer(0, "The answer is 4."),
-        _answer(1, "The answer is 5."),
-        _answer(2, "The answer is 4.", "Agent 0 > Agent 1"),
+        _answer("The answer is 4."),
+        _answer("The answer is 5."),
+        _answer("The answer is 4.", "Agent 0 > Agent 1"),
     ]
     plain, _ = _play(_debate(), answers)
     shaped, infos = _play(_debate(shaping={"contract": 0.5, "correct": 1.0}), answers)
