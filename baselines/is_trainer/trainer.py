@@ -75,7 +75,7 @@ from baselines.training.forward import (
     supports_logits_to_keep,
 )
 from baselines.training.lora import add_lora, is_lora, require_peft
-from baselines.training.losses import get_loss, kl_sample_train, per_strategy_metrics
+from baselines.training.losses import LossFn, get_loss, kl_sample_train, per_strategy_metrics
 from baselines.training.run import (
     TrainingRun,
     command_line,
@@ -320,7 +320,9 @@ class ISTrainer(TrainingRun):
 
     # ------------------------------------------------------------ optimizing
 
-    def _microbatch_loss(self, data: list[Datum], scale: float) -> tuple[float, list[torch.Tensor]]:
+    def _microbatch_loss(
+        self, data: list[Datum], scale: float, loss_fn: LossFn
+    ) -> tuple[float, list[torch.Tensor]]:
         with self.accelerator.autocast():
             logprobs, logprobs_D, inputs = forward_logprobs(
                 self.model,
@@ -330,7 +332,7 @@ class ISTrainer(TrainingRun):
                 pad_token_id=self.pad_token_id,
                 actions_only=self.actions_only,
             )
-        loss = self.loss_fn(
+        loss = loss_fn(
             logprobs, inputs["sampling_logprobs"], inputs["advantages"], inputs["weights"]
         )
         self.accelerator.backward(loss * scale)
@@ -366,9 +368,14 @@ class ISTrainer(TrainingRun):
         chunk: list[int],
         denominator: float,
         timings: dict[str, float],
+        loss_fn: LossFn | None = None,
         refresh: bool = True,
     ) -> tuple[float, float, dict[int, torch.Tensor]]:
-        """One optimizer step on a chunk; return its loss, grad norm and training logprobs."""
+        """One optimizer step on a chunk; return its loss, grad norm and training logprobs.
+
+        ``loss_fn`` replaces the run's policy loss (the warm start's imitation);
+        ``refresh=False`` leaves the sampler's weights for the caller to refresh.
+        """
         acc = self.accelerator
         plans = self._plan_microbatches([len(d) for d in data_D], chunk)
         mine, num_micro = plans[self.rank], max(len(p) for p in plans)
@@ -381,7 +388,7 @@ class ISTrainer(TrainingRun):
                     self._dummy_backward()
                     continue
                 loss, logprobs_D = self._microbatch_loss(
-                    [data_D[i] for i in mine[m]], self.world / denominator
+                    [data_D[i] for i in mine[m]], self.world / denominator, loss_fn or self.loss_fn
                 )
                 local_loss += loss
                 local_logprobs.update(
@@ -526,7 +533,6 @@ class ISTrainer(TrainingRun):
         batch, teachers = self.family.demonstrations(indices, derive_seed(config.seed, first))
         teacher = ScriptedPolicy(teachers, tokenizer=self.tokenizer)
         data = demonstration_data(batch.to_groups(self._play(batch, teacher, first, "teacher")))
-        trained_loss, self.loss_fn = self.loss_fn, _imitation
         rates = [group["lr"] for group in self.optimizer.param_groups]
         for group in self.optimizer.param_groups:
             group["lr"] = config.warm_start_learning_rate
@@ -536,10 +542,11 @@ class ISTrainer(TrainingRun):
             steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
             for chunk in steps:
                 weight = sum(float(data[i].weights.sum()) for i in chunk)
-                loss, _, _ = self._optimizer_step(data, chunk, max(weight, 1.0), timings, False)
+                loss, _, _ = self._optimizer_step(
+                    data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
+                )
                 losses.append(loss)
         finally:
-            self.loss_fn = trained_loss
             for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
                 group["lr"] = rate
         self._refresh_sampler()
