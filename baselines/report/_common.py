@@ -20,7 +20,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowra
 .good { color: #2b8a3e; } .bad { color: #c92a2a; } .flat { color: #777; }
 .top { display: flex; flex-wrap: wrap; gap: 0 2rem; align-items: flex-start; }
 .top > div { flex: 1 1 420px; min-width: 0; } .top > svg { flex: 0 0 auto; }
-.note { color: #8a5a00; } .muted { color: #777; }
+.note { color: #8a5a00; } .muted { color: #777; } .jump { font-size: 1.05em; }
 .panels { display: flex; flex-wrap: wrap; gap: 6px; }
 svg text { font: 10px system-ui, sans-serif; fill: #444; } svg .t { font-size: 11px; fill: #222; }
 svg .g { stroke: #eee; } svg .a { stroke: #bbb; }

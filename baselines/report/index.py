@@ -169,6 +169,30 @@ def _reward_chart(
     return _chart(curves, width=500, height=220, title=f"reward per {unit}") if curves else ""
 
 
+def _training_pages(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> list[tuple[int, str]]:
+    """(iteration, page) of each transcript file that holds training episodes, by iteration."""
+    found = []
+    for episodes, page in zip(files, pages, strict=True):
+        iterations = [r.get("iteration") for r in episodes.records]
+        numbers = [i for i in iterations if isinstance(i, int)]
+        training = all(r.get("phase", "train") == "train" for r in episodes.records)
+        if numbers and training:
+            found.append((min(numbers), page))
+    return sorted(found)
+
+
+def _first_last_html(files: Sequence[_EpisodeFile], pages: Sequence[str], unit: str) -> str:
+    """Links to the first and the last training transcripts: what changed, one click away."""
+    found = _training_pages(files, pages)
+    if not found:
+        return ""
+    (first, first_page), (last, last_page) = found[0], found[-1]
+    links = [f'<a href="{first_page}">first {unit} ({first})</a>']
+    if last_page != first_page:
+        links.append(f'<a href="{last_page}">last {unit} ({last})</a>')
+    return f"<p class='jump'>Transcripts: {' · '.join(links)}</p>"
+
+
 def _config_html(config: Mapping[str, Any]) -> str:
     if not config:
         return ""
@@ -337,6 +361,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         "</div>",
         evaluation_section,
         _headline_html(training_series, headline, unit),
+        _first_last_html(files, pages, unit),
         _evaluation_html(series, evaluation, unit),
         _config_html(config),
         _episodes_html(files, pages),

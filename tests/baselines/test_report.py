@@ -456,6 +456,29 @@ def test_transcripts_show_each_agents_reward_and_the_raw_output(debate_run):
     )
 
 
+def test_the_first_and_last_training_transcripts_are_one_click_from_the_top(tmp_path):
+    rows, config = is_trainer_run()
+    record = debate_episode(None)[0]
+    files = {
+        f"iter_{i:05d}": [{**record, "iteration": i}] for i in (0, 1, 2)
+    }  # fmt: skip
+    files["eval_00003"] = [{**record, "iteration": 3, "phase": "eval"}]  # not training
+    index = write_report(write_run(tmp_path / "run", rows, config, files)).read_text()
+    jump = re.search(r"<p class='jump'>(.*?)</p>", index)
+    assert jump is not None
+    assert re.findall(r'href="([^"]+)">([^<]+)</a>', jump.group(1)) == [
+        ("iter_00000.html", "first iteration (0)"),
+        ("iter_00002.html", "last iteration (2)"),
+    ]
+    # Right under the training table, above the config.
+    assert index.index("Training, per iteration") < jump.start() < index.index("<h2>Config")
+    one = write_report(write_run(tmp_path / "one", rows, config, {"iter_00000": [record]}))
+    assert "first iteration" not in one.read_text()  # a record without an iteration: no link
+    single = {"iter_00000": [{**record, "iteration": 0}]}
+    only = write_report(write_run(tmp_path / "single", rows, config, single)).read_text()
+    assert "first iteration (0)" in only and "last iteration" not in only
+
+
 def test_a_very_long_output_is_cut_and_kept_whole_under_a_click():
     text = "\n".join(f"line {i}" for i in range(200))
     record = {"env": "demo_v0", "title": "t", "summary": {}, "turns": []}
