@@ -4,7 +4,7 @@ Run from the repository root::
 
     python bench/trl_step.py                          # SmolLM2-135M-Instruct, 8 sequences
     python bench/trl_step.py --model tiny --groups 64
-    python bench/trl_step.py --threads 2
+    python bench/trl_step.py --threads 1              # one thread (a CPU shared with other jobs)
 
 The batch is GRPO-shaped: ``--groups`` prompts of random lengths, each with
 ``--group-size`` completions of random lengths, random tokens, sampling
@@ -230,7 +230,12 @@ def main() -> None:
     parser.add_argument("--prompt-length", type=int, nargs=2, default=(96, 448))
     parser.add_argument("--completion-length", type=int, nargs=2, default=(32, 224))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch.set_num_threads; 0 (the trainers' default) keeps torch's, one per core",
+    )
     parser.add_argument("--only", choices=["is", "trl"], help="one side alone, for its memory")
     parser.add_argument(
         "--max-tokens", type=int, help="IS tokens per microbatch (default: the trainer's)"
@@ -241,7 +246,8 @@ def main() -> None:
     import trl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     path = resolve_model(args.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
