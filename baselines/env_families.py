@@ -174,12 +174,17 @@ class DebateFamily:
             self.eval_questions = as_questions(_math_problems(task, "eval", seed, task_kwargs))
 
     def _batch(
-        self, questions: list[Any], seeds: list[int], roles: list[frozenset[str]]
+        self,
+        questions: list[Any],
+        seeds: list[int],
+        roles: list[frozenset[str]],
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> EpisodeBatch:
         from llm_envs.debate import env
 
+        kwargs = self.env_kwargs if env_kwargs is None else env_kwargs
         return EpisodeBatch(
-            envs=[env(**self.env_kwargs) for _ in questions],
+            envs=[env(**kwargs) for _ in questions],
             seeds=seeds,
             options=[{"question": q} for q in questions],
             to_groups=lambda results: group_episodes(results),
@@ -238,7 +243,13 @@ class DebateFamily:
         return batch, teachers
 
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodeBatch:
-        """``num_agents`` debates per question; the trained policy plays role i in debate i."""
+        """``num_agents`` debates per question; the trained policy plays role i in debate i.
+
+        Parse errors are masked (``on_parse_error="mask"``) whatever the training
+        debates do: a broken answer by the fixed opponent does not end the
+        debate before the trained policy has spoken, so every role gets all its
+        turns and the metrics average over roles for real.
+        """
         n = self.num_agents
         questions, seeds, roles = [], [], []
         for g in group_indices:
@@ -247,7 +258,7 @@ class DebateFamily:
                 questions.append(question)
                 seeds.append(derive_seed(seed, g))  # the same debate setting for every role
                 roles.append(frozenset({f"agent_{role}"}))
-        return self._batch(questions, seeds, roles)
+        return self._batch(questions, seeds, roles, {**self.env_kwargs, "on_parse_error": "mask"})
 
 
 class ExpertIterationFamily:

@@ -217,6 +217,10 @@ def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
     trained, fixed = object(), object()
     assign = batch.assignment(trained, fixed)  # type: ignore[arg-type]
     assert [assign(1, f"agent_{i}") for i in range(3)] == [fixed, trained, fixed]
+    # Evaluation masks parse errors, so an untrained opponent's broken answer does
+    # not end a debate before the trained policy speaks; training keeps the env's mode.
+    assert {e.unwrapped.config.on_parse_error for e in batch.envs} == {"mask"}
+    assert family.training([0], seed=5).envs[0].unwrapped.config.on_parse_error == "penalize"
     # Training data does not depend on which process asks for it.
     train = family.training([4, 5], seed=9)
     assert train.seeds == family.training([4], seed=9).seeds + family.training([5], seed=9).seeds
