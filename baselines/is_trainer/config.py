@@ -25,6 +25,8 @@ from baselines.config import (
     TrainerConfig,
     UnitFraction,
 )
+from baselines.policies.server_pool import Routing
+from baselines.policies.server_weights import WeightTransfer
 
 __all__ = [
     "DeviceName",
@@ -108,15 +110,27 @@ class ISTrainerConfig(TrainerConfig):
         sampler: ``auto`` (vLLM when importable, else transformers), ``vllm``
             (an in-process engine refreshed with the new weights after every
             optimizer step), ``transformers`` (``generate`` on the trained model
-            itself: always current), or ``openai`` (a remote OpenAI-compatible
-            vLLM server at ``sampler_url``; see docs/trainer.md for refreshing it).
+            itself: always current), or ``openai`` (remote OpenAI-compatible vLLM
+            servers at ``sampler_url``; see docs/trainer.md for refreshing them).
         sampler_url: base URL of the remote sampler, e.g.
-            ``http://10.0.0.2:8000/v1``; with several processes, several URLs
-            separated by commas (process ``i`` uses URL ``i mod count``).
+            ``http://10.0.0.2:8000/v1``, or several separated by commas. Each
+            process spreads its requests over its share of them (see
+            ``sampler_routing``): with ``P`` processes, process ``i`` gets URLs
+            ``i, i + P, ...``; with fewer URLs than processes, URL ``i mod count``.
+        sampler_routing: with ``sampler=openai`` and several servers for one
+            process: ``round_robin`` (request after request, server after
+            server) or ``least_loaded`` (the server with the fewest of this
+            process's requests in flight).
+        sampler_weight_transfer: with ``sampler=openai``: how the new weights
+            reach the servers after every optimizer step: ``folder`` (written once
+            into ``sampler_weights_dir`` and reloaded by every server; without a
+            folder the servers keep their weights) or ``nccl`` (vLLM's
+            weight-transfer API, GPU to GPU; CUDA only, servers started with
+            ``--weight-transfer-config '{"backend": "nccl"}'``).
         sampler_weights_dir: with ``sampler=openai``: a folder the trainer and the
-            server both see; after every optimizer step the trainer writes the
-            weights there and asks the server (started with
-            ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the server's
+            servers all see; after every optimizer step the trainer writes the
+            weights there and asks the servers (started with
+            ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the servers'
             weights alone (off-policy sampling; the KL metrics show by how much).
         packing: ``auto`` (packed rows when the model's attention can skip the
             blocks between Datums and a start-up probe finds the packed forward
@@ -174,6 +188,8 @@ class ISTrainerConfig(TrainerConfig):
     drop_constant_groups: bool = True
     sampler: SamplerName = "auto"
     sampler_url: str | None = None
+    sampler_routing: Routing = "round_robin"
+    sampler_weight_transfer: WeightTransfer = "folder"
     sampler_weights_dir: str | None = None
     packing: Packing = "auto"
     gradient_checkpointing: bool = False
@@ -192,6 +208,22 @@ class ISTrainerConfig(TrainerConfig):
             raise ValueError("sampler='openai' needs sampler_url (the server's /v1 base URL)")
         if self.sampler_weights_dir is not None and self.sampler != "openai":
             raise ValueError("sampler_weights_dir is for sampler='openai' only")
+        if self.sampler_weight_transfer == "nccl":
+            if self.sampler != "openai":
+                raise ValueError(
+                    "sampler_weight_transfer='nccl' sends weights to vLLM servers, for "
+                    f"sampler='openai' only, got sampler={self.sampler!r}"
+                )
+            if self.sampler_weights_dir is not None:
+                raise ValueError(
+                    "sampler_weights_dir is for sampler_weight_transfer='folder'; with 'nccl' "
+                    "the weights go GPU to GPU: drop sampler_weights_dir"
+                )
+            if self.device == "cpu":
+                raise ValueError(
+                    "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
+                    "sampler_weight_transfer='folder' with sampler_weights_dir"
+                )
         mix = self.strategy_mix
         if sum(mix.values()) < 1:
             raise ValueError(f"strategy_mix must ask for at least one episode, got {mix!r}")

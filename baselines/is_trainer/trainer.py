@@ -181,6 +181,7 @@ class ISTrainer(TrainingRun):
             max_model_len=self.max_model_len,
             config=config,
             sharded=is_sharded(acc),
+            num_processes=self.world,
         )
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights

@@ -12,10 +12,14 @@ metrics stay near zero:
                    with a copy of it, refreshed with the gathered weights.
 ``vllm``           an in-process engine: the state dict is copied in
                    (:meth:`~baselines.policies.VLLMPolicy.update_weights`).
-``openai``         a remote vLLM server: with a shared folder, the weights are
-                   written there as safetensors and the server is asked to
-                   reload them (:class:`RemoteWeightSync`); without one, the
-                   server keeps its weights and sampling drifts off-policy.
+``openai``         one or several ``vllm serve`` processes (a
+                   :class:`~baselines.policies.server_pool.ServerPool` over
+                   this process's share of them): the weights are written
+                   once into a shared folder and every server reloads them
+                   (:class:`RemoteWeightSync`), or they are broadcast over
+                   NCCL (:class:`~baselines.policies.server_weights.NCCLWeightSync`,
+                   GPUs); with neither, the servers keep their weights and
+                   sampling drifts off-policy.
 =================  ==========================================================
 
 The weights handed over are the whole model under the base model's names:
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baselines.policies.base import Policy
+from baselines.policies.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
+from baselines.policies.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
 
 __all__ = [
     "RemoteWeightSync",
@@ -118,77 +123,6 @@ def _vllm_policy(
     )
 
 
-class RemoteWeightSync:
-    """Push new weights to a remote vLLM server through a folder both machines see.
-
-    Each call writes the state dict as ``model.safetensors`` into a fresh
-    sub-folder of ``folder`` (with the model's ``config.json``), then calls the
-    server's development endpoints ``POST /collective_rpc`` (method
-    ``reload_weights`` with that ``weights_path``) and ``POST
-    /reset_prefix_cache``; the previous sub-folder is then deleted. The server
-    must run with ``VLLM_SERVER_DEV_MODE=1``.
-
-    Args:
-        base_url: the server's OpenAI base URL (``http://host:8000/v1``); the
-            development endpoints live at its root.
-        folder: a folder the trainer writes and the server reads.
-        config: the model's Hugging Face config (saved next to the weights).
-        timeout: seconds per request.
-    """
-
-    def __init__(
-        self, base_url: str, folder: str | Path, config: Any, timeout: float = 600
-    ) -> None:
-        root = base_url.rstrip("/")
-        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.config = config
-        self.timeout = timeout
-        self.version = 0
-        self._previous: Path | None = None
-
-    def _post(self, path: str, body: Mapping[str, Any] | None = None) -> None:
-        request = urllib.request.Request(
-            self.root + path,
-            data=json.dumps(body or {}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            response.read()
-
-    def __call__(self, state_dict: Mapping[str, Any]) -> None:
-        """Write the weights and make the server load them."""
-        from safetensors.torch import save_file
-
-        self.version += 1
-        target = self.folder / f"weights_{self.version:06d}"
-        target.mkdir(parents=True, exist_ok=True)
-        tensors: dict[str, Any] = {}
-        seen: set[int] = set()
-        for name, tensor in state_dict.items():
-            value = tensor.detach().float().cpu().contiguous()
-            # safetensors refuses tensors that share memory (tied embeddings): copy them.
-            if value.data_ptr() in seen:
-                value = value.clone()
-            seen.add(value.data_ptr())
-            tensors[name] = value
-        if "lm_head.weight" not in tensors and "model.embed_tokens.weight" in tensors:
-            # Tied embeddings: a reload without the head would keep the old one.
-            tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
-        save_file(tensors, str(target / "model.safetensors"))
-        self.config.save_pretrained(target)
-        self._post(
-            "/collective_rpc",
-            {"method": "reload_weights", "kwargs": {"weights_path": str(target)}},
-        )
-        self._post("/reset_prefix_cache")
-        if self._previous is not None:
-            shutil.rmtree(self._previous, ignore_errors=True)
-        self._previous = target
-
-
 def served_model_name(base_url: str, default: str) -> str:
     """The model a server serves when it serves exactly one (``GET /models``), else ``default``."""
     try:
@@ -212,6 +146,7 @@ def build_sampler(
     max_model_len: int,
     config: Any,
     sharded: bool = False,
+    num_processes: int | None = None,
 ) -> TrainerSampler:
     """The training sampler of backend ``kind`` (see the module docstring).
 
@@ -222,12 +157,15 @@ def build_sampler(
         model_path: the checkpoint the model was loaded from (vLLM starts from it).
         cuda: whether the trainer runs on GPU.
         seed: the engine's seed.
-        process_index: this process's rank (picks its server among ``sampler_url``).
+        process_index: this process's rank (picks its servers among ``sampler_url``).
         max_model_len: longest prompt + completion a vLLM engine must hold.
         config: the trainer config (vLLM memory settings, ``sampler_url``,
-            ``sampler_weights_dir``).
+            ``sampler_routing``, ``sampler_weight_transfer``, ``sampler_weights_dir``).
         sharded: whether the trained model's parameters are sharded across
             processes (FSDP, ZeRO-3): ``transformers`` then samples with a copy.
+        num_processes: the trainer's process count, which splits ``sampler_url``
+            between processes (:func:`~baselines.policies.server_pool.urls_for_process`);
+            None reads it from ``torch.distributed`` (1 when it is not initialized).
     """
     if kind == "transformers":
         from baselines.policies import TransformersPolicy
@@ -251,16 +189,69 @@ def build_sampler(
         )
         refresh = policy.update_weights  # type: ignore[attr-defined]
         return TrainerSampler(policy, kind, refresh, every_process=False)
+    return _server_sampler(
+        model=model,
+        tokenizer=tokenizer,
+        model_path=model_path,
+        cuda=cuda,
+        process_index=process_index,
+        num_processes=num_processes if num_processes is not None else _world_size(),
+        config=config,
+    )
+
+
+def _world_size() -> int:
+    """Processes of the ``torch.distributed`` job this process belongs to (1 outside one)."""
+    import torch
+
+    dist = torch.distributed
+    return int(dist.get_world_size()) if dist.is_available() and dist.is_initialized() else 1
+
+
+def _server_sampler(
+    *,
+    model: Any,
+    tokenizer: Any,
+    model_path: str,
+    cuda: bool,
+    process_index: int,
+    num_processes: int,
+    config: Any,
+) -> TrainerSampler:
+    """The ``openai`` sampler: this process's share of the servers, and its weight push."""
     from baselines.policies import OpenAIPolicy
 
-    urls = [u.strip() for u in config.sampler_url.split(",") if u.strip()]
-    url = urls[process_index % len(urls)]
-    policy = OpenAIPolicy(url, served_model_name(url, model_path), tokenizer=tokenizer)
-    refresh = None
-    if config.sampler_weights_dir is not None:
+    transfer = config.sampler_weight_transfer
+    if transfer not in WEIGHT_TRANSFERS:
+        raise ValueError(
+            f"sampler_weight_transfer must be one of {list(WEIGHT_TRANSFERS)}, got {transfer!r}"
+        )
+    if transfer == "nccl" and not cuda:
+        raise ValueError(
+            "sampler_weight_transfer='nccl' needs CUDA (NCCL sends between GPUs) and this "
+            "trainer runs on CPU; use --sampler-weight-transfer folder with --sampler-weights-dir"
+        )
+    urls = split_urls(config.sampler_url)
+    mine = urls_for_process(urls, process_index, num_processes)
+    members = [OpenAIPolicy(u, served_model_name(u, model_path), tokenizer=tokenizer) for u in mine]
+    policy: Policy = (
+        members[0] if len(members) == 1 else ServerPool(members, config.sampler_routing)
+    )
+    # Every process builds a refresh when any does: gathering sharded weights is collective.
+    targets = urls_to_push(urls, process_index, num_processes)
+    refresh: Callable[[Mapping[str, Any]], None] | None = None
+    if transfer == "nccl":
+        refresh = NCCLWeightSync(targets) if targets else _keep
+    elif config.sampler_weights_dir is not None:
         folder = Path(config.sampler_weights_dir) / f"process_{process_index}"
-        refresh = RemoteWeightSync(url, folder, model.config)
-    return TrainerSampler(policy, "openai", refresh)
+        refresh = RemoteWeightSync(targets, folder, model.config) if targets else _keep
+    # With one server, process 0 alone pushes: sharded weights are then gathered there only.
+    pushing = min(len(urls), num_processes)
+    return TrainerSampler(policy, "openai", refresh, every_process=pushing > 1)
+
+
+def _keep(weights: Mapping[str, Any]) -> None:
+    """The refresh of a process whose servers another process pushes to: nothing to do."""
 
 
 def _loader(model: Any) -> Callable[[Mapping[str, Any]], None]:

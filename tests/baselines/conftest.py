@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -43,21 +44,17 @@ def free_port() -> int:
     return _free_port()
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tiny_model_dir, tmp_path_factory):
-    """``vllm serve`` of the tiny model on loopback, started once for every test that needs it.
+@contextlib.contextmanager
+def serve_vllm(model_dir, log):
+    """Run ``vllm serve`` of the tiny model on a free loopback port; yield its ``/v1`` URL.
 
-    Yields the ``/v1`` base URL. The development endpoints are on
-    (``VLLM_SERVER_DEV_MODE=1``) so weight reloads can be tested; a test that
-    loads other weights must load the tiny model's own weights back before it
-    ends, since the server is shared.
+    The development endpoints are on (``VLLM_SERVER_DEV_MODE=1``) so weight
+    reloads can be tested; the KV cache is 256 MiB.
     """
-    pytest.importorskip("vllm")
     port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(tiny_model_dir), "--served-model-name", "tiny",
+        "--model", str(model_dir), "--served-model-name", "tiny",
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
         "--kv-cache-memory-bytes", str(256 << 20),
@@ -88,3 +85,25 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir, tmp_path_factory):
+    """``vllm serve`` of the tiny model on loopback, started once for every test that needs it.
+
+    Yields the ``/v1`` base URL. The development endpoints are on
+    (``VLLM_SERVER_DEV_MODE=1``) so weight reloads can be tested; a test that
+    loads other weights must load the tiny model's own weights back before it
+    ends, since the server is shared.
+    """
+    pytest.importorskip("vllm")
+    with serve_vllm(tiny_model_dir, tmp_path_factory.mktemp("vllm") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def second_vllm_server(tiny_model_dir, tmp_path_factory):
+    """Another ``vllm serve`` of the tiny model, beside :func:`vllm_server` (same rules)."""
+    pytest.importorskip("vllm")
+    with serve_vllm(tiny_model_dir, tmp_path_factory.mktemp("vllm") / "server_2.log") as url:
+        yield url

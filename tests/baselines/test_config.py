@@ -386,6 +386,12 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         values["sampler_url"] = "http://127.0.0.1:8000/v1"
     if values.get("sampler_weights_dir") is not None and values["sampler"] != "openai":
         values["sampler_weights_dir"] = None
+    if values.get("sampler_weight_transfer") == "nccl" and (
+        values["sampler"] != "openai"
+        or values["sampler_weights_dir"] is not None
+        or values["device"] == "cpu"
+    ):
+        values["sampler_weight_transfer"] = "folder"
     if "strategy_mix" in values and sum(values["strategy_mix"].values()) < 1:
         values["strategy_mix"] = {**values["strategy_mix"], "iid": 1}
     if values.get("strategy_weights") is not None:
