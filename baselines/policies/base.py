@@ -66,7 +66,7 @@ class SamplingParams:
         if not self.temperature > 0:
             raise ValueError(
                 f"temperature must be > 0, got {self.temperature}; for greedy decoding "
-                "use a small temperature such as 1e-4"
+                "use a small temperature such as 0.01 (vLLM samples any lower one at 0.01)"
             )
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
