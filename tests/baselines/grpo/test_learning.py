@@ -1,0 +1,54 @@
+"""TRL's GRPO learns through our rollout: SmolLM2-135M-Instruct gets better at one-digit sums.
+
+The same task as the importance-sampling trainer's learning test: expert
+iteration's ``iid`` strategy on "What is 3 + 5?" with a 32-token budget. The
+initial model often explains at length and runs out of tokens before its
+boxed answer; the reward (1 for a correct final answer) teaches it to answer
+briefly, through ``baselines.grpo``'s rollout function and TRL's own step.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_smollm2_reward_rises_on_short_sums(tmp_path):
+    from baselines.grpo.run import main
+    from baselines.models import smollm2_checkpoint
+
+    try:
+        model = smollm2_checkpoint()
+    except ModuleNotFoundError as exc:
+        pytest.skip(str(exc))
+    output = tmp_path / "run"
+    main(
+        [
+            "--model", str(model),
+            "--env", "expert_iteration",
+            "--task", "arithmetic",
+            "--task-kwargs", json.dumps({"max_digits": 1, "operations": ["+"]}),
+            "--strategy", "iid",
+            "--num-generations", "4",
+            "--items-per-step", "8",
+            "--max-steps", "5",
+            "--max-tokens", "32",
+            "--learning-rate", "5e-5",
+            "--no-save-model",
+            "--output-dir", str(output),
+        ]
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+    rewards = [row["reward"] for row in rows if "reward" in row]
+    lengths = [row["completions/mean_length"] for row in rows if "reward" in row]
+    print("mean reward per step:", [round(r, 3) for r in rewards], "lengths:", lengths)
+    assert len(rewards) == 5
+    assert np.mean(rewards[-2:]) >= rewards[0] + 0.15, rewards
+    # Shorter answers are how it gets there.
+    assert np.mean(lengths[-2:]) < lengths[0], lengths
