@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,41 +16,25 @@ from llm_envs.code_collab import (
     parse_expert_reply,
 )
 from tests.code_collab.cases import IS_BIG, IS_PRIME, USES_AUX
+from tests.loopback import JSON, LoopbackServer
 
 
-class FakeEndpoint:
+class FakeEndpoint(LoopbackServer):
     """A chat-completions endpoint on 127.0.0.1 that answers from a script."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.replies: list[tuple[int, bytes]] = []
         self.requests: list[dict] = []
-        endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                endpoint.requests.append(
-                    {
-                        "path": self.path,
-                        "authorization": self.headers.get("Authorization"),
-                        "body": json.loads(body),
-                    }
-                )
-                status, payload = endpoint.replies.pop(0) if endpoint.replies else (500, b"{}")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # keep the test output clean
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+    def respond(self, method, path, headers, body):
+        if method != "POST":
+            return 501, {}, b""  # chat completions only
+        self.requests.append(
+            {"path": path, "authorization": headers.get("Authorization"), "body": body}
         )
+        status, payload = self.replies.pop(0) if self.replies else (500, b"{}")
+        return status, JSON, payload
 
     def reply(self, content: str, status: int = 200) -> None:
         payload = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
@@ -67,11 +49,8 @@ def endpoint(monkeypatch) -> Iterator[FakeEndpoint]:
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    fake = FakeEndpoint()
-    fake.thread.start()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    with FakeEndpoint() as fake:
+        yield fake
 
 
 def expert_for(endpoint: FakeEndpoint, **kwargs) -> OpenAIChatExpert:

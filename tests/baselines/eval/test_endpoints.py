@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -19,58 +17,32 @@ from baselines.eval.__main__ import main
 from baselines.policies import SampleRequest, SamplingParams
 from baselines.policies.openai_policy import OpenAIPolicy, ServerError
 from llm_envs.agents import format_answer
+from tests.loopback import JSON, LoopbackServer
 
 CHAT = [SampleRequest([{"role": "user", "content": "What is 1 + 1?"}])]
 SECRET = "sk-test-do-not-print"
 
 
-class FakeServer:
+class FakeServer(LoopbackServer):
     """An OpenAI-compatible chat endpoint answering from a script of statuses."""
 
     def __init__(self, statuses, text="2", retry_after=None):
+        super().__init__()
         self.statuses = list(statuses)  # popped per request; empty: 200 from then on
         self.text = text
         self.retry_after = retry_after
-        self.requests = []  # (time, headers) of every request
-        server = self
+        self.requests = []  # (time, headers, body) of every request
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
-                server.requests.append((time.monotonic(), dict(self.headers), body))
-                status = server.statuses.pop(0) if server.statuses else 200
-                if status != 200:
-                    self.send_response(status)
-                    if status == 429 and server.retry_after is not None:
-                        self.send_header("Retry-After", str(server.retry_after))
-                    self.end_headers()
-                    self.wfile.write(b'{"error": "on purpose"}')
-                    return
-                answer = {
-                    "choices": [{"message": {"content": server.text}, "finish_reason": "stop"}]
-                }
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, method, path, headers, body):
+        if method != "POST":
+            return 501, {}, b""  # chat completions only
+        self.requests.append((time.monotonic(), dict(headers), body))
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status != 200:
+            wait = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+            return status, wait if status == 429 else {}, b'{"error": "on purpose"}'
+        answer = {"choices": [{"message": {"content": self.text}, "finish_reason": "stop"}]}
+        return 200, JSON, json.dumps(answer).encode()
 
 
 def policy(url, **kwargs):

@@ -12,59 +12,31 @@ vLLM's check that they match the announced names, dtypes and shapes).
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from baselines.policies.openai_policy import ServerError
 from baselines.policies.server_weights import NCCLWeightSync, RemoteWeightSync, server_root
+from tests.loopback import JSON, LoopbackServer
 
 torch = pytest.importorskip("torch")
 
 
-class FakeVLLM:
+class FakeVLLM(LoopbackServer):
     """Records ``(method, path, body)`` of each request; answers 200 unless ``fail`` says not."""
 
     def __init__(self, world_size=1, fail=None):
+        super().__init__()
         self.calls = []
         self.fail = fail or {}  # path -> status
-        server = self
+        self.world_size = world_size
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, method):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                server.calls.append((method, self.path, body))
-                status = server.fail.get(self.path, 200)
-                answer = {"world_size": world_size} if self.path.startswith("/get_world") else {}
-                data = json.dumps(answer if status == 200 else {"detail": "Not Found"}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._answer("GET")
-
-            def do_POST(self):
-                self._answer("POST")
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, method, path, headers, body):
+        self.calls.append((method, path, body))
+        status = self.fail.get(path, 200)
+        answer = {"world_size": self.world_size} if path.startswith("/get_world") else {}
+        data = json.dumps(answer if status == 200 else {"detail": "Not Found"})
+        return status, JSON, data.encode()
 
     def paths(self):
         return [path for _, path, _ in self.calls]
