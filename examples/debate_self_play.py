@@ -74,10 +74,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "solution (0 0: the recipe's reward alone)",
     )
     parser.add_argument(
+        "--shaping-judge",
+        type=float,
+        default=0.0,
+        metavar="JUDGE",
+        help="opt-in shaping weight of the share of an answer's votes that agree with the "
+        "reference answer (0: votes earn only what the recipe pays, nothing)",
+    )
+    parser.add_argument(
         "--warm-start-steps",
         type=int,
         default=2,
         help="supervised steps imitating a scripted debater before training (0: none)",
+    )
+    parser.add_argument(
+        "--warm-start-debates",
+        type=int,
+        default=4,
+        help="debates the scripted debater plays for the warm start (6 answers each at the "
+        "defaults; 4 answers make one step)",
     )
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument(
@@ -100,8 +115,10 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         "reward": args.reward,  # one group is one debate; the reward wrapper is an env argument
     }
     contract, correct = args.shaping
-    if contract or correct:
+    if contract or correct or args.shaping_judge:
         env_kwargs["shaping"] = {"contract": contract, "correct": correct}
+        if args.shaping_judge:
+            env_kwargs["shaping"]["judge"] = args.shaping_judge
     return ISTrainerConfig(
         model=args.model,
         env="debate",
@@ -113,7 +130,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         max_tokens=args.max_tokens,
         learning_rate=args.learning_rate,
         warm_start_steps=args.warm_start_steps,
-        warm_start_groups=4,
+        warm_start_groups=args.warm_start_debates,
         warm_start_datums=4,
         sampler=args.sampler,
         # Evaluating every `iterations` iterations means: before the first and after the last.

@@ -59,20 +59,31 @@ def _debate_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) ->
 def _debate_shaping(
     record: Mapping[str, Any], agent: str, shaping: Mapping[str, float]
 ) -> dict[int, float]:
-    # debate.env(shaping=...): each answer's partial credit, recomputed by the env's own rule.
-    from llm_envs.wrappers.shaping import shaping_reward
+    # debate.env(shaping=...): each answer's partial credit, recomputed by the env's own rules.
+    from llm_envs.debate.protocol import parse_comparisons
+    from llm_envs.wrappers.shaping import judge_score, shaping_reward, visible_correctness
 
     reference = record["summary"].get("reference_answer") is not None
-    return {
-        t["round"]: shaping_reward(
-            t["text"],
-            bool(t["details"].get("solution_correct")) if reference else None,
-            contract=float(shaping.get("contract", 0.0)),
-            correct=float(shaping.get("correct", 0.0)),
-        )
-        for t in record["turns"]
-        if t["agent"] == agent
-    }
+    seen: list[tuple[int, bool]] = []  # (author, solution_correct) of the answers so far
+    shaped: dict[int, float] = {}
+    for t in record["turns"]:
+        author = int(t["agent"].rsplit("_", 1)[-1])
+        correct = bool(t["details"].get("solution_correct"))
+        if t["agent"] == agent:
+            judgement = None
+            if reference:
+                votes = parse_comparisons("\n".join(t["details"].get("votes", [])), author)
+                judgement = judge_score(votes.comparisons, visible_correctness(seen, author))
+            shaped[t["round"]] = shaping_reward(
+                t["text"],
+                correct if reference else None,
+                contract=float(shaping.get("contract", 0.0)),
+                correct=float(shaping.get("correct", 0.0)),
+                judge=float(shaping.get("judge", 0.0)),
+                judgement=judgement,
+            )
+        seen.append((author, correct))
+    return shaped
 
 
 def _code_collab_rewards(record: Mapping[str, Any], _: Mapping[str, Any]) -> EpisodeRewards:

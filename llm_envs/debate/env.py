@@ -421,7 +421,8 @@ def env(
             the parse-error penalty.
         shaping: opt-in partial credit added to every answer's reward by
             :class:`~llm_envs.wrappers.DebateShaping`: weights of its terms,
-            ``{"contract": 0.5, "correct": 0.5}`` (a term left out weighs 0).
+            ``{"contract": 0.5, "correct": 0.5, "judge": 0.5}`` (a term left
+            out weighs 0).
             None (the default) keeps the seed's reward alone.
         **overrides: :class:`DebateEnv` arguments.
     """
@@ -438,6 +439,7 @@ def env(
                 DebateShaping,
                 contract=weights.get("contract", 0.0),
                 correct=weights.get("correct", 0.0),
+                judge=weights.get("judge", 0.0),
             )
         )
     return wrap_aec(DebateEnv(config, **overrides), *inner)

@@ -6,7 +6,7 @@ from llm_envs.wrappers.pairwise import (
     WinMinusLossReward,
     WinRateReward,
 )
-from llm_envs.wrappers.shaping import SHAPING_TERMS, DebateShaping, shaping_reward
+from llm_envs.wrappers.shaping import SHAPING_TERMS, DebateShaping, judge_score, shaping_reward
 
 __all__ = [
     "REWARD_WRAPPERS",
@@ -15,5 +15,6 @@ __all__ = [
     "PairwiseRewardWrapper",
     "WinMinusLossReward",
     "WinRateReward",
+    "judge_score",
     "shaping_reward",
 ]

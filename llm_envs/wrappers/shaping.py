@@ -5,12 +5,22 @@ costs -1. A model that never writes the five-tag contract gets the same -1 for
 every answer, however close it came, so policy gradients have nothing to
 follow. :class:`DebateShaping` adds, to every answer's step reward,
 
-    ``contract * contract_score(answer) + correct * solution_correct``
+    ``contract * contract_score(answer) + correct * solution_correct
+    + judge * judge_score(answer's votes)``
 
 where :func:`~llm_envs.debate.protocol.contract_score` is the fraction of the
-contract's five parts written correctly (1 exactly when the answer parses) and
+contract's five parts written correctly (1 exactly when the answer parses),
 ``solution_correct`` is 1 when the solution matches the question's reference
-answer (questions without one add nothing).
+answer, and :func:`judge_score` is the share of the answer's votes that agree
+with the reference: a correct solution above a wrong one, a tie between two
+right or two wrong ones (questions without a reference answer add nothing for
+either term).
+
+The seed's reward pays an agent for the votes it *receives*, never for the
+ones it casts, so nothing in it teaches a model to judge: a small model soon
+learns to write N/A in ``<comparison>``, and a debate with no votes has no
+winner. The ``judge`` term pays for casting votes that a referee would agree
+with.
 
 This is *shaping*, not the seed's reward: it is off unless asked for
 (``debate.env(shaping={"contract": 0.5})``), it composes with the pairwise
@@ -22,46 +32,129 @@ win rate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
 from pettingzoo.utils import BaseWrapper
 
 from llm_envs.arguments import check_number
-from llm_envs.debate.protocol import contract_score
+from llm_envs.debate.protocol import Comparison, contract_score
 
-__all__ = ["SHAPING_TERMS", "DebateShaping", "shaping_reward"]
+__all__ = ["SHAPING_TERMS", "DebateShaping", "judge_score", "shaping_reward", "visible_correctness"]
 
-SHAPING_TERMS = ("contract", "correct")
+SHAPING_TERMS = ("contract", "correct", "judge")
 """The terms :class:`DebateShaping` can weigh, as ``debate.env(shaping=...)`` names them."""
 
 
 def shaping_reward(
-    text: str, solution_correct: bool | None, *, contract: float, correct: float
+    text: str,
+    solution_correct: bool | None,
+    *,
+    contract: float,
+    correct: float,
+    judge: float = 0.0,
+    judgement: float | None = None,
 ) -> float:
     """The shaping one debate answer earns (see the module docstring).
+
+    Args:
+        text: the answer, verbatim.
+        solution_correct: whether its solution matches the reference; None without one.
+        contract: weight of :func:`~llm_envs.debate.protocol.contract_score`.
+        correct: weight of a correct solution.
+        judge: weight of ``judgement``.
+        judgement: the answer's :func:`judge_score`; None when it had nothing to judge.
 
     Example:
         >>> shaping_reward("<solution>4</solution>", True, contract=0.5, correct=1.0)
         1.1
         >>> shaping_reward("no tags", None, contract=0.5, correct=1.0)
         0.0
+        >>> shaping_reward("no tags", None, contract=0.0, correct=0.0, judge=0.5, judgement=1.0)
+        0.5
     """
-    return contract * contract_score(text) + correct * float(bool(solution_correct))
+    bonus = contract * contract_score(text) + correct * float(bool(solution_correct))
+    if judgement is not None:
+        bonus += judge * judgement
+    return bonus
+
+
+def judge_score(comparisons: Sequence[Comparison], correct: Mapping[int, bool]) -> float | None:
+    """The share of an answer's votes that agree with the reference answer.
+
+    A vote ``a > b`` agrees when ``a``'s solution is correct and ``b``'s is
+    not; ``a = b`` agrees when both are correct or both wrong. A vote naming
+    an agent whose answer the voter could not see agrees with nothing.
+
+    Args:
+        comparisons: the answer's votes, ``(a, op, b)`` as
+            :func:`~llm_envs.debate.protocol.parse_response` keeps them.
+        correct: for every *other* agent whose answer the voter saw, whether
+            its latest solution was correct (a broken answer is not);
+            see :func:`visible_correctness`.
+
+    Returns:
+        None when fewer than two answers were there to compare (nothing to
+        judge, whatever was written); else the share of agreeing votes, 0
+        when the answer cast none.
+
+    Example:
+        >>> correct = {0: True, 1: False, 2: False}
+        >>> judge_score([(0, ">", 1), (1, "=", 2)], correct)
+        1.0
+        >>> judge_score([(1, ">", 0)], correct), judge_score([], correct)
+        (0.0, 0.0)
+        >>> print(judge_score([(0, ">", 1)], {0: True}))
+        None
+    """
+    if len(correct) < 2:
+        return None
+    if not comparisons:
+        return 0.0
+    agreed = 0
+    for a, op, b in comparisons:
+        if a not in correct or b not in correct:
+            continue
+        if op == "=":
+            agreed += correct[a] == correct[b]
+        else:
+            agreed += correct[a] and not correct[b]
+    return agreed / len(comparisons)
+
+
+def visible_correctness(turns: Sequence[tuple[int, bool]], voter: int) -> dict[int, bool]:
+    """Each other agent's latest answer before the voter's turn: was it correct?
+
+    Args:
+        turns: ``(agent, solution_correct)`` of every answer so far, in order
+            (a broken answer counts as not correct).
+        voter: the agent about to answer; its own answers are left out.
+
+    Example:
+        >>> visible_correctness([(0, True), (1, False), (2, True), (0, False)], voter=2)
+        {0: False, 1: False}
+    """
+    latest: dict[int, bool] = {}
+    for agent, correct in turns:
+        if agent != voter:
+            latest[agent] = correct
+    return latest
 
 
 class DebateShaping(BaseWrapper[str, Any, Any]):
-    """Adds partial credit for the contract and for a correct solution to each debate answer.
+    """Adds partial credit for the contract, a correct solution and sound votes to each answer.
 
     Args:
         env: a debate environment (possibly wrapped, e.g. by a pairwise reward).
         contract: weight of :func:`~llm_envs.debate.protocol.contract_score`.
         correct: weight of a solution that matches the reference answer.
+        judge: weight of :func:`judge_score`, the share of the answer's votes
+            that agree with the reference answer.
 
     Raises:
         TypeError: if ``env`` is not a debate (it has no ``turns`` record).
-        ValueError: if a weight is negative or not finite, or both are 0.
+        ValueError: if a weight is negative or not finite, or all are 0.
 
     Example:
         >>> from llm_envs import debate
@@ -72,7 +165,14 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
         0.2
     """
 
-    def __init__(self, env: AECEnv[str, Any, Any], *, contract: float = 0.5, correct: float = 0.0):
+    def __init__(
+        self,
+        env: AECEnv[str, Any, Any],
+        *,
+        contract: float = 0.5,
+        correct: float = 0.0,
+        judge: float = 0.0,
+    ):
         if not hasattr(env.unwrapped, "turns") or not hasattr(env.unwrapped, "question"):
             raise TypeError(
                 f"DebateShaping shapes debate answers, and {type(env.unwrapped).__name__} is "
@@ -80,14 +180,16 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
             )
         check_number("contract", contract, minimum=0)
         check_number("correct", correct, minimum=0)
-        if contract == 0 and correct == 0:
+        check_number("judge", judge, minimum=0)
+        if contract == 0 and correct == 0 and judge == 0:
             raise ValueError(
-                "DebateShaping with contract=0 and correct=0 adds nothing; give a weight > 0 "
-                "or leave the wrapper out (shaping=None)"
+                "DebateShaping with contract=0, correct=0 and judge=0 adds nothing; give a "
+                "weight > 0 or leave the wrapper out (shaping=None)"
             )
         super().__init__(env)
         self.contract = float(contract)
         self.correct = float(correct)
+        self.judge = float(judge)
 
     def step(self, action: Any) -> None:
         """Step the debate; when an answer was given, add its shaping to the author's reward."""
@@ -98,20 +200,53 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
             and bool(base.agents)
             and not (base.terminations.get(agent) or base.truncations.get(agent))
         )
+        reference = answered and base.question.answer is not None
+        if reference:
+            seen = visible_correctness(
+                [(t.agent, self._correct(t.response)) for t in base.turns],
+                voter=base.possible_agents.index(agent),
+            )
         self.env.step(action)
         if not answered:
             return
         info = base.infos[agent]
-        reference = base.question.answer is not None
         contract = contract_score(action)
         correct = bool(info.get("solution_correct")) if reference else None
-        bonus = shaping_reward(action, correct, contract=self.contract, correct=self.correct)
+        judgement = None
+        if reference:
+            response = base.turns[-1].response
+            judgement = judge_score(response.comparisons if response else (), seen)
+        bonus = shaping_reward(
+            action,
+            correct,
+            contract=self.contract,
+            correct=self.correct,
+            judge=self.judge,
+            judgement=judgement,
+        )
         base.rewards[agent] += bonus
         base._cumulative_rewards[agent] += bonus
         shaped: dict[str, float] = {"shaping/contract": contract, "shaping/reward": bonus}
         if correct is not None:
             shaped["shaping/correct"] = float(correct)
+        if judgement is not None:
+            shaped["shaping/judge"] = judgement
         base.infos[agent] = {**info, **shaped}
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset the debate (and forget the last question's checked solutions)."""
+        self._checked: dict[str, bool] = {}
+        self.env.reset(seed=seed, options=options)
+
+    def _correct(self, response: Any) -> bool:
+        # Each earlier answer is checked once per debate, not once per later turn.
+        if response is None:
+            return False
+        checked = self.__dict__.setdefault("_checked", {})
+        if response.solution not in checked:
+            question = self.env.unwrapped.question
+            checked[response.solution] = bool(question.is_correct(response.solution))
+        return checked[response.solution]
 
 
 def check_shaping(shaping: Mapping[str, float] | None) -> dict[str, float] | None:
@@ -122,7 +257,7 @@ def check_shaping(shaping: Mapping[str, float] | None) -> dict[str, float] | Non
         {'contract': 0.5}
         >>> check_shaping({"format": 1.0})
         Traceback (most recent call last):
-        ValueError: shaping has no term 'format'; its terms are ('contract', 'correct'), ...
+        ValueError: shaping has no term 'format'; its terms are ('contract', 'correct', ...
     """
     if shaping is None:
         return None

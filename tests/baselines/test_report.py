@@ -29,7 +29,14 @@ from baselines.report import (
     write_report,
 )
 from llm_envs import code_collab, debate, expert_iteration
-from llm_envs.agents import MalformedDebater, ScriptedCoder, ScriptedMathSolver, scripted_debaters
+from llm_envs.agents import (
+    JudgingDebater,
+    MalformedDebater,
+    ScriptedCoder,
+    ScriptedMathSolver,
+    scripted_debaters,
+)
+from llm_envs.debate import DebateQuestion
 from llm_envs.tasks import CodeProblem, MathProblem
 from llm_envs.testing.conformance import play_aec
 
@@ -168,6 +175,25 @@ def test_each_agents_reward_is_read_from_the_record(play, env_kwargs, rewards, h
     assert paid == pytest.approx(rewards)  # what the environment paid
     assert read.total == pytest.approx(paid)
     assert read.how[next(iter(rewards))] == how
+
+
+def test_judge_shaping_is_read_from_the_record():
+    # Agents who judge by their own answer: agent_0 is right, agents 1 and 2 agree on a wrong
+    # sum, so agent_0's votes agree with the reference and theirs do not.
+    question = DebateQuestion("What is 2 + 3?", answer="5")
+    shaping = {"contract": 0.5, "correct": 0.5, "judge": 0.5}
+    env = debate.env(num_agents=3, max_rounds=2, questions=[question], shaping=shaping)
+    agents = {
+        f"agent_{i}": JudgingDebater(i, 3, solver=lambda q, i=i: "5" if i == 0 else "6")
+        for i in range(3)
+    }
+    seen = play_aec(env, lambda a, o, i: agents[a](o, i))
+    record, paid = env.unwrapped.record(), returns_of(seen)
+    judged = [(a, i["shaping/judge"]) for a, *_, i in seen if "shaping/judge" in i]
+    # agent_2 in round 1 (1 > 0), then round 2: agent_0 (1 = 2), agent_1 (2 > 0), agent_2 (1 > 0)
+    assert judged == [("agent_2", 0.0), ("agent_0", 1.0), ("agent_1", 0.0), ("agent_2", 0.0)]
+    read = episode_rewards(json.loads(json.dumps(record)), {"shaping": shaping})
+    assert read is not None and read.total == pytest.approx(paid)
 
 
 def test_rewards_of_other_records():

@@ -12,7 +12,8 @@ from llm_envs import debate
 from llm_envs.debate import DebateQuestion
 from llm_envs.debate.protocol import TAGS, ParseError, contract_score, format_response
 from llm_envs.debate.protocol import parse_response as parse
-from llm_envs.wrappers import DebateShaping, WinRateReward, shaping_reward
+from llm_envs.wrappers import DebateShaping, WinRateReward, judge_score, shaping_reward
+from llm_envs.wrappers.shaping import visible_correctness
 
 GOOD = format_response(solution="4", evaluation="N/A", consensus=False, consensus_reason="r")
 
@@ -172,3 +173,120 @@ def test_shaping_wraps_only_a_debate() -> None:
     with pytest.raises(TypeError, match="not a debate"):
         DebateShaping(expert_iteration.env())
     assert isinstance(DebateShaping(WinRateReward(debate.raw_env())), DebateShaping)
+
+
+# ----------------------------------------------------------------------- judge
+
+
+@pytest.mark.parametrize(
+    ("comparisons", "correct", "score"),
+    [
+        ([(0, ">", 1)], {0: True, 1: False}, 1.0),
+        ([(1, ">", 0)], {0: True, 1: False}, 0.0),  # the wrong one above the right one
+        ([(0, "=", 1)], {0: True, 1: False}, 0.0),
+        ([(0, "=", 1)], {0: False, 1: False}, 1.0),  # two wrong answers are equally good
+        ([(0, ">", 1)], {0: True, 1: True}, 0.0),  # two right ones are not
+        ([(0, ">", 1), (0, ">", 2), (1, "=", 2)], {0: True, 1: False, 2: False}, 1.0),
+        ([(0, ">", 1), (2, ">", 1)], {0: True, 1: False, 2: False}, 0.5),
+        ([(0, ">", 3)], {0: True, 1: False}, 0.0),  # agent 3 had not answered: agrees with nothing
+        ([], {0: True, 1: False}, 0.0),  # N/A with two answers to compare
+        ([], {0: True}, None),  # one answer: nothing to judge
+        ([(0, ">", 1)], {}, None),
+    ],
+)
+def test_judge_score_table(comparisons, correct, score) -> None:
+    assert judge_score(comparisons, correct) == score
+
+
+_VERDICTS = st.dictionaries(st.integers(0, 5), st.booleans(), max_size=6)
+
+
+@st.composite
+def _votes_on(draw: st.DrawFn) -> tuple[list[tuple[int, str, int]], dict[int, bool]]:
+    correct = draw(_VERDICTS)
+    agents = st.integers(0, 6)
+    votes = draw(
+        st.lists(st.tuples(agents, st.sampled_from([">", "="]), agents), max_size=8).map(
+            lambda vs: [(a, op, b) for a, op, b in vs if a != b]
+        )
+    )
+    return votes, correct
+
+
+@given(_votes_on(), st.permutations(range(7)))
+def test_judge_score_ignores_the_agents_names(case, permutation) -> None:
+    votes, correct = case
+    rename = dict(enumerate(permutation))
+    renamed_votes = [(rename[a], op, rename[b]) for a, op, b in votes]
+    renamed = {rename[a]: ok for a, ok in correct.items()}
+    assert judge_score(renamed_votes, renamed) == judge_score(votes, correct)
+
+
+@given(_votes_on())
+def test_judge_score_is_a_share_or_none(case) -> None:
+    votes, correct = case
+    score = judge_score(votes, correct)
+    assert (score is None) == (len(correct) < 2)
+    assert score is None or 0.0 <= score <= 1.0
+
+
+@given(_VERDICTS.filter(lambda c: len(c) >= 2), st.data())
+def test_a_referees_votes_score_one_and_turning_one_around_scores_less(correct, data) -> None:
+    # The referee ranks every right answer above every wrong one, ties the rest.
+    agents = sorted(correct)
+    votes = [
+        (a, "=", b) if correct[a] == correct[b] else ((a, ">", b) if correct[a] else (b, ">", a))
+        for i, a in enumerate(agents)
+        for b in agents[i + 1 :]
+    ]
+    assert judge_score(votes, correct) == 1.0
+    strict = [k for k, (_, op, _) in enumerate(votes) if op == ">"]
+    if strict:
+        k = data.draw(st.sampled_from(strict))
+        a, _, b = votes[k]
+        flipped = [*votes[:k], (b, ">", a), *votes[k + 1 :]]
+        assert judge_score(flipped, correct) == pytest.approx(1 - 1 / len(votes))
+
+
+def test_visible_correctness_keeps_each_other_agents_latest_answer() -> None:
+    turns = [(0, True), (1, False), (2, True), (0, False), (1, True)]
+    assert visible_correctness(turns, voter=2) == {0: False, 1: True}
+    assert visible_correctness(turns[:1], voter=0) == {}
+
+
+def _judged(answers: list[str], **kwargs: object) -> dict[str, dict]:
+    shaping = {"contract": 0.0, "correct": 0.0, "judge": 1.0}
+    env = _debate(shaping=shaping, **kwargs)
+    return _play(env, answers)[1]
+
+
+def test_judge_pays_a_vote_that_agrees_with_the_reference() -> None:
+    right = _judged([_answer("4"), _answer("5"), _answer("4", "Agent 0 > Agent 1")])
+    wrong = _judged([_answer("4"), _answer("5"), _answer("4", "Agent 1 > Agent 0")])
+    silent = _judged([_answer("4"), _answer("5"), _answer("4")])
+    assert right["agent_2"]["shaping/judge"] == 1.0 == right["agent_2"]["shaping/reward"]
+    assert wrong["agent_2"]["shaping/judge"] == 0.0 == silent["agent_2"]["shaping/judge"]
+    # agent_0 saw no answer and agent_1 one: nothing to judge, no term at all
+    assert "shaping/judge" not in right["agent_0"] and "shaping/judge" not in right["agent_1"]
+    assert right["agent_1"]["shaping/reward"] == 0.0
+
+
+def test_judge_reads_a_masked_answer_as_wrong() -> None:
+    infos = _judged(
+        [_answer("5"), "prose", _answer("4", "Agent 0 = Agent 1")], on_parse_error="mask"
+    )
+    assert infos["agent_2"]["shaping/judge"] == 1.0  # both wrong: a tie agrees
+
+
+def test_judge_reads_each_agents_latest_answer() -> None:
+    # Round 1: agent_1 is wrong. Round 2: agent_1 corrects itself before agent_2 votes.
+    env = debate.env(
+        num_agents=3,
+        max_rounds=2,
+        questions=[DebateQuestion("What is 2 + 2?", answer="4")],
+        shaping={"judge": 1.0},
+    )
+    answers = [_answer("4"), _answer("5"), _answer("4", "Agent 0 > Agent 1")]
+    answers += [_answer("4"), _answer("4"), _answer("4", "Agent 0 = Agent 1")]
+    _, infos = _play(env, answers)
+    assert infos["agent_2"]["shaping/judge"] == 1.0
