@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         grpo_config_kwargs,
         main,
     )
+    from baselines.grpo.sampling import use_servers
 
 __all__ = [
     "DebateRollout",
@@ -48,6 +49,7 @@ __all__ = [
     "grpo_config_kwargs",
     "main",
     "trainer_policy",
+    "use_servers",
 ]
 
 __getattr__, __dir__ = lazy_attributes(
@@ -66,5 +68,6 @@ __getattr__, __dir__ = lazy_attributes(
         "grpo_config_kwargs": ".run",
         "main": ".run",
         "trainer_policy": ".adapters",
+        "use_servers": ".sampling",
     },
 )

@@ -9,6 +9,7 @@ that text. Values are checked at construction (types and bounds by
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -20,6 +21,8 @@ from baselines.config import (
     RunConfig,
     UnitFraction,
 )
+from baselines.policies.server_pool import Routing, split_urls
+from baselines.policies.server_weights import WeightTransfer
 
 __all__ = ["DeviceName", "EnvName", "GRPORunConfig", "LossType", "Switch", "TaskName"]
 
@@ -76,10 +79,30 @@ class GRPORunConfig(RunConfig):
             group's or batch's standard deviation.
         beta: KL coefficient against the initial model; 0 loads no reference model.
         vllm: sample through TRL's colocated vLLM engine: ``auto`` (on a GPU
-            when vLLM is installed), ``on`` or ``off``.
+            when vLLM is installed, unless ``sampler_url`` is set), ``on`` or ``off``.
         vllm_gpu_memory_utilization: the GPU memory share of TRL's vLLM engine.
         vllm_max_model_length: the longest prompt plus multi-turn completion the
             vLLM engine must hold.
+        sampler_url: sample the rollouts from OpenAI-compatible ``vllm serve``
+            servers instead of the trainer's own model or TRL's vLLM engine: the
+            base URL of one, e.g. ``http://10.0.0.2:8000/v1``, or several separated
+            by commas (each process spreads its requests over its share of them,
+            as the importance-sampling trainer does: with ``P`` processes, process
+            ``i`` gets URLs ``i, i + P, ...``). None samples locally.
+        sampler_routing: with several servers for one process: ``round_robin``
+            (request after request, server after server) or ``least_loaded`` (the
+            server with the fewest of this process's requests in flight).
+        sampler_weight_transfer: with ``sampler_url``: how the trained weights
+            reach the servers before the first rollout after each optimizer step
+            (LoRA merged, shards gathered): ``folder`` (written once into
+            ``sampler_weights_dir`` and reloaded by every server; without a folder
+            the servers keep their weights) or ``nccl`` (vLLM's weight-transfer
+            API, GPU to GPU; CUDA only, servers started with
+            ``--weight-transfer-config '{"backend": "nccl"}'``).
+        sampler_weights_dir: with ``sampler_url``: a folder the trainer and the
+            servers all see, for the ``folder`` transfer; the servers must run with
+            ``VLLM_SERVER_DEV_MODE=1``. None leaves the servers' weights alone
+            (off-policy sampling: the servers keep the initial model).
         save_model: save the trained model and tokenizer in ``output_dir`` at the
             end. TRL saves no checkpoints here: a run started again starts afresh,
             its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` too.
@@ -102,6 +125,10 @@ class GRPORunConfig(RunConfig):
     vllm: Switch = "auto"
     vllm_gpu_memory_utilization: UnitFraction = 0.3
     vllm_max_model_length: PositiveInt = 8192
+    sampler_url: str | None = None
+    sampler_routing: Routing = "round_robin"
+    sampler_weight_transfer: WeightTransfer = "folder"
+    sampler_weights_dir: str | None = None
     save_model: bool = True
 
     def _check_rules(self) -> None:
@@ -117,3 +144,44 @@ class GRPORunConfig(RunConfig):
                 f"env_kwargs must not set {owned}: the questions or problems come from "
                 f"task (and task_kwargs); got env_kwargs={self.env_kwargs!r}"
             )
+        self._check_servers()
+
+    def _check_servers(self) -> None:
+        if self.sampler_url is None:
+            for name, value, unset in (
+                ("sampler_weights_dir", self.sampler_weights_dir, None),
+                ("sampler_weight_transfer", self.sampler_weight_transfer, "folder"),
+            ):
+                if value != unset:
+                    raise ValueError(
+                        f"{name}={value!r} is for sampling from servers: set sampler_url too "
+                        "(e.g. http://127.0.0.1:8000/v1), or drop it"
+                    )
+            return
+        try:
+            urls = split_urls(self.sampler_url)
+        except ValueError as exc:
+            raise ValueError(f"sampler_url: {exc}") from None
+        for url in urls:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"sampler_url must be http(s) base URLs separated by commas, e.g. "
+                    f"http://127.0.0.1:8000/v1, got {url!r} in {self.sampler_url!r}"
+                )
+        if self.vllm == "on":
+            raise ValueError(
+                "vllm='on' starts TRL's own vLLM engine, but sampler_url samples from servers "
+                f"({self.sampler_url!r}); drop sampler_url, or set vllm='off' (or 'auto')"
+            )
+        if self.sampler_weight_transfer == "nccl":
+            if self.sampler_weights_dir is not None:
+                raise ValueError(
+                    "sampler_weights_dir is for sampler_weight_transfer='folder'; with 'nccl' "
+                    "the weights go GPU to GPU: drop sampler_weights_dir"
+                )
+            if self.device == "cpu":
+                raise ValueError(
+                    "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
+                    "sampler_weight_transfer='folder' with sampler_weights_dir"
+                )

@@ -27,7 +27,11 @@ The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
   ``python -m baselines.report`` turns into plots and a transcript viewer;
 * with ``lora_r > 0``: a ``peft.LoraConfig`` as the trainer's ``peft_config``
   (TRL wraps the model and, with vLLM, merges the adapter into the engine's
-  weights).
+  weights);
+* with ``sampler_url``: no TRL vLLM; the rollouts sample from those
+  ``vllm serve`` servers (:func:`~baselines.grpo.sampling.use_servers`), which
+  get the trained weights (LoRA merged, shards gathered) before the first
+  rollout after each optimizer step, through ``sampler_weights_dir`` or NCCL.
 
 See ``docs/trl_grpo.md`` for what maps to what and when to use the
 importance-sampling trainer instead.
@@ -38,6 +42,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,7 @@ from baselines.grpo.adapters import (
     expert_iteration_rollout,
 )
 from baselines.grpo.config import GRPORunConfig
+from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory
 from baselines.training.lora import lora_config, require_peft
@@ -117,7 +123,9 @@ def build_rollout(cfg: GRPORunConfig) -> EnvRollout:
 
 def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -> dict[str, Any]:
     """The ``trl.GRPOConfig`` arguments of a run on CPU or GPU (see the module docstring)."""
-    if cfg.vllm == "auto":
+    if cfg.sampler_url:
+        use_vllm = False  # the servers sample (the config refuses vllm='on' with them)
+    elif cfg.vllm == "auto":
         use_vllm = gpu and importlib.util.find_spec("vllm") is not None
     else:
         use_vllm = cfg.vllm == "on"
@@ -189,7 +197,9 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
             ``cfg`` (a rollout you pass keeps its own ``save_episodes``).
 
     The output folder's ``metrics.jsonl`` and ``episodes/step_*.jsonl`` of an
-    earlier run are removed, so its report shows this run only.
+    earlier run are removed, so its report shows this run only. With
+    ``cfg.sampler_url`` the trainer samples from those servers
+    (:func:`~baselines.grpo.sampling.use_servers`).
     """
     require_peft(cfg.lora_r)  # a missing package fails before any work
     require_tracker(cfg.report_to)
@@ -208,7 +218,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
     tokenizer = AutoTokenizer.from_pretrained(path)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
         reward_funcs=[env_reward],
@@ -218,6 +228,16 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
         callbacks=[_metrics_callback(run_dir)],
         peft_config=lora_config(cfg) if cfg.lora_r > 0 else None,
     )
+    if cfg.sampler_url:
+        if cfg.sampler_weight_transfer == "folder" and cfg.sampler_weights_dir is None:
+            warnings.warn(
+                f"the servers at sampler_url={cfg.sampler_url!r} keep their weights: sampling "
+                "drifts off-policy as training goes on; set sampler_weights_dir (a folder they "
+                "read, servers with VLLM_SERVER_DEV_MODE=1) to push every step's weights",
+                stacklevel=2,
+            )
+        use_servers(trainer, cfg, model_path=path)
+    return trainer
 
 
 def main(

@@ -1,7 +1,8 @@
 """The sampler of a TRL rollout: the trainer's current weights, and a record of what it saw.
 
 :func:`trainer_policy` samples with ``trl.GRPOTrainer``'s current weights
-(TRL's colocated vLLM engine, or ``generate`` on the unwrapped model); the
+(TRL's colocated vLLM engine, ``generate`` on the unwrapped model, or
+``vllm serve`` processes that :func:`use_servers` keeps in sync); the
 rollout functions of :mod:`baselines.grpo.adapters` wrap it in a recorder that
 keeps each turn's chat and text for the completion assembler.
 """
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from baselines.grpo.config import GRPORunConfig
 from baselines.policies.base import (
     ChatRenderer,
     Completion,
@@ -21,10 +23,106 @@ from baselines.policies.base import (
     SamplingParams,
     StopReason,
 )
+from baselines.policies.build import TrainerSampler, build_sampler
 from baselines.policies.vllm_policy import VLLMPolicy
+from baselines.training.weights import gather_full_state, is_sharded
 from baselines.types import Tokens
 
-__all__ = ["RecordingPolicy", "SeenTurn", "trainer_policy"]
+__all__ = [
+    "RecordingPolicy",
+    "SeenTurn",
+    "ServerSampling",
+    "trainer_policy",
+    "use_servers",
+]
+
+_SERVERS = "llm_envs_servers"
+"""The trainer attribute that holds its :class:`ServerSampling` (set by :func:`use_servers`)."""
+
+
+class ServerSampling:
+    """A trainer's ``vllm serve`` sampler, and the optimizer step whose weights it holds.
+
+    Built by :func:`use_servers`. TRL samples before each optimizer step, and may
+    call the rollout function several times per step (several generation
+    batches, evaluation): :meth:`policy` pushes the weights only when
+    ``trainer.state.global_step`` moved since the last push, so the servers get
+    each step's weights once, before the first rollout that needs them.
+
+    Attributes:
+        sampler: the policy over this process's servers and its weight push
+            (:func:`baselines.policies.build.build_sampler`); ``refresh`` is None
+            when the servers keep their weights (no ``sampler_weights_dir``).
+        pushed_step: the optimizer step whose weights the servers hold (0: the
+            initial model they were started with).
+        pushes: weight pushes so far.
+    """
+
+    def __init__(self, sampler: TrainerSampler) -> None:
+        self.sampler = sampler
+        self.pushed_step = 0
+        self.pushes = 0
+
+    def policy(self, trainer: Any) -> Policy:
+        """The servers' policy, after pushing the trainer's weights if a step was taken since."""
+        step = int(trainer.state.global_step)
+        if step != self.pushed_step and self.sampler.refresh is not None:
+            # Every process gets here at the same step: gathering shards is collective.
+            weights = gather_full_state(
+                trainer.accelerator, trainer.model_wrapped, everywhere=self.sampler.every_process
+            )
+            if weights is not None:
+                self.sampler.refresh(weights)
+            self.pushes += 1
+        self.pushed_step = step
+        return self.sampler.policy
+
+
+def use_servers(trainer: Any, settings: GRPORunConfig, *, model_path: str) -> ServerSampling:
+    """Make :func:`trainer_policy` sample ``trainer``'s rollouts from ``vllm serve`` servers.
+
+    The servers, routing and weight transfer come from ``settings``
+    (``sampler_url``, ``sampler_routing``, ``sampler_weight_transfer``,
+    ``sampler_weights_dir``), through the importance-sampling trainer's
+    :func:`~baselines.policies.build.build_sampler`: this process's share of the
+    URLs, one :class:`~baselines.policies.OpenAIPolicy` each (the served model
+    name asked from the server, else ``model_path``), a
+    :class:`~baselines.policies.server_pool.ServerPool` over several.
+
+    Args:
+        trainer: a ``trl.GRPOTrainer`` with ``use_vllm=False``.
+        settings: the run's config; its ``sampler_*`` fields are read.
+        model_path: the checkpoint the servers and the trainer started from.
+
+    Raises:
+        ValueError: ``settings.sampler_url`` is empty, or the trainer runs TRL's vLLM.
+    """
+    if not settings.sampler_url:
+        raise ValueError("use_servers needs sampler_url (the servers' /v1 base URLs)")
+    if getattr(trainer, "use_vllm", False):
+        raise ValueError(
+            "this trainer samples with TRL's own vLLM engine (use_vllm=True); servers at "
+            f"sampler_url={settings.sampler_url!r} replace it: build it with use_vllm=False"
+        )
+    acc = trainer.accelerator
+    model = acc.unwrap_model(trainer.model)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT
+    sampler = build_sampler(
+        "openai",
+        model=base,
+        tokenizer=trainer.processing_class,
+        model_path=model_path,
+        cuda=acc.device.type == "cuda",
+        seed=0,  # each request carries its own seed
+        process_index=acc.process_index,
+        max_model_len=0,  # for in-process engines only
+        config=settings,
+        sharded=is_sharded(acc),
+        num_processes=acc.num_processes,
+    )
+    servers = ServerSampling(sampler)
+    setattr(trainer, _SERVERS, servers)
+    return servers
 
 
 @contextlib.contextmanager
@@ -39,6 +137,9 @@ def trainer_policy(trainer: Any, *, batch_size: int = 32) -> Iterator[Policy]:
       (``trainer.vllm_generation.llm``), whose weights TRL syncs before it calls
       the rollout function, sampled through :class:`~baselines.policies.VLLMPolicy`'s
       request logic (processed logprobs, stop strings, token prompts).
+    * After :func:`use_servers`: the ``vllm serve`` servers of ``sampler_url``
+      (:meth:`ServerSampling.policy`: the trainer's weights pushed to them once
+      after each optimizer step).
     * ``vllm_mode="server"``: not supported (TRL's server speaks its own
       protocol); an error says so.
 
@@ -46,14 +147,18 @@ def trainer_policy(trainer: Any, *, batch_size: int = 32) -> Iterator[Policy]:
         trainer: a ``trl.GRPOTrainer``.
         batch_size: rows per ``generate`` call of the transformers sampler.
     """
+    servers = getattr(trainer, _SERVERS, None)
+    if servers is not None:
+        yield servers.policy(trainer)
+        return
     tokenizer = trainer.processing_class
     if getattr(trainer, "use_vllm", False):
         if trainer.vllm_mode != "colocate":
             raise ValueError(
                 f"the llm_envs rollout functions sample with vllm_mode='colocate' only, got "
                 f"{trainer.vllm_mode!r}: TRL's vLLM server speaks its own protocol. Use "
-                "vllm_mode='colocate', or pass policy=OpenAIPolicy(...) against a `vllm serve` "
-                "endpoint whose weights you refresh yourself"
+                "vllm_mode='colocate', or use_vllm=False with `vllm serve` servers at "
+                "sampler_url (use_servers), which get the new weights after every step"
             )
         if getattr(trainer.args, "vllm_enable_sleep_mode", False):
             raise ValueError(

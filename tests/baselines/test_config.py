@@ -382,14 +382,19 @@ def _strategy(hint: Any, optional_text: bool = False) -> st.SearchStrategy[Any]:
 
 def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
     """Repair what the cross-field rules forbid (a few rules, so no draw is thrown away)."""
+    if "loss_type" in values:  # GRPO: no `sampler` field; a sampler_url turns servers on
+        if values["sampler_url"] is not None:
+            values["sampler_url"] = "http://127.0.0.1:8000/v1"
+            values["vllm"] = "off" if values["vllm"] == "on" else values["vllm"]
+        servers = values["sampler_url"] is not None
+    else:
+        servers = values.get("sampler") == "openai"
     if values.get("sampler") == "openai" and not values["sampler_url"]:
         values["sampler_url"] = "http://127.0.0.1:8000/v1"
-    if values.get("sampler_weights_dir") is not None and values["sampler"] != "openai":
+    if values.get("sampler_weights_dir") is not None and not servers:
         values["sampler_weights_dir"] = None
     if values.get("sampler_weight_transfer") == "nccl" and (
-        values["sampler"] != "openai"
-        or values["sampler_weights_dir"] is not None
-        or values["device"] == "cpu"
+        not servers or values["sampler_weights_dir"] is not None or values["device"] == "cpu"
     ):
         values["sampler_weight_transfer"] = "folder"
     if "strategy_mix" in values and sum(values["strategy_mix"].values()) < 1:
