@@ -78,12 +78,14 @@ from baselines.training.lora import add_lora, is_lora, require_peft
 from baselines.training.losses import LossFn, get_loss, kl_sample_train, per_strategy_metrics
 from baselines.training.run import (
     TrainingRun,
+    accumulating,
     command_line,
     limit_threads,
+    make_accelerator,
     say,
     seed_everything,
 )
-from baselines.training.trackers import make_trackers, require_tracker
+from baselines.training.trackers import require_tracker
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 from baselines.training.weights import gather_full_state, is_sharded
 from baselines.types import Datum, TrajectoryGroup
@@ -126,20 +128,14 @@ class ISTrainer(TrainingRun):
     """
 
     def __init__(self, config: ISTrainerConfig) -> None:
-        # accelerate ships no type information (no py.typed).
-        from accelerate import Accelerator  # type: ignore[import-untyped]
-
         self.config = config
         require_peft(config.lora_r)  # a missing package fails before any work
         require_tracker(config.report_to)
         limit_threads(config.num_threads)  # before any engine or thread pool starts
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
         bf16 = config.precision == "bf16" or (config.precision == "auto" and cuda)
-        self.accelerator = Accelerator(
-            cpu=not cuda,
-            mixed_precision="bf16" if bf16 else "no",
-            log_with=make_trackers(config.report_to, config.output_dir, config.project) or None,
-            project_dir=config.output_dir,
+        self.accelerator = make_accelerator(
+            config, cuda=cuda, mixed_precision="bf16" if bf16 else "no"
         )
         acc = self.accelerator
         self.rank, self.world = acc.process_index, acc.num_processes
@@ -384,7 +380,7 @@ class ISTrainer(TrainingRun):
         local_logprobs: dict[int, np.ndarray] = {}
         for m in range(num_micro):
             # Gradients are all-reduced once, in the last backward of the step.
-            with contextlib.nullcontext() if m == num_micro - 1 else acc.no_sync(self.model):
+            with accumulating(acc, self.model, last=m == num_micro - 1):
                 if m >= len(mine):
                     self._dummy_backward()
                     continue

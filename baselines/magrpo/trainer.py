@@ -27,6 +27,11 @@ adapter's parameters, and its sampler switching its adapter on. One iteration:
    of each of the first trees, and the evaluation episodes, for
    ``python -m baselines.report OUTPUT_DIR``.
 
+Under ``accelerate launch`` (a DDP or FSDP config) every process grows its
+share of the trees and gradients are averaged across processes, so each step
+is the one a single process would take on all the trees
+(:mod:`baselines.magrpo.processes`).
+
 A trainer never parses the env's text: rewards and their breakdown come from
 the env's infos.
 """
@@ -35,23 +40,26 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from baselines.data.datums import trajectory_to_data
 from baselines.magrpo.config import MAGRPOConfig
 from baselines.magrpo.credit import NodeCredit, iter_credit, tree_credit
+from baselines.magrpo.passes import PassSettings, agent_passes
+from baselines.magrpo.processes import AgentProcesses
 from baselines.magrpo.tree import (
     TreeNode,
     credit_node,
     grow_trees,
     iter_nodes,
+    merge_tree_values,
     path_record,
-    tree_metrics,
+    summarize_tree_values,
+    tree_metric_values,
 )
 from baselines.models import resolve_model
 from baselines.policies.base import Completion, Policy, SamplingParams
@@ -59,15 +67,11 @@ from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     latest_checkpoint,
+    load_checkpoint,
     writing_checkpoint,
 )
-from baselines.training.forward import (
-    forward_logprobs,
-    shared_prompt_logprobs,
-    split_microbatches,
-    split_prompt_groups,
-    supports_logits_to_keep,
-)
+from baselines.training.checkpoints import save_checkpoint as save_accelerate_state
+from baselines.training.forward import supports_logits_to_keep
 from baselines.training.lora import (
     AdapterPolicy,
     adapter_parameters,
@@ -77,19 +81,19 @@ from baselines.training.lora import (
     save_adapter,
 )
 from baselines.training.losses import reinforce_loss
-from baselines.training.run import TrainingRun, command_line, limit_threads, seed_everything
-from baselines.training.trackers import make_trackers, require_tracker
-from baselines.types import Datum, Trajectory, Transition
+from baselines.training.run import (
+    TrainingRun,
+    accumulating,
+    command_line,
+    limit_threads,
+    make_accelerator,
+    seed_everything,
+)
+from baselines.training.trackers import require_tracker
 from llm_envs.code_collab import CodeCollabEnv, load_problems
 from llm_envs.tasks import CodeProblem
 
 __all__ = ["MAGRPOConfig", "MAGRPOTrainer", "main", "train"]
-
-
-def _datum(completion: Completion, advantage: float) -> Datum | None:
-    transition = Transition(completion.prompt_tokens, completion.tokens, completion.logprobs)
-    data = trajectory_to_data(Trajectory((transition,)), advantage)
-    return data[0] if data else None
 
 
 class MAGRPOTrainer(TrainingRun):
@@ -107,8 +111,10 @@ class MAGRPOTrainer(TrainingRun):
         tokenizer: the tokenizer (default: ``config.model``'s).
         samplers: a policy per agent (default: a
             :class:`~baselines.policies.TransformersPolicy` on the agent's model,
-            which always samples with the current weights). A custom sampler must
-            return the completion's prompt tokens as the agent's model reads them.
+            which always samples with the current weights; under FSDP, a copy of
+            it refreshed after every step). A custom sampler must return the
+            completion's prompt tokens as the agent's model reads them; under FSDP
+            none can be given.
         problems: the problems to train and evaluate on, overriding ``config.dataset``.
     """
 
@@ -121,30 +127,33 @@ class MAGRPOTrainer(TrainingRun):
         samplers: Mapping[str, Policy] | None = None,
         problems: Sequence[CodeProblem] | None = None,
     ) -> None:
-        # accelerate ships no type information (no py.typed).
-        from accelerate import Accelerator  # type: ignore[import-untyped]
-
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
         require_peft(config.lora_r)  # a missing package fails before any work
         require_tracker(config.report_to)
         limit_threads(config.num_threads)
-        seed_everything(config.seed)
+        seed_everything(config.seed)  # the same on every process: adapters start alike
         cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-        self.device = torch.device("cuda" if cuda else "cpu")
         self.autocast = cuda and config.precision in ("auto", "bf16")
         if config.precision == "bf16" and not cuda:
             raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
+        # The experiment trackers (report_to) and the launched processes are accelerate's;
+        # the models stay plain torch unless FSDP shards them.
+        self.accelerator = make_accelerator(config, cuda=cuda)
+        self.processes = AgentProcesses(self.accelerator, lora=config.lora_r > 0)
+        self.sharded = self.processes.layout == "sharded"
+        if self.sharded and samplers is not None:
+            raise ValueError(
+                "samplers= cannot be given under FSDP: each agent samples with a whole copy of "
+                "its model, which the trainer refreshes from the shards; launch with "
+                "configs/accelerate/ddp.yaml to sample with your own policies"
+            )
+        self.processes.check_share(config.problems_per_iteration)
+        self.device = self.processes.device
         self.output_dir = Path(config.output_dir)
-        self.run_dir = RunDirectory(self.output_dir)
+        self.run_dir = RunDirectory(self.output_dir, writer=self.processes.writer)
         self.run_dir.create()  # an output folder that cannot be made fails before any work
-        # The experiment trackers (report_to) are accelerate's; the models stay plain torch.
-        self.accelerator = Accelerator(
-            cpu=not cuda,
-            log_with=make_trackers(config.report_to, config.output_dir, config.project) or None,
-            project_dir=config.output_dir,
-        )
 
         self._split_problems(
             tuple(problems) if problems is not None else load_problems(config.dataset)
@@ -153,49 +162,75 @@ class MAGRPOTrainer(TrainingRun):
 
         checkpoint = latest_checkpoint(self.output_dir)
         self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
+        if checkpoint is not None:
+            self.processes.check_checkpoint(checkpoint)
+        own_folders = None if self.sharded else checkpoint  # FSDP: accelerate's state, below
         self.shared = config.lora_r > 0  # one base model, an adapter per agent
         if self.shared:
-            models = self._load_shared_model(models, tokenizer, checkpoint)
+            models = self._load_shared_model(models, tokenizer, own_folders)
         else:
-            models = self._load_models(models, tokenizer, checkpoint)
-        self.models = {agent: models[agent].to(self.device) for agent in self.agents}
-        for model in self.models.values():
+            models = self._load_models(models, tokenizer, own_folders)
+        models = {agent: models[agent].to(self.device) for agent in self.agents}
+        for model in models.values():
             model.train()
-        self.optimizers = {
+        optimizers = {
             agent: torch.optim.AdamW(
                 adapter_parameters(model, agent) if self.shared else model.parameters(),
                 lr=config.learning_rate,
                 weight_decay=config.weight_decay,
             )
-            for agent, model in self.models.items()
+            for agent, model in models.items()
         }
-        if checkpoint is not None:
-            for agent, optimizer in self.optimizers.items():
+        if own_folders is not None:
+            for agent, optimizer in optimizers.items():
                 optimizer.load_state_dict(
-                    torch.load(checkpoint / agent / "optimizer.pt", map_location=self.device)
+                    torch.load(own_folders / agent / "optimizer.pt", map_location=self.device)
                 )
-        self.samplers: dict[str, Policy] = (
-            dict(samplers)
-            if samplers is not None
-            else {
-                agent: TransformersPolicy(model, self.tokenizer)
-                for agent, model in self.models.items()
-            }
-        )
-        if self.shared:  # each agent samples with its own adapter switched on
-            self.samplers = {
-                agent: AdapterPolicy(policy, self.models[agent], agent)
-                for agent, policy in self.samplers.items()
-            }
-        pad = self.tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else 0)
         self.actions_only = (
             self.base_actions_only
             if self.shared
-            else all(supports_logits_to_keep(m) for m in self.models.values())
+            else all(supports_logits_to_keep(m) for m in models.values())
+        )
+        # Sharded: a whole copy per agent, made before FSDP shards the model, refreshed
+        # from the gathered shards after each of the agent's steps (_refresh).
+        self._copies: dict[str, TransformersPolicy] = {}
+        if samplers is None:
+            policies = {
+                agent: TransformersPolicy(self.processes.sampling_model(model), self.tokenizer)
+                for agent, model in models.items()
+            }
+            self._copies = policies if self.sharded else {}
+            samplers = policies
+        self.samplers: dict[str, Policy] = dict(samplers)
+        if self.shared:  # each agent samples with its own adapter switched on
+            self.samplers = {
+                agent: AdapterPolicy(policy, models[agent], agent)
+                for agent, policy in self.samplers.items()
+            }
+        self.models, self.optimizers = self.processes.prepare(models, optimizers)
+        if self.sharded and checkpoint is not None:
+            load_checkpoint(self.accelerator, checkpoint)
+            for agent in self.agents:
+                self._refresh(agent)
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else 0)
+        self.pass_settings = PassSettings(
+            device=self.device,
+            # Under FSDP every process must run the same forward passes: one row each.
+            share_prompts=config.share_prompts and not self.sharded,
+            max_tokens_per_microbatch=config.max_tokens_per_microbatch,
+            temperature=config.temperature,
+            pad_token_id=self.pad_token_id,
+            actions_only=self.actions_only,
         )
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
+        if self.processes.layout != "single" and self.processes.writer:
+            print(
+                f"magrpo: agents {self.agents} on {self.processes.world} x {self.device} "
+                f"({self.processes.layout}), starting at iteration {self.start_iteration}",
+                flush=True,
+            )
 
     # ------------------------------------------------------------------ setup
 
@@ -285,12 +320,39 @@ class MAGRPOTrainer(TrainingRun):
         """Write episode records to ``OUTPUT_DIR/episodes/{name}.jsonl`` (for the report)."""
         return self.run_dir.write_episodes(name, records)
 
+    def _write_records(
+        self, name: str, records: Sequence[tuple[int, Mapping[str, Any]]]
+    ) -> Path | None:
+        """Every process's ``(problem index, record)`` pairs, written in problem order."""
+        gathered = sorted(self.processes.gather(list(records)), key=lambda pair: pair[0])
+        return self.write_episodes(name, [record for _, record in gathered])
+
     def save_checkpoint(self, iteration: int) -> None:
-        """Save every agent's model, tokenizer and optimizer after ``iteration`` iterations."""
+        """Save every agent's model, tokenizer and optimizer after ``iteration`` iterations.
+
+        One process or DDP: a folder per agent, written by the main process. FSDP:
+        ``accelerate``'s sharded state of every agent's model and optimizer (in
+        agent order), written by every process.
+        """
+        if self.sharded:
+            save_accelerate_state(
+                self.accelerator,
+                self.models[self.agents[0]],  # the agents share the architecture in config.json
+                self.output_dir,
+                iteration,
+                self.tokenizer,
+                keep=self.config.keep_checkpoints,
+            )
+            return
+        writer = self.processes.writer
         with writing_checkpoint(
-            self.output_dir, iteration, keep=self.config.keep_checkpoints
+            self.output_dir,
+            iteration,
+            keep=self.config.keep_checkpoints,
+            writer=writer,
+            barrier=self.accelerator.wait_for_everyone,
         ) as folder:
-            for agent in self.models:
+            for agent in self.models if writer else ():
                 self._save_model(agent, folder / agent)
                 torch.save(self.optimizers[agent].state_dict(), folder / agent / "optimizer.pt")
 
@@ -326,16 +388,21 @@ class MAGRPOTrainer(TrainingRun):
         return int(np.random.SeedSequence([self.config.seed, *parts]).generate_state(1)[0])
 
     def sample_trees(self, iteration: int) -> tuple[list[TreeNode], list[NodeCredit]]:
-        """Grow this iteration's trees and assign their credit."""
+        """Grow this process's share of the iteration's trees and assign their credit.
+
+        With several processes, process ``r`` of ``P`` grows the trees of the
+        iteration's problems ``r, r + P, ...``.
+        """
         config = self.config
         params = SamplingParams(
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             top_p=config.top_p,
-            seed=self._seed(0, iteration),
+            seed=self._seed(0, iteration, *self.processes.seed_key),
         )
+        mine = self.processes.share(self.iteration_problems(iteration))
         trees = grow_trees(
-            self._roots(self.iteration_problems(iteration)),
+            self._roots([problem for _, problem in mine]),
             self.samplers,
             params,
             group_size=config.group_size,
@@ -367,109 +434,104 @@ class MAGRPOTrainer(TrainingRun):
     def optimize(
         self, examples: Mapping[str, Sequence[tuple[Completion, float]]]
     ) -> dict[str, float]:
-        """One optimizer step per agent on ``-mean(A * sum of completion logprobs)``."""
-        config = self.config
+        """One optimizer step per agent on ``-mean(A * sum of completion logprobs)``.
+
+        ``examples`` are this process's completions; the mean is over every
+        process's (see :mod:`baselines.magrpo.processes`).
+        """
         metrics: dict[str, float] = {}
-        for agent, items in examples.items():
-            model, optimizer = self.models[agent], self.optimizers[agent]
+        # A completion with A = 0 adds exactly nothing to the gradient; it still
+        # counts in the mean, so the loss scale does not depend on skipping it.
+        trained = {
+            agent: [(c, a) for c, a in items if a != 0.0 and c.tokens]
+            for agent, items in examples.items()
+        }
+        local = [
+            value
+            for agent, items in examples.items()
+            for value in (
+                len(items),
+                len(trained[agent]),
+                sum(abs(a) for _, a in items),
+                sum(len(c.tokens) for c, _ in items),
+            )
+        ]
+        totals = iter(self.processes.sum(local))  # every process's completions
+        for agent in examples:
             name = f"optim/{agent}"
-            num_completions = len(items)
-            # A completion with A = 0 adds exactly nothing to the gradient; it still
-            # counts in the mean, so the loss scale does not depend on skipping it.
-            trained = [(c, a) for c, a in items if a != 0.0 and c.tokens]
-            metrics[f"{name}/completions"] = float(num_completions)
-            metrics[f"{name}/trained_completions"] = float(len(trained))
-            metrics[f"{name}/advantage_abs"] = float(np.mean([abs(a) for _, a in items] or [0]))
-            metrics[f"{name}/completion_tokens"] = float(np.mean([len(c.tokens) for c, _ in items]))
-            if not trained:
+            count, trained_count, advantage_abs, tokens = (next(totals) for _ in range(4))
+            metrics[f"{name}/completions"] = count
+            metrics[f"{name}/trained_completions"] = trained_count
+            metrics[f"{name}/advantage_abs"] = advantage_abs / count if count else 0.0
+            metrics[f"{name}/completion_tokens"] = tokens / count if count else 0.0
+            if not trained_count:  # the same on every process: no step anywhere
                 metrics[f"{name}/loss"] = 0.0
                 metrics[f"{name}/grad_norm"] = 0.0
                 continue
-            if self.shared:
-                model.set_adapter(agent)  # the agent's adapter on, and the only trainable one
-            optimizer.zero_grad(set_to_none=True)
-            loss_total, diff_sum, tokens, forward_tokens = 0.0, 0.0, 0.0, 0
-            for logprobs_B_T, advantages_B_T, mask_B_T, sampled_B_T, width in self._forward(
-                model, trained
-            ):
-                loss = reinforce_loss(logprobs_B_T, advantages_B_T, mask_B_T, num_completions)
+            step = self._agent_step(agent, trained[agent], int(count))
+            metrics.update({f"{name}/{key}": value for key, value in step.items()})
+        return metrics
+
+    def _agent_step(
+        self, agent: str, trained: Sequence[tuple[Completion, float]], num_completions: int
+    ) -> dict[str, float]:
+        """One optimizer step of ``agent`` on this process's share of its batch."""
+        config = self.config
+        model, optimizer = self.models[agent], self.optimizers[agent]
+        if self.shared:
+            model.set_adapter(agent)  # the agent's adapter on, and the only trainable one
+        optimizer.zero_grad(set_to_none=True)
+        passes = agent_passes(trained, self.pass_settings)
+        count = self.processes.microbatches(len(passes))
+        loss_total, diff_sum, tokens, forward_tokens = 0.0, 0.0, 0.0, 0
+        for m in range(count):
+            with accumulating(self.accelerator, model, last=m == count - 1):
+                if m >= len(passes):  # FSDP: as many passes as the busiest process
+                    self.processes.empty_backward(model, self.pad_token_id)
+                    continue
+                with self._autocast():
+                    out = passes[m](model)
+                loss = reinforce_loss(
+                    out.logprobs_B_T, out.advantages_B_T, out.mask_B_T, num_completions
+                )
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
                         f"{agent}'s loss is {float(loss)}; lower learning_rate or check the "
                         "model's precision (the step was not taken)"
                     )
-                loss.backward()
-                loss_total += float(loss.detach())
-                forward_tokens += width
-                with torch.no_grad():
-                    diff = (logprobs_B_T.detach() - sampled_B_T).abs() * mask_B_T
-                    diff_sum += float(diff.sum())
-                    tokens += float(mask_B_T.sum())
-            parameters = [p for p in model.parameters() if p.grad is not None]
-            max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
-            grad_norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            metrics[f"{name}/loss"] = loss_total
-            metrics[f"{name}/grad_norm"] = float(grad_norm)
+                # Gradients are averaged over the processes: each adds its share times P.
+                self.accelerator.backward(loss * self.processes.world)
+            loss_total += float(loss.detach())
+            forward_tokens += out.width
+            with torch.no_grad():
+                diff = (out.logprobs_B_T.detach() - out.sampled_B_T).abs() * out.mask_B_T
+                diff_sum += float(diff.sum())
+                tokens += float(out.mask_B_T.sum())
+        self.processes.average_gradients([p for g in optimizer.param_groups for p in g["params"]])
+        max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
+        grad_norm = self.processes.clip_gradients(model, max_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        self._refresh(agent)
+        loss_sum, diff_sum, token_sum, width_sum = self.processes.sum(
+            [loss_total, diff_sum, tokens, forward_tokens]
+        )
+        return {
+            "loss": loss_sum,
+            "grad_norm": grad_norm,
             # Mean |training - sampling| logprob per trained token: ~0 when on-policy.
-            metrics[f"{name}/sample_train_logprob_diff"] = diff_sum / max(tokens, 1.0)
-            metrics[f"{name}/forward_tokens"] = float(forward_tokens)
-        return metrics
+            "sample_train_logprob_diff": diff_sum / max(token_sum, 1.0),
+            "forward_tokens": width_sum,
+        }
 
-    def _forward(
-        self, model: Any, trained: Sequence[tuple[Completion, float]]
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]]:
-        """Microbatches' ``(logprobs, advantages, mask, sampling logprobs, tokens run)``.
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast)
 
-        Each tensor is ``(rows, columns)`` over completion tokens (advantages set on
-        the mask); the generator yields after each forward pass, so the caller's
-        backward frees the graph before the next one.
-        """
-        config = self.config
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast)
-        if config.share_prompts:
-            chunks = split_prompt_groups(
-                [c.prompt_tokens for c, _ in trained],
-                [len(c.tokens) for c, _ in trained],
-                config.max_tokens_per_microbatch,
-            )
-            for chunk in chunks:
-                completions = [trained[i][0] for i in chunk]
-                prompt = completions[0].prompt_tokens
-                with autocast:
-                    logprobs_K_C, mask_K_C = shared_prompt_logprobs(
-                        model,
-                        prompt,
-                        [c.tokens for c in completions],
-                        self.device,
-                        temperature=config.temperature,
-                        pad_token_id=self.pad_token_id,
-                    )
-                sampled_K_C = torch.zeros_like(mask_K_C)
-                for row, c in enumerate(completions):
-                    sampled_K_C[row, : len(c.logprobs)] = torch.tensor(c.logprobs)
-                advantages_K = torch.tensor([trained[i][1] for i in chunk], device=self.device)
-                width = len(prompt) + sum(len(c.tokens) for c in completions)
-                yield logprobs_K_C, advantages_K[:, None] * mask_K_C, mask_K_C, sampled_K_C, width
-            return
-        data = [d for c, a in trained if (d := _datum(c, a)) is not None]
-        lengths = [len(d) for d in data]
-        limit = config.max_tokens_per_microbatch
-        for batch in split_microbatches(lengths, limit, "padded", longest_first=True):
-            with autocast:
-                logprobs_B_T, _, inputs = forward_logprobs(
-                    model,
-                    [data[i] for i in batch],
-                    "padded",
-                    self.device,
-                    pad_token_id=self.pad_token_id,
-                    actions_only=self.actions_only,
-                    temperature=config.temperature,
-                )
-            width = sum(lengths[i] for i in batch)
-            mask_B_T = inputs["weights"]
-            yield logprobs_B_T, inputs["advantages"], mask_B_T, inputs["sampling_logprobs"], width
+    def _refresh(self, agent: str) -> None:
+        """Sharded: load the agent's gathered weights into its sampling copy (every process)."""
+        weights = self.processes.full_weights(self.models[agent])
+        if weights is not None and agent in self._copies:
+            self._copies[agent].update_weights(weights)
 
     # ------------------------------------------------------------- evaluation
 
@@ -483,27 +545,32 @@ class MAGRPOTrainer(TrainingRun):
         config = self.config
         if not self.eval_problems:
             return {}
+        mine = self.processes.share(self.eval_problems)  # every process plays its share
         roots = []
-        for problem in self.eval_problems:
+        for _, problem in mine:
             env = self._make_env(self.eval_problems)
             env.reset(seed=config.seed, options={"problem": problem})
             roots.append(env)
         params = SamplingParams(
-            max_tokens=config.max_tokens, temperature=config.eval_temperature, seed=self._seed(1)
+            max_tokens=config.max_tokens,
+            temperature=config.eval_temperature,
+            seed=self._seed(1, *self.processes.seed_key),
         )
         # A chain is a tree with G = 1: the same code runs training and evaluation.
         chains = grow_trees(roots, self.samplers, params, group_size=1, num_turns=config.num_turns)
         if iteration is not None and config.save_episodes:
             records = [
-                {**path_record(chain), "iteration": iteration, "phase": "eval"} for chain in chains
+                (index, {**path_record(chain), "iteration": iteration, "phase": "eval"})
+                for (index, _), chain in zip(mine, chains, strict=True)
             ]
-            self.write_episodes(f"eval_{iteration:05d}", records)
-        metrics = tree_metrics(chains, prefix="eval")
+            self._write_records(f"eval_{iteration:05d}", records)
+        values = merge_tree_values(self.processes.gather([tree_metric_values(chains)]))
+        metrics = summarize_tree_values(values, prefix="eval")
         last = f"eval/turn_{config.num_turns}"
         for key in ("reward", "pass_rate", "solved"):
             if f"{last}/{key}" in metrics:
                 metrics[f"eval/final/{key}"] = metrics[f"{last}/{key}"]
-        metrics["eval/num_problems"] = float(len(roots))
+        metrics["eval/num_problems"] = float(len(self.eval_problems))
         return metrics
 
     # -------------------------------------------------------------------- run
@@ -517,22 +584,40 @@ class MAGRPOTrainer(TrainingRun):
         start = time.perf_counter()
         trees, credits = self.sample_trees(iteration)
         metrics: dict[str, Any] = {"time/sample": time.perf_counter() - start}
-        saved = min(self.config.save_episodes, len(trees))
+        indices = [i for i, _ in self.processes.share(range(self.config.problems_per_iteration))]
         records = [
-            {**path_record(tree, credit), "iteration": iteration, "phase": "train"}
-            for tree, credit in zip(trees[:saved], credits[:saved], strict=True)
+            (index, {**path_record(tree, credit), "iteration": iteration, "phase": "train"})
+            for index, tree, credit in zip(indices, trees, credits, strict=True)
+            if index < self.config.save_episodes
         ]
-        self.write_episodes(f"iter_{iteration:05d}", records)
-        metrics.update(tree_metrics(trees, credits, prefix="env"))
+        self._write_records(f"iter_{iteration:05d}", records)
+        values = self.processes.gather([tree_metric_values(trees, credits)])
+        metrics.update(summarize_tree_values(merge_tree_values(values), prefix="env"))
         train_start = time.perf_counter()
         metrics.update(self.optimize(self._examples(trees, credits)))
         metrics["time/train"] = time.perf_counter() - train_start
         return metrics
 
     def save_final_model(self) -> None:
-        """Save each agent's model (LoRA: its adapter) and tokenizer in ``final_model/{agent}``."""
+        """Save each agent's model (LoRA: its adapter) and tokenizer in ``final_model/{agent}``.
+
+        Under FSDP each agent's shards are gathered first (by every process) and
+        its model saved whole; otherwise the main process saves.
+        """
         for agent in self.models:
-            self._save_model(agent, self.run_dir.final_model_dir / agent)
+            folder = self.run_dir.final_model_dir / agent
+            if self.sharded:
+                model = self.models[agent]
+                state = self.accelerator.get_state_dict(model)  # collective: whole on the main
+                if self.processes.writer:
+                    self.accelerator.unwrap_model(model).save_pretrained(folder, state_dict=state)
+                    self.tokenizer.save_pretrained(folder)
+            elif self.processes.writer:
+                self._save_model(agent, folder)
+
+    def finish(self) -> None:
+        """Wait for every process (the main one saves last)."""
+        self.accelerator.wait_for_everyone()
 
 
 def train(config: MAGRPOConfig) -> Path:

@@ -66,12 +66,16 @@ from baselines.policies.base import Completion, Policy, SampleRequest, SamplingP
 __all__ = [
     "BatchStep",
     "TreeNode",
+    "TreeValues",
     "batch_step_of",
     "credit_node",
     "grow_trees",
     "iter_nodes",
     "leaf_path",
+    "merge_tree_values",
     "path_record",
+    "summarize_tree_values",
+    "tree_metric_values",
     "tree_metrics",
 ]
 
@@ -489,6 +493,73 @@ _TREE_METRICS = frozenset({"reward", "nodes", "joint_actions", "stopped_frac", "
 """Per-turn metrics the tree computes itself; an info key of the same name is not logged."""
 
 
+TreeValues: TypeAlias = dict[tuple[int, str], list[float]]
+"""What :func:`tree_metrics` averages, by ``(turn, name)`` (turn -1: across turns).
+
+Lists of plain floats: the values of trees grown in several processes are
+concatenated (:func:`merge_tree_values`) and summarized once
+(:func:`summarize_tree_values`), giving the metrics of all the trees together.
+"""
+
+
+def tree_metric_values(
+    trees: Sequence[TreeNode], credits: Sequence[NodeCredit] | None = None
+) -> TreeValues:
+    """The values behind :func:`tree_metrics`, before averaging (see :data:`TreeValues`)."""
+    values: TreeValues = defaultdict(list)
+    for index, root in enumerate(trees):
+        credit_by_node: dict[int, NodeCredit] = {}
+        if credits is not None:
+            credit_by_node = {
+                position: c
+                for position, (_, _, c) in enumerate(iter_credit(credit_node(root), credits[index]))
+            }
+        for position, node in enumerate(iter_nodes(root)):
+            turn = node.turn
+            values[turn, "nodes"].append(1.0)
+            values[turn, "reward"].extend(node.rewards_J)
+            values[-1, "total"].extend(node.rewards_J)
+            values[-1, "final"].extend(
+                r for j, r in enumerate(node.rewards_J) if node.child(j) is None
+            )
+            if node.expanded or node.stopped:
+                values[turn, "stopped_frac"].append(float(node.stopped))
+            for info in node.infos_J:
+                for key, value in numeric_info(info).items():
+                    if key not in _TREE_METRICS:
+                        values[turn, key].append(value)
+                if "pass_rate" in info:
+                    values[turn, "solved"].append(float(info["pass_rate"] == 1.0))
+            if position in credit_by_node:
+                values[turn, "return"].extend(credit_by_node[position].returns_J)
+    return dict(values)
+
+
+def merge_tree_values(parts: Sequence[TreeValues]) -> TreeValues:
+    """The values of several groups of trees (e.g. one per process), concatenated in order."""
+    merged: TreeValues = defaultdict(list)
+    for part in parts:
+        for key, seq in part.items():
+            merged[key].extend(seq)
+    return dict(merged)
+
+
+def summarize_tree_values(values: TreeValues, *, prefix: str = "env") -> dict[str, float]:
+    """The metrics of :func:`tree_metrics` from its values (means, counts)."""
+    metrics: dict[str, float] = {}
+    for turn in sorted({t for t, _ in values if t >= 0}):
+        name = f"{prefix}/turn_{turn + 1}"
+        metrics[f"{name}/nodes"] = float(len(values[turn, "nodes"]))
+        metrics[f"{name}/joint_actions"] = float(len(values.get((turn, "reward"), [])))
+        for (t, key), seq in values.items():
+            if t == turn and key != "nodes" and seq:
+                metrics[f"{name}/{key}"] = float(np.mean(seq))
+    if values.get((-1, "total")):
+        metrics[f"{prefix}/all/reward/total"] = float(np.mean(values[-1, "total"]))
+        metrics[f"{prefix}/all/reward/final"] = float(np.mean(values[-1, "final"]))
+    return metrics
+
+
 def tree_metrics(
     trees: Sequence[TreeNode],
     credits: Sequence[NodeCredit] | None = None,
@@ -507,43 +578,7 @@ def tree_metrics(
     (all tests passed) where the infos hold a ``pass_rate``. Across turns:
     ``{prefix}/all/reward/total`` (mean joint-action reward) and
     ``{prefix}/all/reward/final`` (mean reward of the joint actions that end a
-    branch).
+    branch). Trees grown in several processes: :func:`tree_metric_values` in
+    each, then :func:`merge_tree_values` and :func:`summarize_tree_values`.
     """
-    per_turn: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    all_rewards: list[float] = []
-    final_rewards: list[float] = []
-    for index, root in enumerate(trees):
-        credit_by_node: dict[int, NodeCredit] = {}
-        if credits is not None:
-            credit_by_node = {
-                position: c
-                for position, (_, _, c) in enumerate(iter_credit(credit_node(root), credits[index]))
-            }
-        for position, node in enumerate(iter_nodes(root)):
-            values = per_turn[node.turn]
-            values["nodes"].append(1.0)
-            values["reward"].extend(node.rewards_J)
-            all_rewards.extend(node.rewards_J)
-            final_rewards.extend(r for j, r in enumerate(node.rewards_J) if node.child(j) is None)
-            if node.expanded or node.stopped:
-                values["stopped_frac"].append(float(node.stopped))
-            for info in node.infos_J:
-                for key, value in numeric_info(info).items():
-                    if key not in _TREE_METRICS:
-                        values[key].append(value)
-                if "pass_rate" in info:
-                    values["solved"].append(float(info["pass_rate"] == 1.0))
-            if position in credit_by_node:
-                values["return"].extend(credit_by_node[position].returns_J)
-    metrics: dict[str, float] = {}
-    for turn, values in sorted(per_turn.items()):
-        name = f"{prefix}/turn_{turn + 1}"
-        metrics[f"{name}/nodes"] = float(len(values.pop("nodes")))
-        metrics[f"{name}/joint_actions"] = float(len(values["reward"]))
-        for key, seq in values.items():
-            if seq:
-                metrics[f"{name}/{key}"] = float(np.mean(seq))
-    if all_rewards:
-        metrics[f"{prefix}/all/reward/total"] = float(np.mean(all_rewards))
-        metrics[f"{prefix}/all/reward/final"] = float(np.mean(final_rewards))
-    return metrics
+    return summarize_tree_values(tree_metric_values(trees, credits), prefix=prefix)

@@ -22,7 +22,11 @@ the rest, the same for every trainer:
   :func:`~baselines.training.trackers.make_trackers`' trackers), they are
   started with the config, get every metrics line too, and are finished at
   the end (``report_to``; :mod:`baselines.training.trackers`);
-* ``train(config)`` / ``main(argv)`` through :func:`command_line`.
+* ``train(config)`` / ``main(argv)`` through :func:`command_line`;
+* under ``accelerate launch``: the ``accelerate.Accelerator`` every trainer
+  builds the same way (:func:`make_accelerator`), the microbatches of an
+  optimizer step (:func:`accumulating`) and the lists every process sends to
+  every other (:func:`gather_lists`).
 
 :class:`~baselines.is_trainer.ISTrainer` (one model, ``accelerate``) and
 :class:`~baselines.magrpo.MAGRPOTrainer` (a model per agent) are the two
@@ -46,14 +50,17 @@ import numpy as np
 from baselines.cli import parse_config
 from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import describe_checkpoint, latest_checkpoint
-from baselines.training.trackers import numeric_metrics, tracker_config
+from baselines.training.trackers import make_trackers, numeric_metrics, tracker_config
 
 __all__ = [
     "LoopSettings",
     "TrainingRun",
+    "accumulating",
     "command_line",
+    "gather_lists",
     "in_terminal",
     "limit_threads",
+    "make_accelerator",
     "progress_bar",
     "say",
     "seed_everything",
@@ -106,6 +113,89 @@ def limit_threads(count: int) -> None:
     torch.set_num_threads(count)
     os.environ.setdefault("OMP_NUM_THREADS", str(count))
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+
+
+def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") -> Any:
+    """The run's ``accelerate.Accelerator``: its device, its trackers, DeepSpeed's batch size.
+
+    Under ``accelerate launch`` it joins the launched processes (DDP, FSDP or
+    DeepSpeed, as the launcher's config says); alone it is one process.
+
+    Args:
+        config: a trainer config (``report_to``, ``output_dir``, ``project``).
+        cuda: whether the run trains on CUDA; otherwise on CPU.
+        mixed_precision: ``"bf16"`` for accelerate's autocast, or ``"no"``.
+
+    Under DeepSpeed, ``train_micro_batch_size_per_gpu`` is set to 1 unless the
+    DeepSpeed config gives it: ``prepare`` refuses to start without it, and
+    the trainers cut their own microbatches (``max_tokens_per_microbatch``),
+    so DeepSpeed's batch bookkeeping has nothing else to go by.
+    """
+    # accelerate ships no type information (no py.typed).
+    from accelerate import Accelerator  # type: ignore[import-untyped]
+    from accelerate.utils import DistributedType  # type: ignore[import-untyped]
+
+    accelerator = Accelerator(
+        cpu=not cuda,
+        mixed_precision=mixed_precision,
+        log_with=make_trackers(config.report_to, config.output_dir, config.project) or None,
+        project_dir=config.output_dir,
+    )
+    if accelerator.distributed_type == DistributedType.DEEPSPEED:
+        deepspeed = accelerator.state.deepspeed_plugin.deepspeed_config
+        if deepspeed.get("train_micro_batch_size_per_gpu", "auto") == "auto":
+            deepspeed["train_micro_batch_size_per_gpu"] = 1
+    return accelerator
+
+
+@contextlib.contextmanager
+def accumulating(accelerator: Any, model: Any, *, last: bool) -> Iterator[None]:
+    """Around one microbatch's backward pass: gradients are reduced in the step's last one only.
+
+    Every trainer's optimizer step runs several microbatches, each with its own
+    backward pass; the processes' gradients must be reduced once, after the
+    last. DDP and FSDP skip their reduction inside ``accelerator.no_sync``
+    (a model that DDP does not wrap has nothing to skip). DeepSpeed ZeRO
+    reduces in every backward pass and takes its optimizer step inside
+    ``accelerator.backward`` whenever ``accelerator.sync_gradients`` is set:
+    that flag is cleared for all but the last microbatch, otherwise each
+    microbatch would be an optimizer step of its own.
+
+    Args:
+        accelerator: the run's ``accelerate.Accelerator``.
+        model: the prepared model the backward pass goes through.
+        last: whether this is the step's last microbatch.
+    """
+    from accelerate.utils import DistributedType
+
+    if last:
+        yield
+    elif accelerator.distributed_type == DistributedType.DEEPSPEED:
+        accelerator.sync_gradients = False
+        try:
+            yield
+        finally:
+            accelerator.sync_gradients = True
+    else:
+        with accelerator.no_sync(model):
+            yield
+
+
+def gather_lists(items: list[Any], num_processes: int) -> list[Any]:
+    """Every process's ``items``, concatenated in rank order, on every process.
+
+    Collective: under several processes every one must call it, in the same
+    order; with one process ``items`` comes back as it is. The items are
+    pickled (``torch.distributed.all_gather_object``): keep them small
+    (numbers, metric values, episode records), never tensors of a model.
+    """
+    if num_processes == 1:
+        return items
+    import torch
+
+    gathered: list[Any] = [None] * num_processes
+    torch.distributed.all_gather_object(gathered, items)
+    return [item for part in gathered for item in part]
 
 
 def in_terminal() -> bool:

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from baselines.magrpo.trainer import _datum  # noqa: E402
+from baselines.magrpo.passes import completion_datum  # noqa: E402
 from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
 from baselines.training.forward import (  # noqa: E402
     forward_logprobs,
@@ -36,7 +36,7 @@ def test_training_logprobs_match_the_samplers(tiny_model, actions_only):
         SampleRequest([{"role": "user", "content": "Write a longer function called x_or_y."}]),
     ]
     completions = policy.sample(requests, SamplingParams(max_tokens=6, seed=3))
-    data = [_datum(c, 1.0) for c in completions]
+    data = [completion_datum(c, 1.0) for c in completions]
     assert all(d is not None for d in data)
     with torch.no_grad():
         logprobs_B_T, _, batch = forward_logprobs(
@@ -63,7 +63,7 @@ def test_shared_prompt_gives_the_logprobs_and_gradients_of_separate_rows(tiny_mo
     completions = [(40, 41, 42, 43), (50,), (60, 61)]
     advantages = [1.5, -0.5, -1.0]
     data = [
-        _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
+        completion_datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
         for c, a in zip(completions, advantages, strict=True)
     ]
 
@@ -91,7 +91,7 @@ def test_shared_prompt_gives_the_logprobs_and_gradients_of_separate_rows(tiny_mo
 def test_temperature_divides_the_logits(tiny_model):
     model, _ = tiny_model
     prompt = tuple(range(5, 12))
-    datum = _datum(Completion(prompt, (40, 41), (0.0, 0.0), "", "eos"), 1.0)
+    datum = completion_datum(Completion(prompt, (40, 41), (0.0, 0.0), "", "eos"), 1.0)
     with torch.no_grad():
         plain, _, batch = forward_logprobs(model, [datum], "packed", CPU)
         hot, _, _ = forward_logprobs(model, [datum], "packed", CPU, temperature=2.0)

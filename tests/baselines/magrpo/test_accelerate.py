@@ -1,0 +1,251 @@
+"""MAGRPO under ``accelerate launch``: the DDP and FSDP configs on 2 CPU processes (gloo).
+
+The runs use scripted completions (``scripted_magrpo.py``), so every layout
+trains on the same data: two processes must give a single process's gradient
+norms. Three training problems per iteration split 2 + 1 between the
+processes, so the lighter one runs fewer microbatches (under FSDP, empty
+passes) and still joins every reduction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+from accelerate.utils import DistributedType  # noqa: E402
+
+from baselines.magrpo.processes import AgentProcesses, _buckets, process_layout  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIGS = ROOT / "configs" / "accelerate"
+ON_CPU = ROOT / "tests" / "baselines" / "accelerate_on_cpu.py"
+SCRIPTED = Path(__file__).with_name("scripted_magrpo.py")
+AGENTS = ("helper", "main")
+LORA = ("--lora-r", "4", "--lora-alpha", "8")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(output: Path, iterations: int, *extra: str, config: str | None = None):
+    """The scripted run: one process, or two under ``accelerate launch --config_file config``."""
+    launcher = [sys.executable]
+    if config is not None:
+        launcher = [
+            *("accelerate", "launch", "--config_file", str(CONFIGS / config)),
+            *("--num_processes", "2", "--main_process_port", str(free_port()), str(ON_CPU)),
+        ]
+    command = [
+        *launcher,
+        str(SCRIPTED),
+        *("--model", "tiny", "--device", "cpu", "--eval-problems", "1"),
+        *("--problems-per-iteration", "3", "--group-size", "2", "--num-turns", "2"),
+        *("--max-tokens", "8", "--num-iterations", str(iterations), "--learning-rate", "1e-3"),
+        *("--eval-every", "2", "--temperature", "1.0", "--max-tokens-per-microbatch", "64"),
+        *("--save-episodes", "3", "--output-dir", str(output), "--no-progress", *extra),
+    ]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def rows(output: Path) -> list[dict]:
+    return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def grad_norms(lines: list[dict]) -> list[float]:
+    return [r[f"optim/{a}/grad_norm"] for r in lines if "optim/main/loss" in r for a in AGENTS]
+
+
+def titles(output: Path) -> list[str]:
+    episodes = (output / "episodes" / "iter_00000.jsonl").read_text().splitlines()
+    return [json.loads(line)["title"] for line in episodes]
+
+
+def final_weights(output: Path, agent: str, lora: bool) -> dict:
+    from safetensors.torch import load_file
+
+    name = "adapter_model.safetensors" if lora else "model.safetensors"
+    return load_file(str(output / "final_model" / agent / name))
+
+
+@pytest.fixture(scope="module")
+def tiny_cache(tmp_path_factory, tiny_model_dir):
+    # "tiny" resolves through LLM_ENVS_CACHE: point it at the session's tiny model.
+    cache = tmp_path_factory.mktemp("cache")
+    (cache / "tiny-qwen2-128-0").symlink_to(tiny_model_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLM_ENVS_CACHE", str(cache))
+        yield
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_cache, tmp_path_factory):
+    """The single-process runs the launched ones must match, 3 iterations: full models, LoRA."""
+    full = tmp_path_factory.mktemp("one") / "run"
+    run(full, 3)
+    lora = tmp_path_factory.mktemp("one_lora") / "run"
+    run(lora, 3, *LORA)
+    return {"full": full, "lora": lora}
+
+
+def need_accelerate_command() -> None:
+    if shutil.which("accelerate") is None:
+        pytest.skip("the accelerate command line is not on PATH")
+
+
+@pytest.mark.slow
+@pytest.mark.training
+@pytest.mark.parametrize("weights", ["full", "lora"])
+def test_ddp_config_averages_gradients_over_two_processes(tmp_path, one_process, weights):
+    need_accelerate_command()
+    lora = weights == "lora"
+    output = tmp_path / "run"
+    done = run(output, 3, *(LORA if lora else ()), config="ddp.yaml")
+    assert "(replicated), starting at iteration 0" in done.stdout
+    lines, alone = rows(output), rows(one_process[weights])
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]  # written once, by the main process
+    for row in lines[:3]:
+        assert row["optim/helper/completions"] == 18  # 3 trees x 3 nodes x G, both shares
+        assert row["optim/helper/sample_train_logprob_diff"] < 1e-5
+    assert lines[0]["eval/num_problems"] == 1
+    # The same data as one process, the same step: the averaged gradient is the whole batch's.
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone), rel=1e-5)
+    assert all(norm > 0 for norm in grad_norms(lines))
+    # Every tree's transcript, gathered from both processes, in the order of its problem.
+    assert titles(output) == titles(one_process[weights])
+    assert len(titles(output)) == 3
+    for agent in AGENTS:
+        mine = final_weights(output, agent, lora)
+        theirs = final_weights(one_process[weights], agent, lora)
+        assert sorted(mine) == sorted(theirs)
+        assert max(float((mine[k] - theirs[k]).abs().max()) for k in mine) < 1e-5
+        assert (output / "checkpoints" / "iteration_000003" / agent / "optimizer.pt").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_fsdp_config_shards_each_agent_refreshes_its_sampler_and_resumes(tmp_path, one_process):
+    need_accelerate_command()
+    output = tmp_path / "run"
+    done = run(output, 2, config="fsdp.yaml")
+    assert "(sharded), starting at iteration 0" in done.stdout
+    checkpoint = output / "checkpoints" / "iteration_000002"
+    for index in range(len(AGENTS)):  # each agent's weights and optimizer state, one shard each
+        for part in (f"pytorch_model_fsdp_{index}", f"optimizer_{index}"):
+            assert sorted(p.name for p in (checkpoint / part).glob("*.distcp")) == [
+                "__0_0.distcp",
+                "__1_0.distcp",
+            ]
+    alone = rows(one_process["full"])
+    lines = rows(output)
+    assert [r["iteration"] for r in lines] == [0, 1, 2]
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
+    # Scored by each agent's sampling copy: near 0 only if it got the weights of every step.
+    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+    for agent in AGENTS:  # gathered and saved whole, by the main process
+        assert (output / "final_model" / agent / "config.json").is_file()
+
+    resumed = run(output, 3, config="fsdp.yaml")
+    assert "(sharded), starting at iteration 2" in resumed.stdout
+    lines = rows(output)
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]
+    # Iteration 2 needs the restored weights and AdamW state to match the run that never stopped.
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:3]), rel=1e-4)
+    assert lines[2]["optim/main/sample_train_logprob_diff"] < 1e-5  # the copy got the checkpoint
+    for agent in AGENTS:  # the final models, gathered whole, are the ones one process trains
+        mine = final_weights(output, agent, False)
+        theirs = final_weights(one_process["full"], agent, False)
+        assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
+
+
+# ---------------------------------------------------------------- without launching
+
+
+def accelerator(kind, num_processes: int = 2) -> SimpleNamespace:
+    return SimpleNamespace(
+        distributed_type=kind,
+        process_index=0,
+        num_processes=num_processes,
+        device=torch.device("cpu"),
+        is_main_process=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "layout"),
+    [
+        (DistributedType.NO, "single"),
+        (DistributedType.MULTI_CPU, "replicated"),
+        (DistributedType.MULTI_GPU, "replicated"),
+        (DistributedType.FSDP, "sharded"),
+    ],
+)
+def test_layout_follows_the_accelerate_config(kind, layout):
+    assert process_layout(accelerator(kind)) == layout
+
+
+def test_deepspeed_is_refused_with_the_configs_that_work():
+    with pytest.raises(ValueError, match=r"one model per agent.*ddp\.yaml.*fsdp\.yaml"):
+        process_layout(accelerator(DistributedType.DEEPSPEED))
+
+
+def test_lora_under_fsdp_is_refused():
+    with pytest.raises(ValueError, match=r"lora_r > 0 under FSDP.*ddp\.yaml"):
+        AgentProcesses(accelerator(DistributedType.FSDP), lora=True)
+    AgentProcesses(accelerator(DistributedType.MULTI_CPU), lora=True)  # DDP holds adapters whole
+
+
+@pytest.mark.parametrize(
+    ("kind", "files", "message"),
+    [
+        (DistributedType.FSDP, ["helper/optimizer.pt"], "from a run without FSDP"),
+        (DistributedType.MULTI_CPU, ["pytorch_model_fsdp_0/__0_0.distcp"], "sharded state"),
+        (DistributedType.NO, ["pytorch_model_fsdp_0/__0_0.distcp"], "fsdp.yaml"),
+    ],
+)
+def test_a_checkpoint_of_the_other_layout_is_refused(tmp_path, kind, files, message):
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(ValueError, match=message):
+        AgentProcesses(accelerator(kind), lora=False).check_checkpoint(tmp_path)
+
+
+def test_processes_share_problems_round_robin():
+    processes = AgentProcesses(accelerator(DistributedType.MULTI_CPU), lora=False)
+    processes.rank = 1
+    assert processes.share("abcde") == [(1, "b"), (3, "d")]
+    assert processes.seed_key == (1,)
+    assert AgentProcesses(accelerator(DistributedType.NO, 1), lora=False).seed_key == ()
+
+
+def test_fewer_problems_than_processes_warns():
+    with pytest.warns(UserWarning, match="problems_per_iteration=1 leaves 1 of 2 processes"):
+        AgentProcesses(accelerator(DistributedType.MULTI_CPU), lora=False).check_share(1)
+
+
+def test_gradient_buckets_keep_order_dtype_and_size(monkeypatch):
+    import baselines.magrpo.processes as processes
+
+    monkeypatch.setattr(processes, "_BUCKET_ELEMENTS", 10)
+    tensors = [torch.zeros(4), torch.zeros(4), torch.zeros(4), torch.zeros(2, dtype=torch.float64)]
+    tensors.append(torch.zeros(30))
+    sizes = [[t.numel() for t in bucket] for bucket in _buckets(tensors)]
+    assert sizes == [[4, 4], [4], [2], [30]]
