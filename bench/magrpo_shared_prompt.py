@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from baselines.magrpo.trainer import _datum
+from baselines.magrpo.passes import completion_datum
 from baselines.models import resolve_model
 from baselines.policies.base import Completion
 from baselines.training.forward import forward_logprobs, shared_prompt_logprobs
@@ -62,7 +62,7 @@ def main() -> None:
 
     def separate() -> float:
         data = [
-            _datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
+            completion_datum(Completion(prompt, c, (0.0,) * len(c), "", "eos"), a)
             for c, a in zip(completions, advantages, strict=True)
         ]
         logprobs, _, batch = forward_logprobs(model, data, "padded", device, actions_only=True)
