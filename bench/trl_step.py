@@ -5,6 +5,7 @@ Run from the repository root::
     python bench/trl_step.py                          # SmolLM2-135M-Instruct, 8 sequences
     python bench/trl_step.py --model tiny --groups 64
     python bench/trl_step.py --threads 1              # one thread (a CPU shared with other jobs)
+    python bench/trl_step.py --device cuda --groups 16  # a GPU: both sides under bf16 autocast
 
 The batch is GRPO-shaped: ``--groups`` prompts of random lengths, each with
 ``--group-size`` completions of random lengths, random tokens, sampling
@@ -26,6 +27,12 @@ one optimizer step on the batch, timed from its inputs to the end of
   as many microbatches as the IS step has, then the same clipping and AdamW.
   Its model is a second copy of the same weights (TRL patches the forward).
 
+On ``--device cuda`` both sides keep fp32 weights and run under bf16
+autocast, as both trainers do on a GPU by default (the IS trainer's
+``precision="auto"``, TRL's ``bf16=True``), and each timed step ends with
+``torch.cuda.synchronize()``; peak GPU memory is printed instead of
+resident memory.
+
 Tokens per second count real tokens only (prompt + completion of each
 sequence), so padding is lost throughput. The ratio IS / TRL is printed last.
 ``--only is`` (or ``trl``) runs one side alone and prints the process's peak
@@ -37,6 +44,7 @@ numbers depend on the machine and its load, which is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -58,6 +66,8 @@ from baselines.training.forward import (
 )
 from baselines.training.losses import get_loss
 from baselines.types import Datum, Trajectory, Transition
+
+CPU = torch.device("cpu")
 
 Sequence_ = tuple[list[int], list[int], list[float], float]
 """One sampled sequence: prompt tokens, completion tokens, sampling logprobs, advantage."""
@@ -83,10 +93,17 @@ def random_batch(
 class ISStep:
     """The IS trainer's step with its default settings, outside its run loop."""
 
-    def __init__(self, model: Any, batch: list[Sequence_], max_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        batch: list[Sequence_],
+        max_tokens: int | None = None,
+        device: torch.device = CPU,
+        packing: Any = None,
+    ) -> None:
         config = ISTrainerConfig()
-        self.model = model
-        self.choice = choose_layout(model, torch.device("cpu"), config.packing)
+        self.model, self.device = model, device
+        self.choice = choose_layout(model, device, packing or config.packing)
         self.layout: Layout = self.choice.layout
         self.max_tokens = max_tokens or config.max_tokens_per_microbatch
         self.actions_only = supports_logits_to_keep(model)
@@ -112,7 +129,7 @@ class ISStep:
 
     def __call__(self) -> None:
         """One optimizer step on the whole batch."""
-        model, device = self.model, torch.device("cpu")
+        model, device = self.model, self.device
         denominator = float(sum(d.weights.sum() for d in self.data))
         for indices in self.microbatches:
             logprobs, _, inputs = forward_logprobs(
@@ -135,7 +152,13 @@ class TRLStep:
     """GRPOTrainer's loss, backward and an AdamW step on TRL-shaped inputs."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, batch: list[Sequence_], microbatches: int, folder: str
+        self,
+        model: Any,
+        tokenizer: Any,
+        batch: list[Sequence_],
+        microbatches: int,
+        folder: str,
+        device: torch.device = CPU,
     ) -> None:
         from datasets import Dataset
         from trl import GRPOConfig, GRPOTrainer
@@ -143,8 +166,8 @@ class TRLStep:
         config = ISTrainerConfig()  # the same optimizer settings as the IS side
         args = GRPOConfig(
             output_dir=folder,
-            bf16=False,
-            use_cpu=True,
+            bf16=device.type == "cuda",
+            use_cpu=device.type == "cpu",
             report_to="none",
             per_device_train_batch_size=2,
             num_generations=2,
@@ -201,6 +224,9 @@ class TRLStep:
             }
             for part in np.array_split(np.arange(rows), microbatches)
         ]
+        self.inputs = [
+            {key: value.to(device) for key, value in inputs.items()} for inputs in self.inputs
+        ]
         self.processed = rows * (width_p + width_c)
 
     def __call__(self) -> None:
@@ -212,9 +238,14 @@ class TRLStep:
         self.optimizer.zero_grad(set_to_none=True)
 
 
-def resident_gib() -> tuple[float, float]:
-    """The process's resident memory now and at its peak, in GiB (Linux)."""
+def resident_gib(device: torch.device = CPU) -> tuple[float, float]:
+    """Memory now and at its peak, in GiB: the process's resident set, or the GPU's tensors."""
     import resource
+
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**30, (
+            torch.cuda.max_memory_allocated(device) / 2**30
+        )
 
     with open("/proc/self/statm") as statm:
         resident_pages = int(statm.read().split()[1])
@@ -238,6 +269,12 @@ def main() -> None:
     )
     parser.add_argument("--only", choices=["is", "trl"], help="one side alone, for its memory")
     parser.add_argument(
+        "--packing", choices=["auto", "packed", "padded"], help="IS layout (default: the trainer's)"
+    )
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: bf16 autocast, fp32 weights"
+    )
+    parser.add_argument(
         "--max-tokens", type=int, help="IS tokens per microbatch (default: the trainer's)"
     )
     args = parser.parse_args()
@@ -253,7 +290,8 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     sides = ["is", "trl"] if args.only is None else [args.only]
     load = AutoModelForCausalLM.from_pretrained
-    models = {side: load(path, dtype=torch.float32) for side in sides}
+    device = torch.device(args.device)
+    models = {side: load(path, dtype=torch.float32).to(device) for side in sides}
     vocab = next(iter(models.values())).config.vocab_size
     batch = random_batch(
         vocab, args.groups, args.group_size, args.prompt_length, args.completion_length
@@ -261,11 +299,18 @@ def main() -> None:
     real = sum(len(p) + len(c) for p, c, _, _ in batch)
     print(
         f"{args.model}: {len(batch)} sequences ({args.groups} groups of {args.group_size}), "
-        f"{real} real tokens, fp32, {torch.get_num_threads()} threads; "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}"
+        f"{real} real tokens, "
+        + (
+            f"fp32 weights under bf16 autocast on {torch.cuda.get_device_name(device)}; "
+            if device.type == "cuda"
+            else f"fp32, {torch.get_num_threads()} threads; "
+        )
+        + f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"trl {trl.__version__}"
     )
     # The IS side's microbatch count fixes TRL's; the probe runs even with --only trl.
-    is_step = ISStep(models.get("is") or load(path, dtype=torch.float32), batch, args.max_tokens)
+    is_model = models.get("is") or load(path, dtype=torch.float32).to(device)
+    is_step = ISStep(is_model, batch, args.max_tokens, device, args.packing)
     print(
         f"  IS:  {is_step.layout}, {len(is_step.microbatches)} microbatches of at most "
         f"{is_step.max_tokens} tokens; probe: {is_step.choice.probe}"
@@ -277,16 +322,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         if "trl" in sides:
             steps["TRL"] = TRLStep(
-                models["trl"], tokenizer, batch, len(is_step.microbatches), folder
+                models["trl"], tokenizer, batch, len(is_step.microbatches), folder, device
             )
             print(
                 f"  TRL: {len(steps['TRL'].inputs)} microbatches, {steps['TRL'].processed} "
                 f"tokens with padding ({steps['TRL'].processed / real:.2f}x the real ones)"
             )
-        loaded, _ = resident_gib()
+        loaded, _ = resident_gib(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if device.type == "cuda"
+            else contextlib.nullcontext()
+        )
+
+        def timed(step: Any) -> float:
+            start = time.perf_counter()
+            with autocast:
+                step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            return time.perf_counter() - start
+
         print(f"  load average before: {os.getloadavg()[0]:.2f}", flush=True)
         for step in steps.values():
-            step()  # warm up: first allocations, AdamW's state
+            timed(step)  # warm up: first allocations, AdamW's state, kernels
         ratios = []
         for round_ in range(args.rounds):
             order = list(steps.items())
@@ -294,9 +355,7 @@ def main() -> None:
                 order.reverse()  # neither side always runs first
             seconds: dict[str, float] = {}
             for name, step in order:
-                start = time.perf_counter()
-                step()
-                seconds[name] = time.perf_counter() - start
+                seconds[name] = timed(step)
             line = ", ".join(
                 f"{name} {real / t:7.1f} tokens/s ({t:.2f} s)" for name, t in seconds.items()
             )
@@ -304,10 +363,11 @@ def main() -> None:
                 ratios.append(seconds["TRL"] / seconds["IS"])
                 line += f", IS / TRL {ratios[-1]:.2f}x"
             print(f"  round {round_ + 1}: {line}", flush=True)
-    _, peak = resident_gib()
+    _, peak = resident_gib(device)
     print(f"  load average after: {os.getloadavg()[0]:.2f}")
     print(
-        f"  resident memory: {loaded:.2f} GiB with the models loaded, peak {peak:.2f} GiB "
+        f"  {'GPU' if device.type == 'cuda' else 'resident'} memory: {loaded:.2f} GiB "
+        f"with the models loaded, peak {peak:.2f} GiB "
         f"(+{peak - loaded:.2f} GiB: {' and '.join(steps)} steps' activations, gradients, "
         "AdamW state)"
     )

@@ -189,3 +189,24 @@ def test_probe_text_says_what_was_measured():
     assert str(PackingProbe("sdpa", 2e-6, math.nan, math.nan)) == (
         "sdpa attention, packing error 2.0e-06"
     )
+
+
+@pytest.mark.parametrize(
+    ("attention", "packing", "layout", "probed"),
+    [
+        (SEGMENT_ATTENTION, "auto", "padded", False),  # one SDPA call per Datum: launch-bound
+        ("flash_attention_2", "auto", "packed", True),  # varlen kernels: packing pays
+        (SEGMENT_ATTENTION, "packed", "packed", True),  # as asked, after the error check
+    ],
+)
+def test_cuda_pads_unless_flash_attention_packs(monkeypatch, attention, packing, layout, probed):
+    calls = []
+    monkeypatch.setattr(forward, "segment_attention", lambda model: attention)
+    monkeypatch.setattr(
+        forward, "probe_packing", lambda *a, **k: calls.append(1) or _probe(attention)()
+    )
+    choice = choose_layout(torch.nn.Linear(1, 1), torch.device("cuda"), packing)
+    assert choice.layout == layout
+    assert bool(calls) == probed
+    if not probed:
+        assert choice.probe is None and "install flash-attn" in choice.reason
