@@ -80,6 +80,7 @@ from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
+    gather_lists,
     limit_threads,
     make_accelerator,
     say,
@@ -87,7 +88,7 @@ from baselines.training.run import (
 )
 from baselines.training.trackers import require_tracker
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
-from baselines.training.weights import gather_full_state, is_sharded
+from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
 
 __all__ = ["ISTrainer", "main", "train"]
@@ -166,19 +167,20 @@ class ISTrainer(TrainingRun):
             self.start_iteration = load_checkpoint(acc, checkpoint)
         self.max_model_len = min(int(getattr(model.config, "max_position_embeddings", 4096)), 8192)
         kind = resolve_sampler_kind(config.sampler, num_processes=self.world)
-        self.sampler = build_sampler(
-            kind,
-            model=self.unwrapped,
-            tokenizer=self.tokenizer,
-            model_path=self.model_path,
-            cuda=cuda,
-            seed=derive_seed(config.seed, self.rank, 1),
-            process_index=self.rank,
-            max_model_len=self.max_model_len,
-            config=config,
-            sharded=is_sharded(acc),
-            num_processes=self.world,
-        )
+        with loading_whole_models(acc):  # a sampler's own copy stays whole
+            self.sampler = build_sampler(
+                kind,
+                model=self.unwrapped,
+                tokenizer=self.tokenizer,
+                model_path=self.model_path,
+                cuda=cuda,
+                seed=derive_seed(config.seed, self.rank, 1),
+                process_index=self.rank,
+                max_model_len=self.max_model_len,
+                config=config,
+                sharded=is_sharded(acc),
+                num_processes=self.world,
+            )
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
         self._opponent: Policy | None = None
@@ -204,7 +206,8 @@ class ISTrainer(TrainingRun):
             self.model_path = resolve_model(self.config.model)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.renderer = ChatRenderer(self.tokenizer)
-        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        with loading_whole_models(acc):  # prepare() partitions it under ZeRO-3
+            model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
         if self.config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         model.to(acc.device)
@@ -247,11 +250,7 @@ class ISTrainer(TrainingRun):
 
     def _gather(self, items: list[Any]) -> list[Any]:
         """Every process's list, concatenated in rank order, on every process."""
-        if self.world == 1:
-            return items
-        gathered: list[Any] = [None] * self.world
-        torch.distributed.all_gather_object(gathered, items)
-        return [item for part in gathered for item in part]
+        return gather_lists(items, self.world)
 
     def _refresh_sampler(self) -> float:
         """Hand the new weights (LoRA merged, shards gathered) to the sampler; return seconds."""

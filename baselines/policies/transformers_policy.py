@@ -115,6 +115,10 @@ class TransformersPolicy:
                     tokenizer=self.tokenizer if stop else None,
                     output_scores=True,
                     return_dict_in_generate=True,
+                    # Its model is always whole (sharded training samples with a
+                    # copy): processes never wait on each other to generate, which
+                    # transformers would make them do while a ZeRO-3 config is active.
+                    synced_gpus=False,
                 )
         finally:
             self.model.train(was_training)

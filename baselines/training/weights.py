@@ -24,16 +24,44 @@ the gathering is collective.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from baselines.training.lora import merged_weights
 
-__all__ = ["gather_full_state", "is_sharded"]
+__all__ = ["gather_full_state", "is_sharded", "loading_whole_models"]
+
+
+@contextlib.contextmanager
+def loading_whole_models(accelerator: Any) -> Iterator[None]:
+    """Inside, ``from_pretrained`` loads whole models, even under DeepSpeed ZeRO-3.
+
+    While ``accelerate``'s DeepSpeed config is active, transformers builds
+    every model it loads inside ZeRO-3's ``zero.Init``: each process holds a
+    slice of every parameter, and nothing can run the model until DeepSpeed's
+    engine wraps it. The trainer's packing probe runs its model before
+    ``prepare``, and the sampler's copy is never prepared, so both must load
+    whole; ``prepare`` then partitions the trained model. The config is
+    switched back on at the end. Without ZeRO-3 this does nothing.
+    """
+    from accelerate.utils import DistributedType  # type: ignore[import-untyped]
+    from transformers.integrations import unset_hf_deepspeed_config
+
+    if accelerator.distributed_type != DistributedType.DEEPSPEED or not is_sharded(accelerator):
+        yield
+        return
+
+    unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        accelerator.state.deepspeed_plugin.set_deepspeed_weakref()
 
 
 def is_sharded(accelerator: Any) -> bool:
     """Whether ``accelerator`` keeps each parameter in pieces across processes (FSDP, ZeRO-3)."""
-    from accelerate.utils import DistributedType  # type: ignore[import-untyped]
+    from accelerate.utils import DistributedType
 
     kind = accelerator.distributed_type
     if kind == DistributedType.FSDP:
