@@ -87,9 +87,10 @@ def process_layout(accelerator: Any) -> ProcessLayout:
         return "single"
     if kind == DistributedType.DEEPSPEED:
         raise ValueError(
-            "MAGRPO trains one model per agent, and accelerate prepares a single model under "
-            "DeepSpeed: launch with configs/accelerate/ddp.yaml (every process holds every "
-            "agent) or configs/accelerate/fsdp.yaml (each agent's model sharded)"
+            "MAGRPO does not run under DeepSpeed: it trains one model per agent, and each "
+            "would need a DeepSpeed engine of its own, which it does not set up; launch with "
+            "configs/accelerate/ddp.yaml (every process holds every agent) or "
+            "configs/accelerate/fsdp.yaml (each agent's model sharded)"
         )
     if str(kind).split(".")[-1].startswith("MULTI_"):
         return "replicated"
