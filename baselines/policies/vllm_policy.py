@@ -87,7 +87,16 @@ class VLLMPolicy:
         self.tokenizer = tokenizer
         self.renderer = ChatRenderer(tokenizer)
         device_kwargs: dict[str, Any] = (
-            {"kv_cache_memory_bytes": kv_cache_memory_bytes}
+            {
+                "kv_cache_memory_bytes": kv_cache_memory_bytes,
+                # A prompt split over engine steps (chunked prefill) has its first
+                # sampled token thrown away, and vLLM then rewinds the request's
+                # seeded generator, which torch's CPU generator cannot do
+                # ("CPU Generator does not use offset"): every seeded batch whose
+                # prompts overflow one step's token budget crashed. Whole prompts only.
+                "enable_chunked_prefill": False,
+                "max_num_batched_tokens": max_model_len,
+            }
             if cpu
             else {"gpu_memory_utilization": gpu_memory_utilization}
         )

@@ -140,6 +140,22 @@ class TestVLLMPolicy:
             assert c.text.endswith(" ") and c.text.count(" ") == 1
             assert " " not in policy.renderer.decode(c.tokens[:-1])
 
+    def test_seeded_prompts_past_one_steps_token_budget(self, policy):
+        # 20 different prompts of about 400 tokens are more than one engine step
+        # takes (4,096 tokens by default on CPU). With chunked prefill a split
+        # prompt's seeded generator was rewound, which a CPU generator cannot do:
+        # the engine crashed ("CPU Generator does not use offset").
+        chats = [
+            [{"role": "user", "content": f"{i} Count the words: " + "alpha beta " * 45}]
+            for i in range(20)
+        ]
+        prompts = [policy.renderer(chat) for chat in chats]
+        assert sum(map(len, prompts)) > 4096 and max(map(len, prompts)) + 8 <= 512
+        requests = [SampleRequest(chat) for chat in chats]
+        completions = policy.sample(requests, SamplingParams(max_tokens=8, seed=11))
+        assert [c.prompt_tokens for c in completions] == prompts
+        assert all(len(c.tokens) == len(c.logprobs) > 0 for c in completions)
+
     def test_weight_refresh_follows_the_updated_model(self, policy, tiny_model):
         model, _ = tiny_model
         updated = copy.deepcopy(model)
