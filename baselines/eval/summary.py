@@ -50,6 +50,7 @@ __all__ = [
     "ModelScore",
     "Tournament",
     "TournamentRow",
+    "lower_seat_wins",
     "summarize",
 ]
 
@@ -139,12 +140,16 @@ class Tournament:
             rating scale, so listing them last would be a verdict no vote gave.
         leaderboard: The ratings (:func:`~baselines.eval.ratings.rate_models`).
         votes_total: Valid votes in all the debates.
+        seat_order: Of the valid strict votes (``a > b``), how many put the
+            lower-numbered seat first, and how many there were
+            (:func:`lower_seat_wins`).
     """
 
     rows: tuple[TournamentRow, ...]
     ranks: tuple[int, ...]
     leaderboard: Leaderboard
     votes_total: int
+    seat_order: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,14 @@ class EvalSummary:
             f"{board.self_judgements_dropped} dropped (the judge is one of the two models), "
             f"{board.same_model_dropped} dropped (both sides are the same model)."
         ]
+        lower, strict = self.tournament.seat_order
+        if strict:
+            notes.append(
+                f"{lower} of {strict} strict votes ({lower / strict:.0%}) put the "
+                "lower-numbered seat first. Every model sits in every seat equally often, so "
+                "judges that read the answers put it first about half the time; far from half, "
+                "the votes follow the seats, and the ratings with them."
+            )
         unrated = [r.model for r in self.tournament.rows if r.rating is None]
         if unrated and len(unrated) < len(self.tournament.rows):
             notes.append(
@@ -366,6 +379,8 @@ class EvalSummary:
                 "win_fraction": [[_json(x) for x in row] for row in board.win_fraction],
                 "comparison_counts": [list(row) for row in board.comparison_counts],
                 "votes_total": self.tournament.votes_total,
+                "strict_votes": self.tournament.seat_order[1],
+                "strict_votes_lower_seat_first": self.tournament.seat_order[0],
                 "judgements_used": board.judgements_used,
                 "self_judgements_dropped": board.self_judgements_dropped,
                 "same_model_dropped": board.same_model_dropped,
@@ -503,6 +518,7 @@ def _tournament(
     judgements: list[Judgement] = []
     votes_cast: dict[str, int] = defaultdict(int)
     votes_total = 0
+    seat_order = [0, 0]
     for line in lines:
         # The debate's agents are agent_0 ... agent_{N-1}; a vote names seats by index.
         seats = tuple(line["seats"][f"agent_{i}"] for i in range(len(line["seats"])))
@@ -512,6 +528,9 @@ def _tournament(
                 votes_cast[seats[vote.author]] += 1
                 votes_total += 1
         judgements.extend(judgements_from_votes(votes, seats, debate=line["episode_id"]))
+        lower, strict = lower_seat_wins(votes, len(seats))
+        seat_order[0] += lower
+        seat_order[1] += strict
     board = rate_models(
         judgements,
         prior_wins=prior_wins,
@@ -550,4 +569,22 @@ def _tournament(
             continue
         tied = i > 0 and fallback(s) == fallback(unrated_scores[i - 1])
         ranks.append(ranks[-1] if tied else i + 1)
-    return Tournament(tuple(rated + unrated), tuple(ranks), board, votes_total)
+    return Tournament(
+        tuple(rated + unrated), tuple(ranks), board, votes_total, (seat_order[0], seat_order[1])
+    )
+
+
+def lower_seat_wins(votes: Sequence[Vote], num_agents: int) -> tuple[int, int]:
+    """How many valid strict votes put the lower-numbered seat first, of how many.
+
+    A judge that votes by position (``Agent 0 > Agent 1`` whatever was written)
+    shows as a share far from one half once the models rotate through the seats.
+    Ties and invalid votes are left out.
+
+    Example:
+        >>> votes = [Vote(2, 0, ">", 1), Vote(2, 1, ">", 0), Vote(0, 1, "=", 2), Vote(1, 0, ">", 0)]
+        >>> lower_seat_wins(votes, 3)
+        (1, 2)
+    """
+    strict = [v for v in votes if v.op == ">" and is_valid_vote(v, num_agents)]
+    return sum(int(v.a) < int(v.b) for v in strict), len(strict)

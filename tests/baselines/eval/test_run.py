@@ -239,3 +239,27 @@ def test_the_report_of_a_folder_without_an_evaluation_is_unchanged(tmp_path):
     (tmp_path / "summary.json").write_text("{not json")
     page = write_report(tmp_path).read_text()
     assert "summary.json is not readable JSON" in page
+
+
+@pytest.mark.parametrize(
+    ("votes", "counted"),
+    [
+        ([[2, 0, ">", 1], [2, 0, ">", 1]], (2, 2)),  # always the lower seat: position
+        ([[2, 0, ">", 1], [2, 1, ">", 0], [0, 1, "=", 2]], (1, 2)),  # ties left out
+        ([[2, 0, ">", 7], [1, 0, "?", 2]], (0, 0)),  # invalid votes left out
+    ],
+)
+def test_strict_votes_by_seat_are_counted_and_said(votes, counted):
+    correct = {"a": True, "b": False, "c": False}
+    lines = [line("d0", ("a", "b", "c"), votes, correct)]
+    summary = summarize(lines, ["a", "b", "c"], env="debate", num_bootstrap=0)
+    assert summary.tournament.seat_order == counted
+    saved = summary.to_json()["tournament"]
+    assert (saved["strict_votes_lower_seat_first"], saved["strict_votes"]) == counted
+    said = [note for note in summary.tournament_notes() if "lower-numbered seat" in note]
+    lower, strict = counted
+    if strict:
+        assert len(said) == 1
+        assert said[0].startswith(f"{lower} of {strict} strict votes ({lower / strict:.0%})")
+    else:
+        assert said == []  # nothing to say without strict votes
