@@ -18,7 +18,8 @@ yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs" / "accelerate"
-FSDP_ON_CPU = Path(__file__).with_name("fsdp_on_cpu.py")
+# accelerate applies FSDP to accelerator devices only; this launcher applies it on CPU.
+ON_CPU = ROOT / "tests" / "baselines" / "accelerate_on_cpu.py"
 
 
 def free_port() -> int:
@@ -95,7 +96,7 @@ def test_fsdp_config_shards_gathers_for_the_sampler_and_resumes(tmp_path):
     if shutil.which("accelerate") is None:
         pytest.skip("the accelerate command line is not on PATH")
     output = tmp_path / "run"
-    done = launch("fsdp.yaml", output, 2, str(FSDP_ON_CPU))
+    done = launch("fsdp.yaml", output, 2, str(ON_CPU), "-m", "baselines.is_trainer")
     assert done.returncode == 0, done.stderr[-4000:]
     checkpoint = output / "checkpoints" / "iteration_000002"
     assert sorted(p.name for p in (checkpoint / "optimizer_0").glob("*.distcp")) == [
@@ -111,7 +112,7 @@ def test_fsdp_config_shards_gathers_for_the_sampler_and_resumes(tmp_path):
         assert row["time/refresh"] > 0
     assert (output / "final_model" / "model.safetensors").is_file()  # gathered, then saved
 
-    resumed = launch("fsdp.yaml", output, 3, str(FSDP_ON_CPU))
+    resumed = launch("fsdp.yaml", output, 3, str(ON_CPU), "-m", "baselines.is_trainer")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "starting at iteration 2" in resumed.stdout
     lines = rows(output)
