@@ -49,7 +49,7 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -99,7 +99,7 @@ class ISStep:
         batch: list[Sequence_],
         max_tokens: int | None = None,
         device: torch.device = CPU,
-        packing: Any = None,
+        packing: Literal["auto", "packed", "padded"] | None = None,
     ) -> None:
         config = ISTrainerConfig()
         self.model, self.device = model, device

@@ -149,7 +149,7 @@ class Tournament:
     ranks: tuple[int, ...]
     leaderboard: Leaderboard
     votes_total: int
-    seat_order: tuple[int, int] = (0, 0)
+    seat_order: tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ What the processes share depends on the ``accelerate`` config
                 model, which FSDP2 would prepare once with one optimizer).
 ==============  ==============================================================
 
-DeepSpeed is refused: ``accelerate`` prepares one model per run under
-DeepSpeed, and MAGRPO trains one per agent.
+DeepSpeed is refused: MAGRPO trains one model per agent, and each would
+need a DeepSpeed engine of its own, which it does not set up.
 """
 
 from __future__ import annotations

@@ -201,10 +201,13 @@ def test_probe_text_says_what_was_measured():
 )
 def test_cuda_pads_unless_flash_attention_packs(monkeypatch, attention, packing, layout, probed):
     calls = []
+
+    def probe(*args, **kwargs):
+        calls.append(args)
+        return _probe(attention)()
+
     monkeypatch.setattr(forward, "segment_attention", lambda model: attention)
-    monkeypatch.setattr(
-        forward, "probe_packing", lambda *a, **k: calls.append(1) or _probe(attention)()
-    )
+    monkeypatch.setattr(forward, "probe_packing", probe)
     choice = choose_layout(torch.nn.Linear(1, 1), torch.device("cuda"), packing)
     assert choice.layout == layout
     assert bool(calls) == probed
