@@ -2,6 +2,7 @@
 
     accelerate launch --config_file configs/accelerate/ddp.yaml -m baselines.magrpo ...
     accelerate launch --config_file configs/accelerate/fsdp.yaml -m baselines.magrpo ...
+    accelerate launch --config_file configs/accelerate/deepspeed_zero2.yaml -m baselines.magrpo ...
 
 Every process grows the trees of its share of the iteration's problems
 (problem ``k`` of the iteration goes to process ``k mod P``) and of the
@@ -43,17 +44,30 @@ What the processes share depends on the ``accelerate`` config
                 states, the final models are gathered and saved whole. LoRA
                 is not supported here (the agents' adapters share one base
                 model, which FSDP2 would prepare once with one optimizer).
+``deepspeed``   a DeepSpeed config (ZeRO-2 or ZeRO-3): each agent's model
+                and optimizer become a DeepSpeed engine of their own
+                (``accelerate`` prepares them in agent order and saves and
+                loads every engine in its checkpoints). ``accelerate``'s
+                ``backward`` drives only the first engine it prepared, so
+                each agent's backward passes and step go through its own
+                engine (:meth:`AgentProcesses.backward`): DeepSpeed reduces
+                gradients in every backward pass and clips (to
+                ``max_grad_norm``) and steps in the last one. Passes run in
+                lockstep as under FSDP. Under ZeRO-2 every process holds
+                whole parameters and samples with the trained model; under
+                ZeRO-3 each agent samples with a whole copy, refreshed from
+                the consolidated weights after its step. LoRA is not
+                supported (one base model would be two engines).
 ==============  ==============================================================
-
-DeepSpeed is refused: MAGRPO trains one model per agent, and each would
-need a DeepSpeed engine of its own, which it does not set up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -61,9 +75,9 @@ import torch
 
 from baselines.training.run import gather_lists
 
-__all__ = ["AgentProcesses", "ProcessLayout", "process_layout"]
+__all__ = ["AgentProcesses", "ProcessLayout", "checkpoint_kind", "process_layout"]
 
-ProcessLayout = Literal["single", "replicated", "sharded"]
+ProcessLayout = Literal["single", "replicated", "sharded", "deepspeed"]
 """How the agents' weights are held across processes (see the module docstring)."""
 
 T = TypeVar("T")
@@ -76,27 +90,22 @@ def process_layout(accelerator: Any) -> ProcessLayout:
     """The layout of the launched processes, from ``accelerator.distributed_type``.
 
     Raises:
-        ValueError: DeepSpeed, or another backend MAGRPO does not run under.
+        ValueError: a backend MAGRPO does not run under (Megatron-LM, XLA, ...).
     """
     from accelerate.utils import DistributedType  # type: ignore[import-untyped]
 
     kind = accelerator.distributed_type
     if kind == DistributedType.FSDP:
         return "sharded"
+    if kind == DistributedType.DEEPSPEED:
+        return "deepspeed"
     if kind == DistributedType.NO:
         return "single"
-    if kind == DistributedType.DEEPSPEED:
-        raise ValueError(
-            "MAGRPO does not run under DeepSpeed: it trains one model per agent, and each "
-            "would need a DeepSpeed engine of its own, which it does not set up; launch with "
-            "configs/accelerate/ddp.yaml (every process holds every agent) or "
-            "configs/accelerate/fsdp.yaml (each agent's model sharded)"
-        )
     if str(kind).split(".")[-1].startswith("MULTI_"):
         return "replicated"
     raise ValueError(
         f"MAGRPO does not run under accelerate's {kind}; launch with "
-        "configs/accelerate/ddp.yaml or configs/accelerate/fsdp.yaml, or as one process"
+        "configs/accelerate/ddp.yaml, fsdp.yaml or deepspeed_zero2.yaml, or as one process"
     )
 
 
@@ -109,7 +118,7 @@ class AgentProcesses:
 
     Raises:
         ValueError: a layout MAGRPO cannot train in (:func:`process_layout`), or
-            LoRA under FSDP.
+            LoRA under FSDP or DeepSpeed.
     """
 
     def __init__(self, accelerator: Any, *, lora: bool) -> None:
@@ -124,6 +133,41 @@ class AgentProcesses:
                 "accelerate's FSDP2 prepares once, with one optimizer; launch with "
                 "configs/accelerate/ddp.yaml (adapters are small: every process holds them all)"
             )
+        if self.layout == "deepspeed" and lora:
+            raise ValueError(
+                "lora_r > 0 under DeepSpeed: the agents' adapters share one base model, which "
+                "cannot be two DeepSpeed engines; launch with configs/accelerate/ddp.yaml "
+                "(adapters are small: every process holds them all)"
+            )
+        from baselines.training.weights import is_sharded
+
+        self._whole_copies = self.layout == "sharded" or (
+            self.layout == "deepspeed" and is_sharded(accelerator)
+        )
+
+    @property
+    def lockstep(self) -> bool:
+        """Whether every process must run the same forward and backward passes (FSDP, DeepSpeed).
+
+        Their passes gather parameters or reduce gradients with the other
+        processes: a process with fewer microbatches runs empty ones, and
+        ``share_prompts`` (which changes the passes) is off.
+        """
+        return self.layout in ("sharded", "deepspeed")
+
+    @property
+    def whole_copies(self) -> bool:
+        """Whether each agent samples with a whole copy of its model (FSDP, ZeRO-3).
+
+        The trained parameters are in pieces across the processes; the copy is
+        refreshed from the gathered weights after each of the agent's steps.
+        """
+        return self._whole_copies
+
+    @property
+    def accelerate_checkpoints(self) -> bool:
+        """Whether checkpoints are ``accelerate``'s states (FSDP, DeepSpeed), not agent folders."""
+        return self.layout in ("sharded", "deepspeed")
 
     @property
     def writer(self) -> bool:
@@ -146,23 +190,27 @@ class AgentProcesses:
             )
 
     def check_checkpoint(self, checkpoint: Path) -> None:
-        """Refuse a checkpoint written under another layout (FSDP or not) than this run's.
+        """Refuse a checkpoint written under another layout than this run's.
 
-        FSDP checkpoints are ``accelerate``'s sharded states; the others hold a
-        folder per agent (see ``MAGRPOTrainer.save_checkpoint``).
+        FSDP and DeepSpeed checkpoints are ``accelerate``'s states, each in its
+        own form; the others hold a folder per agent (see
+        ``MAGRPOTrainer.save_checkpoint``).
         """
-        sharded = any(checkpoint.glob("pytorch_model_fsdp_*"))
-        if self.layout == "sharded" and not sharded:
-            raise ValueError(
-                f"{checkpoint} holds a folder per agent, from a run without FSDP; resume it "
-                "as it was started (one process, or configs/accelerate/ddp.yaml), or give a "
-                "new output_dir"
-            )
-        if self.layout != "sharded" and sharded:
-            raise ValueError(
-                f"{checkpoint} holds the sharded state of an FSDP run; resume it under "
-                "accelerate launch with configs/accelerate/fsdp.yaml, or give a new output_dir"
-            )
+        written = checkpoint_kind(checkpoint)
+        wanted = {"sharded": "fsdp", "deepspeed": "deepspeed"}.get(self.layout, "folders")
+        if written == wanted:
+            return
+        how = {
+            "folders": "as it was started (one process, or configs/accelerate/ddp.yaml)",
+            "fsdp": "under accelerate launch with configs/accelerate/fsdp.yaml",
+            "deepspeed": "under accelerate launch with the DeepSpeed config it was started with",
+        }[written]
+        what = {
+            "folders": "a folder per agent, from a run without FSDP or DeepSpeed",
+            "fsdp": "the sharded state of an FSDP run",
+            "deepspeed": "the engines' state of a DeepSpeed run",
+        }[written]
+        raise ValueError(f"{checkpoint} holds {what}; resume it {how}, or give a new output_dir")
 
     # ------------------------------------------------------------ collectives
 
@@ -193,8 +241,8 @@ class AgentProcesses:
     # ----------------------------------------------------------------- models
 
     def sampling_model(self, model: Any) -> Any:
-        """The model an agent samples with: its trained model, or (sharded) a frozen copy."""
-        if self.layout != "sharded":
+        """The model an agent samples with: its trained model, or a frozen whole copy."""
+        if not self.whole_copies:
             return model
         twin = copy.deepcopy(model)
         twin.requires_grad_(False)
@@ -206,8 +254,10 @@ class AgentProcesses:
         """Each agent's model and optimizer, ready for the layout (in agent order).
 
         ``replicated``: every process takes the main process's trainable
-        weights. ``sharded``: ``accelerate`` prepares each agent's pair in
-        turn (its checkpoints number them in this order).
+        weights. ``sharded`` and ``deepspeed``: ``accelerate`` prepares each
+        agent's pair in turn (its checkpoints number them in this order);
+        under DeepSpeed each pair becomes an engine and its optimizer, whose
+        ``step`` and ``zero_grad`` do nothing (the engine steps).
         """
         if self.layout == "replicated":
             seen: set[int] = set()
@@ -216,28 +266,45 @@ class AgentProcesses:
                 if id(parameters[0]) not in seen:  # shared base: each adapter once
                     seen.add(id(parameters[0]))
                     self._broadcast([p.data for p in parameters])
-        if self.layout != "sharded":
+        if not self.accelerate_checkpoints:
             return dict(models), dict(optimizers)
         prepared_models, prepared_optimizers = {}, {}
-        for agent, model in models.items():
-            prepared_models[agent], prepared_optimizers[agent] = self.accelerator.prepare(
-                model, optimizers[agent]
-            )
+        with _quiet_second_engines():
+            for agent, model in models.items():
+                prepared_models[agent], prepared_optimizers[agent] = self.accelerator.prepare(
+                    model, optimizers[agent]
+                )
         return prepared_models, prepared_optimizers
 
     def microbatches(self, count: int) -> int:
-        """Forward/backward passes to run for an agent's step: sharded, the most of any process."""
-        return self.most(count) if self.layout == "sharded" else count
+        """Forward/backward passes for an agent's step: in lockstep, the most of any process."""
+        return self.most(count) if self.lockstep else count
 
-    def empty_backward(self, model: Any, pad_token_id: int) -> None:
+    def backward(self, model: Any, loss: torch.Tensor, *, last: bool) -> None:
+        """One microbatch's backward pass through ``model``; ``last``: the step's last one.
+
+        Call it inside :func:`baselines.training.run.accumulating`. Under
+        DeepSpeed the pass goes through the agent's own engine, which also
+        clips, steps and zeroes the gradients after the last one.
+        """
+        if self.layout != "deepspeed":
+            self.accelerator.backward(loss)
+            return
+        model.set_gradient_accumulation_boundary(is_boundary=last)
+        model.backward(loss)
+        if last:
+            model.step()
+
+    def empty_backward(self, model: Any, pad_token_id: int, *, last: bool) -> None:
         """A pass that adds nothing to the gradients, for a process with fewer microbatches.
 
-        Under FSDP every forward and backward pass gathers and reduces shards
-        with the other processes, so every process must run as many.
+        Under FSDP and DeepSpeed every forward or backward pass gathers
+        parameters or reduces gradients with the other processes, so every
+        process must run as many.
         """
         ids = torch.full((1, 2), pad_token_id, device=self.device)
         logits = model(input_ids=ids, use_cache=False).logits
-        self.accelerator.backward(logits.sum() * 0.0)
+        self.backward(model, logits.sum() * 0.0, last=last)
 
     def average_gradients(self, parameters: Sequence[torch.nn.Parameter]) -> None:
         """Replicated: each parameter's gradient averaged over the processes, in place.
@@ -266,7 +333,14 @@ class AgentProcesses:
             _unflatten(flat, bucket)
 
     def clip_gradients(self, model: Any, max_norm: float) -> float:
-        """Clip the gradients of ``model`` to ``max_norm``; return their norm before clipping."""
+        """Clip the gradients of ``model`` to ``max_norm``; return their norm before clipping.
+
+        Under DeepSpeed the engine clipped them in its step (to the same
+        ``max_grad_norm``, :func:`baselines.training.run.make_accelerator`):
+        its norm is returned.
+        """
+        if self.layout == "deepspeed":
+            return float(model.get_global_grad_norm())
         parameters = [p for p in model.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
         # FSDP: a DTensor over the shards (accelerate's own clip_grad_norm_ cannot tell
@@ -275,8 +349,8 @@ class AgentProcesses:
         return float(full() if full is not None else norm)
 
     def full_weights(self, model: Any) -> dict[str, Any] | None:
-        """Sharded: the model's whole weights, gathered on every process (collective); else None."""
-        if self.layout != "sharded":
+        """With whole copies: the model's weights, gathered everywhere (collective); else None."""
+        if not self.whole_copies:
             return None
         from baselines.training.weights import gather_full_state
 
@@ -288,6 +362,50 @@ class AgentProcesses:
             flat = torch.cat([t.reshape(-1) for t in bucket])
             torch.distributed.broadcast(flat, src=0)
             _unflatten(flat, bucket)
+
+
+def checkpoint_kind(checkpoint: Path) -> Literal["folders", "fsdp", "deepspeed"]:
+    """How a MAGRPO checkpoint was written: agent folders, FSDP shards, or DeepSpeed engines.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> checkpoint_kind(folder)
+        'folders'
+        >>> (folder / "pytorch_model").mkdir()  # accelerate's first DeepSpeed engine
+        >>> checkpoint_kind(folder)
+        'deepspeed'
+    """
+    if any(checkpoint.glob("pytorch_model_fsdp_*")):
+        return "fsdp"
+    if (checkpoint / "pytorch_model").is_dir():
+        return "deepspeed"
+    return "folders"
+
+
+@contextlib.contextmanager
+def _quiet_second_engines() -> Iterator[None]:
+    """Hide ``accelerate``'s warning that its ``backward`` drives the first engine only.
+
+    It advises a second ``Accelerator``; MAGRPO drives each agent's engine
+    itself (:meth:`AgentProcesses.backward`), so the advice does not apply.
+    """
+    log = logging.getLogger("accelerate.accelerator")
+    hide = _Without("A wrapped DeepSpeed engine reference is currently tied")
+    log.addFilter(hide)
+    try:
+        yield
+    finally:
+        log.removeFilter(hide)
+
+
+class _Without(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in str(record.getMessage())
 
 
 def _buckets(tensors: list[torch.Tensor]) -> list[list[torch.Tensor]]:

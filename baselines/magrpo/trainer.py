@@ -27,9 +27,9 @@ adapter's parameters, and its sampler switching its adapter on. One iteration:
    of each of the first trees, and the evaluation episodes, for
    ``python -m baselines.report OUTPUT_DIR``.
 
-Under ``accelerate launch`` (a DDP or FSDP config) every process grows its
-share of the trees and gradients are averaged across processes, so each step
-is the one a single process would take on all the trees
+Under ``accelerate launch`` (a DDP, FSDP or DeepSpeed config) every process
+grows its share of the trees and gradients are averaged across processes, so
+each step is the one a single process would take on all the trees
 (:mod:`baselines.magrpo.processes`).
 
 A trainer never parses the env's text: rewards and their breakdown come from
@@ -90,6 +90,7 @@ from baselines.training.run import (
     seed_everything,
 )
 from baselines.training.trackers import require_tracker
+from baselines.training.weights import loading_whole_models
 from llm_envs.code_collab import CodeCollabEnv, load_problems
 from llm_envs.tasks import CodeProblem
 
@@ -111,10 +112,10 @@ class MAGRPOTrainer(TrainingRun):
         tokenizer: the tokenizer (default: ``config.model``'s).
         samplers: a policy per agent (default: a
             :class:`~baselines.policies.TransformersPolicy` on the agent's model,
-            which always samples with the current weights; under FSDP, a copy of
-            it refreshed after every step). A custom sampler must return the
-            completion's prompt tokens as the agent's model reads them; under FSDP
-            none can be given.
+            which always samples with the current weights; under FSDP or ZeRO-3,
+            a copy of it refreshed after every step). A custom sampler must
+            return the completion's prompt tokens as the agent's model reads
+            them; under FSDP or ZeRO-3 none can be given.
         problems: the problems to train and evaluate on, overriding ``config.dataset``.
     """
 
@@ -139,15 +140,14 @@ class MAGRPOTrainer(TrainingRun):
         if config.precision == "bf16" and not cuda:
             raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
         # The experiment trackers (report_to) and the launched processes are accelerate's;
-        # the models stay plain torch unless FSDP shards them.
+        # the models stay plain torch unless FSDP or DeepSpeed prepares them.
         self.accelerator = make_accelerator(config, cuda=cuda)
         self.processes = AgentProcesses(self.accelerator, lora=config.lora_r > 0)
-        self.sharded = self.processes.layout == "sharded"
-        if self.sharded and samplers is not None:
+        if self.processes.whole_copies and samplers is not None:
             raise ValueError(
-                "samplers= cannot be given under FSDP: each agent samples with a whole copy of "
-                "its model, which the trainer refreshes from the shards; launch with "
-                "configs/accelerate/ddp.yaml to sample with your own policies"
+                "samplers= cannot be given under FSDP or DeepSpeed ZeRO-3: each agent samples "
+                "with a whole copy of its model, which the trainer refreshes from the shards; "
+                "launch with configs/accelerate/ddp.yaml to sample with your own policies"
             )
         self.processes.check_share(config.problems_per_iteration)
         self.device = self.processes.device
@@ -164,12 +164,14 @@ class MAGRPOTrainer(TrainingRun):
         self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
         if checkpoint is not None:
             self.processes.check_checkpoint(checkpoint)
-        own_folders = None if self.sharded else checkpoint  # FSDP: accelerate's state, below
+        # FSDP and DeepSpeed: accelerate's state, loaded below.
+        own_folders = None if self.processes.accelerate_checkpoints else checkpoint
         self.shared = config.lora_r > 0  # one base model, an adapter per agent
-        if self.shared:
-            models = self._load_shared_model(models, tokenizer, own_folders)
-        else:
-            models = self._load_models(models, tokenizer, own_folders)
+        with loading_whole_models(self.accelerator):  # ZeRO-3: prepare() partitions them
+            if self.shared:
+                models = self._load_shared_model(models, tokenizer, own_folders)
+            else:
+                models = self._load_models(models, tokenizer, own_folders)
         models = {agent: models[agent].to(self.device) for agent in self.agents}
         for model in models.values():
             model.train()
@@ -191,15 +193,15 @@ class MAGRPOTrainer(TrainingRun):
             if self.shared
             else all(supports_logits_to_keep(m) for m in models.values())
         )
-        # Sharded: a whole copy per agent, made before FSDP shards the model, refreshed
-        # from the gathered shards after each of the agent's steps (_refresh).
+        # FSDP, ZeRO-3: a whole copy per agent, made before the model is sharded,
+        # refreshed from the gathered shards after each of the agent's steps (_refresh).
         self._copies: dict[str, TransformersPolicy] = {}
         if samplers is None:
             policies = {
                 agent: TransformersPolicy(self.processes.sampling_model(model), self.tokenizer)
                 for agent, model in models.items()
             }
-            self._copies = policies if self.sharded else {}
+            self._copies = policies if self.processes.whole_copies else {}
             samplers = policies
         self.samplers: dict[str, Policy] = dict(samplers)
         if self.shared:  # each agent samples with its own adapter switched on
@@ -208,7 +210,7 @@ class MAGRPOTrainer(TrainingRun):
                 for agent, policy in self.samplers.items()
             }
         self.models, self.optimizers = self.processes.prepare(models, optimizers)
-        if self.sharded and checkpoint is not None:
+        if self.processes.accelerate_checkpoints and checkpoint is not None:
             load_checkpoint(self.accelerator, checkpoint)
             for agent in self.agents:
                 self._refresh(agent)
@@ -216,8 +218,8 @@ class MAGRPOTrainer(TrainingRun):
         self.pad_token_id = int(pad if pad is not None else 0)
         self.pass_settings = PassSettings(
             device=self.device,
-            # Under FSDP every process must run the same forward passes: one row each.
-            share_prompts=config.share_prompts and not self.sharded,
+            # In lockstep every process must run the same forward passes: one row each.
+            share_prompts=config.share_prompts and not self.processes.lockstep,
             max_tokens_per_microbatch=config.max_tokens_per_microbatch,
             temperature=config.temperature,
             pad_token_id=self.pad_token_id,
@@ -330,11 +332,11 @@ class MAGRPOTrainer(TrainingRun):
     def save_checkpoint(self, iteration: int) -> None:
         """Save every agent's model, tokenizer and optimizer after ``iteration`` iterations.
 
-        One process or DDP: a folder per agent, written by the main process. FSDP:
-        ``accelerate``'s sharded state of every agent's model and optimizer (in
-        agent order), written by every process.
+        One process or DDP: a folder per agent, written by the main process. FSDP
+        and DeepSpeed: ``accelerate``'s state of every agent's model and
+        optimizer (in agent order), written by every process.
         """
-        if self.sharded:
+        if self.processes.accelerate_checkpoints:
             save_accelerate_state(
                 self.accelerator,
                 self.models[self.agents[0]],  # the agents share the architecture in config.json
@@ -486,8 +488,8 @@ class MAGRPOTrainer(TrainingRun):
         loss_total, diff_sum, tokens, forward_tokens = 0.0, 0.0, 0.0, 0
         for m in range(count):
             with accumulating(self.accelerator, model, last=m == count - 1):
-                if m >= len(passes):  # FSDP: as many passes as the busiest process
-                    self.processes.empty_backward(model, self.pad_token_id)
+                if m >= len(passes):  # in lockstep: as many passes as the busiest process
+                    self.processes.empty_backward(model, self.pad_token_id, last=m == count - 1)
                     continue
                 with self._autocast():
                     out = passes[m](model)
@@ -500,7 +502,7 @@ class MAGRPOTrainer(TrainingRun):
                         "model's precision (the step was not taken)"
                     )
                 # Gradients are averaged over the processes: each adds its share times P.
-                self.accelerator.backward(loss * self.processes.world)
+                self.processes.backward(model, loss * self.processes.world, last=m == count - 1)
             loss_total += float(loss.detach())
             forward_tokens += out.width
             with torch.no_grad():
@@ -528,7 +530,7 @@ class MAGRPOTrainer(TrainingRun):
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast)
 
     def _refresh(self, agent: str) -> None:
-        """Sharded: load the agent's gathered weights into its sampling copy (every process)."""
+        """With whole copies: load the agent's gathered weights into its copy (every process)."""
         weights = self.processes.full_weights(self.models[agent])
         if weights is not None and agent in self._copies:
             self._copies[agent].update_weights(weights)
@@ -601,12 +603,12 @@ class MAGRPOTrainer(TrainingRun):
     def save_final_model(self) -> None:
         """Save each agent's model (LoRA: its adapter) and tokenizer in ``final_model/{agent}``.
 
-        Under FSDP each agent's shards are gathered first (by every process) and
-        its model saved whole; otherwise the main process saves.
+        Under FSDP and DeepSpeed each agent's weights are gathered first (by
+        every process) and its model saved whole; otherwise the main process saves.
         """
         for agent in self.models:
             folder = self.run_dir.final_model_dir / agent
-            if self.sharded:
+            if self.processes.accelerate_checkpoints:
                 model = self.models[agent]
                 state = self.accelerator.get_state_dict(model)  # collective: whole on the main
                 if self.processes.writer:

@@ -41,6 +41,7 @@ import os
 import random
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -129,7 +130,10 @@ def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") ->
     Under DeepSpeed, ``train_micro_batch_size_per_gpu`` is set to 1 unless the
     DeepSpeed config gives it: ``prepare`` refuses to start without it, and
     the trainers cut their own microbatches (``max_tokens_per_microbatch``),
-    so DeepSpeed's batch bookkeeping has nothing else to go by.
+    so DeepSpeed's batch bookkeeping has nothing else to go by. DeepSpeed
+    clips gradients inside its own step: its ``gradient_clipping`` is set to
+    the trainer's ``max_grad_norm`` (0: none), with a warning when the
+    accelerate config gave another value.
     """
     # accelerate ships no type information (no py.typed).
     from accelerate import Accelerator  # type: ignore[import-untyped]
@@ -145,6 +149,14 @@ def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") ->
         deepspeed = accelerator.state.deepspeed_plugin.deepspeed_config
         if deepspeed.get("train_micro_batch_size_per_gpu", "auto") == "auto":
             deepspeed["train_micro_batch_size_per_gpu"] = 1
+        given = deepspeed.get("gradient_clipping", "auto")
+        if given != "auto" and float(given) != config.max_grad_norm and accelerator.is_main_process:
+            warnings.warn(
+                f"the accelerate config's DeepSpeed gradient_clipping={given} is replaced by "
+                f"max_grad_norm={config.max_grad_norm}: the trainer's setting clips",
+                stacklevel=2,
+            )
+        deepspeed["gradient_clipping"] = config.max_grad_norm
     return accelerator
 
 
@@ -406,11 +418,15 @@ def command_line(
     environment argument, a value out of range) ends the program with its
     message and exit status 2, as a bad flag does, instead of a traceback;
     ``LLM_ENVS_TRACEBACK=1`` shows the traceback too. Errors while training
-    are not caught.
+    are not caught. Under ``accelerate launch`` the processes leave their
+    group once the run is over: left to the interpreter's exit, its teardown
+    can race with DeepSpeed's and abort a process that had finished.
     """
     config = parse_config(config_type, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = trainer_type(config)
     path = trainer.run()
+    if trainer.accelerator is not None:
+        trainer.accelerator.end_training()
     print(f"metrics written to {path}", flush=True)
     return path

@@ -309,3 +309,39 @@ def test_a_thread_limit_reaches_torch_and_later_vllm_engines(monkeypatch):
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")  # the user's own choice stays
     limit_threads(2)
     assert calls == [1, 2] and os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+
+
+@pytest.mark.parametrize(("given", "warns"), [("auto", False), (1.0, True), (0.5, False)])
+def test_deepspeed_clips_at_the_trainers_max_grad_norm(monkeypatch, tmp_path, given, warns):
+    accelerate = pytest.importorskip("accelerate")
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from baselines.training.run import make_accelerator
+
+    deepspeed = {"gradient_clipping": given, "train_micro_batch_size_per_gpu": "auto"}
+    plugin = SimpleNamespace(deepspeed_config=deepspeed)
+    fake = SimpleNamespace(
+        distributed_type=DistributedType.DEEPSPEED,
+        is_main_process=True,
+        state=SimpleNamespace(deepspeed_plugin=plugin),
+    )
+    monkeypatch.setattr(accelerate, "Accelerator", lambda **kwargs: fake)
+    config = SimpleNamespace(
+        report_to="none", output_dir=str(tmp_path), project="p", max_grad_norm=0.5
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert make_accelerator(config, cuda=False) is fake
+    said = [str(w.message) for w in caught]
+    assert said == (
+        [
+            "the accelerate config's DeepSpeed gradient_clipping=1.0 is replaced by "
+            "max_grad_norm=0.5: the trainer's setting clips"
+        ]
+        if warns
+        else []
+    )
+    # DeepSpeed clips inside its step: with the trainer's value, whatever the config said.
+    assert deepspeed == {"gradient_clipping": 0.5, "train_micro_batch_size_per_gpu": 1}

@@ -1,14 +1,16 @@
-"""MAGRPO under ``accelerate launch``: the DDP and FSDP configs on 2 CPU processes (gloo).
+"""MAGRPO under ``accelerate launch``: DDP, FSDP and DeepSpeed configs on 2 CPU processes (gloo).
 
 The runs use scripted completions (``scripted_magrpo.py``), so every layout
 trains on the same data: two processes must give a single process's gradient
 norms. Three training problems per iteration split 2 + 1 between the
 processes, so the lighter one runs fewer microbatches (under FSDP, empty
-passes) and still joins every reduction.
+passes) and still joins every reduction. The DeepSpeed tests are skipped
+without ``deepspeed`` (``pip install "llm-envs[deepspeed]"``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +27,12 @@ pytest.importorskip("accelerate")
 
 from accelerate.utils import DistributedType  # noqa: E402
 
-from baselines.magrpo.processes import AgentProcesses, _buckets, process_layout  # noqa: E402
+from baselines.magrpo.processes import (  # noqa: E402
+    AgentProcesses,
+    _buckets,
+    checkpoint_kind,
+    process_layout,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs" / "accelerate"
@@ -175,16 +182,75 @@ def test_fsdp_config_shards_each_agent_refreshes_its_sampler_and_resumes(tmp_pat
         assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
 
 
+needs_deepspeed = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
+)
+
+
+def weights_match(output: Path, reference: Path) -> None:
+    """Each agent's final model, saved whole, is the one ``reference``'s run trained."""
+    for agent in AGENTS:
+        mine, theirs = final_weights(output, agent, False), final_weights(reference, agent, False)
+        assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
+
+
+@needs_deepspeed
+@pytest.mark.slow
+@pytest.mark.training
+def test_deepspeed_zero2_gives_each_agent_an_engine(tmp_path, one_process):
+    need_accelerate_command()
+    output = tmp_path / "run"
+    done = run(output, 2, config="deepspeed_zero2.yaml")
+    assert "(deepspeed), starting at iteration 0" in done.stdout
+    # accelerate saves every engine it prepared: one per agent, in agent order.
+    checkpoint = output / "checkpoints" / "iteration_000002"
+    assert checkpoint_kind(checkpoint) == "deepspeed"
+    assert (checkpoint / "pytorch_model_1").is_dir()
+    lines, alone = rows(output), rows(one_process["full"])
+    assert [r["iteration"] for r in lines] == [0, 1, 2]
+    # Each agent's backward passes and step went through its own engine (accelerate's
+    # backward drives only the first): the clipped steps are one process's.
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
+    # ZeRO-2 keeps whole parameters: the trained model samples, with every step's weights.
+    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+
+
+@needs_deepspeed
+@pytest.mark.slow
+@pytest.mark.training
+def test_deepspeed_zero3_partitions_each_agent_refreshes_its_copy_and_resumes(
+    tmp_path, one_process
+):
+    need_accelerate_command()
+    output = tmp_path / "run"
+    run(output, 2, config="deepspeed_zero3.yaml")
+    lines, alone = rows(output), rows(one_process["full"])
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
+    # Scored by each agent's whole copy: near 0 only if it got the consolidated weights.
+    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+
+    resumed = run(output, 3, config="deepspeed_zero3.yaml")
+    assert "(deepspeed), starting at iteration 2" in resumed.stdout
+    lines = rows(output)
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]
+    # Iteration 2 needs both engines' restored weights and AdamW state.
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:3]), rel=1e-4)
+    assert lines[2]["optim/helper/sample_train_logprob_diff"] < 1e-5  # the copy got the checkpoint
+    weights_match(output, one_process["full"])
+
+
 # ---------------------------------------------------------------- without launching
 
 
-def accelerator(kind, num_processes: int = 2) -> SimpleNamespace:
+def accelerator(kind, num_processes: int = 2, zero_stage: int = 2) -> SimpleNamespace:
+    deepspeed = {"zero_optimization": {"stage": zero_stage}}
     return SimpleNamespace(
         distributed_type=kind,
         process_index=0,
         num_processes=num_processes,
         device=torch.device("cpu"),
         is_main_process=True,
+        state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(deepspeed_config=deepspeed)),
     )
 
 
@@ -195,20 +261,42 @@ def accelerator(kind, num_processes: int = 2) -> SimpleNamespace:
         (DistributedType.MULTI_CPU, "replicated"),
         (DistributedType.MULTI_GPU, "replicated"),
         (DistributedType.FSDP, "sharded"),
+        (DistributedType.DEEPSPEED, "deepspeed"),
     ],
 )
 def test_layout_follows_the_accelerate_config(kind, layout):
     assert process_layout(accelerator(kind)) == layout
 
 
-def test_deepspeed_is_refused_with_the_configs_that_work():
-    with pytest.raises(ValueError, match=r"one model per agent.*ddp\.yaml.*fsdp\.yaml"):
-        process_layout(accelerator(DistributedType.DEEPSPEED))
+def test_an_unsupported_backend_is_refused_with_the_configs_that_work():
+    with pytest.raises(ValueError, match=r"MEGATRON_LM.*ddp\.yaml, fsdp\.yaml or deepspeed"):
+        process_layout(accelerator(DistributedType.MEGATRON_LM))
 
 
-def test_lora_under_fsdp_is_refused():
-    with pytest.raises(ValueError, match=r"lora_r > 0 under FSDP.*ddp\.yaml"):
-        AgentProcesses(accelerator(DistributedType.FSDP), lora=True)
+@pytest.mark.parametrize(
+    ("kind", "stage", "lockstep", "copies", "states"),
+    [
+        (DistributedType.NO, 2, False, False, False),
+        (DistributedType.MULTI_CPU, 2, False, False, False),
+        (DistributedType.FSDP, 2, True, True, True),
+        (DistributedType.DEEPSPEED, 2, True, False, True),  # ZeRO-2: whole parameters
+        (DistributedType.DEEPSPEED, 3, True, True, True),
+    ],
+)
+def test_what_each_layout_asks_of_the_trainer(kind, stage, lockstep, copies, states):
+    processes = AgentProcesses(accelerator(kind, zero_stage=stage), lora=False)
+    assert processes.lockstep == lockstep
+    assert processes.whole_copies == copies
+    assert processes.accelerate_checkpoints == states
+
+
+@pytest.mark.parametrize(
+    ("kind", "backend"),
+    [(DistributedType.FSDP, "FSDP"), (DistributedType.DEEPSPEED, "DeepSpeed")],
+)
+def test_lora_under_fsdp_or_deepspeed_is_refused(kind, backend):
+    with pytest.raises(ValueError, match=rf"lora_r > 0 under {backend}.*ddp\.yaml"):
+        AgentProcesses(accelerator(kind), lora=True)
     AgentProcesses(accelerator(DistributedType.MULTI_CPU), lora=True)  # DDP holds adapters whole
 
 
@@ -218,6 +306,10 @@ def test_lora_under_fsdp_is_refused():
         (DistributedType.FSDP, ["helper/optimizer.pt"], "from a run without FSDP"),
         (DistributedType.MULTI_CPU, ["pytorch_model_fsdp_0/__0_0.distcp"], "sharded state"),
         (DistributedType.NO, ["pytorch_model_fsdp_0/__0_0.distcp"], "fsdp.yaml"),
+        (DistributedType.DEEPSPEED, ["helper/optimizer.pt"], "without FSDP or DeepSpeed"),
+        (DistributedType.FSDP, ["pytorch_model/mp_rank_00_model_states.pt"], "DeepSpeed run"),
+        (DistributedType.DEEPSPEED, ["pytorch_model_fsdp_0/__0_0.distcp"], "FSDP run"),
+        (DistributedType.MULTI_CPU, ["pytorch_model/mp_rank_00_model_states.pt"], "DeepSpeed"),
     ],
 )
 def test_a_checkpoint_of_the_other_layout_is_refused(tmp_path, kind, files, message):
@@ -226,6 +318,21 @@ def test_a_checkpoint_of_the_other_layout_is_refused(tmp_path, kind, files, mess
         (tmp_path / name).write_bytes(b"")
     with pytest.raises(ValueError, match=message):
         AgentProcesses(accelerator(kind), lora=False).check_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "files"),
+    [
+        (DistributedType.MULTI_CPU, ["helper/optimizer.pt"]),
+        (DistributedType.FSDP, ["pytorch_model_fsdp_0/__0_0.distcp"]),
+        (DistributedType.DEEPSPEED, ["pytorch_model/mp_rank_00_model_states.pt"]),
+    ],
+)
+def test_a_checkpoint_of_the_same_layout_resumes(tmp_path, kind, files):
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    AgentProcesses(accelerator(kind), lora=False).check_checkpoint(tmp_path)
 
 
 def test_processes_share_problems_round_robin():
