@@ -88,7 +88,7 @@ def need_accelerate_command() -> None:
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_zero2_takes_one_step_per_chunk_and_resumes(tmp_path, tiny_model_dir, one_process):
+def test_zero2_takes_one_step_per_chunk(tmp_path, tiny_model_dir, one_process):
     need_accelerate_command()
     output = tmp_path / "run"
     run(tiny_model_dir, output, 2, "deepspeed_zero2.yaml")
@@ -101,11 +101,7 @@ def test_zero2_takes_one_step_per_chunk_and_resumes(tmp_path, tiny_model_dir, on
         "zero_pp_rank_1_mp_rank_00_optim_states.pt",
     ]  # the optimizer state is partitioned: one part per process
     assert (output / "final_model" / "model.safetensors").is_file()
-
-    resumed = run(tiny_model_dir, output, 3, "deepspeed_zero2.yaml")
-    assert "starting at iteration 2" in resumed.stdout
-    # Iteration 2 needs the restored weights and optimizer partitions to match.
-    assert grad_norms(output) == pytest.approx(reference, rel=1e-4)
+    # Resuming is test_zero3's: the same load_state, of a partitioned state.
 
 
 @pytest.mark.slow
