@@ -58,6 +58,7 @@ __all__ = [
     "PositiveFloat",
     "PositiveInt",
     "Precision",
+    "Probability",
     "Range",
     "ReportTo",
     "RunConfig",
@@ -126,6 +127,8 @@ NonNegativeFloat = Annotated[float, Range(ge=0)]
 """A finite number ``>= 0``."""
 UnitFraction = Annotated[float, Range(gt=0, le=1)]
 """A finite number in ``(0, 1]``."""
+Probability = Annotated[float, Range(ge=0, le=1)]
+"""A finite number in ``[0, 1]``."""
 
 DeviceName = Literal["auto", "cpu", "cuda"]
 """Where the models live: ``auto`` picks CUDA when it is available."""

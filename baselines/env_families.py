@@ -95,7 +95,11 @@ class EnvFamily(Protocol):
         ...
 
     def demonstrations(
-        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+        self,
+        group_indices: Sequence[int],
+        seed: int,
+        mistake_rate: float = 0.25,
+        broken_rate: float = 0.0,
     ) -> tuple[EpisodeBatch, dict[str, Any]]:
         """Training episodes and a scripted teacher per agent, for a warm start."""
         ...
@@ -200,13 +204,21 @@ class DebateFamily:
         )
 
     def demonstrations(
-        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+        self,
+        group_indices: Sequence[int],
+        seed: int,
+        mistake_rate: float = 0.25,
+        broken_rate: float = 0.0,
     ) -> tuple[EpisodeBatch, dict[str, Any]]:
         """Training debates and a teacher per agent (:class:`~llm_envs.agents.JudgingDebater`).
 
         Each teacher answers with the question's reference answer, or (with
         probability ``mistake_rate``, seeded) that answer plus one, so the
-        debates hold disagreements to judge and vote on.
+        debates hold disagreements to judge and vote on. With probability
+        ``broken_rate`` a debate has one seat (seeded) whose answers break the
+        contract (:class:`~llm_envs.agents.MalformedDebater`): those debates
+        mask parse errors, so the seat's turns weigh nothing (it is not
+        imitated) and the teachers see "no valid answer" and vote it last.
 
         Raises:
             ValueError: if a question has no reference answer (the built-in
@@ -236,11 +248,41 @@ class DebateFamily:
 
             return solve
 
-        teachers = {
+        teachers: dict[str, Any] = {
             f"agent_{i}": JudgingDebater(i, self.num_agents, solver=solver(i))
             for i in range(self.num_agents)
         }
+        if broken_rate > 0:
+            batch, teachers = self._with_broken_seats(batch, teachers, seed, broken_rate)
         return batch, teachers
+
+    def _with_broken_seats(
+        self, batch: EpisodeBatch, teachers: dict[str, Any], seed: int, rate: float
+    ) -> tuple[EpisodeBatch, dict[str, Any]]:
+        """``batch`` with parse errors masked, and a teacher that breaks the contract in some seats.
+
+        The teachers are keyed by agent for every debate alike, so a broken
+        seat is a teacher that writes prose in the debates chosen for it and
+        defers to the judging teacher elsewhere.
+        """
+        from llm_envs.agents import MalformedDebater
+
+        rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB40C])
+        broken: dict[str, set[str]] = {agent: set() for agent in teachers}
+        for options in batch.options:
+            if rng.random() < rate:
+                seat = f"agent_{int(rng.integers(self.num_agents))}"
+                broken[seat].add(options["question"].text)
+        masked = self._batch(
+            [o["question"] for o in batch.options],
+            batch.seeds,
+            list(batch.trained_agents),
+            {**self.env_kwargs, "on_parse_error": "mask"},
+        )
+        return masked, {
+            agent: _BrokenIn(broken[agent], MalformedDebater("prose"), teacher)
+            for agent, teacher in teachers.items()
+        }
 
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodeBatch:
         """``num_agents`` debates per question; the trained policy plays role i in debate i.
@@ -315,7 +357,11 @@ class ExpertIterationFamily:
         return self._batch(problems, self.mix, derive_seed(seed, first))
 
     def demonstrations(
-        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
+        self,
+        group_indices: Sequence[int],
+        seed: int,
+        mistake_rate: float = 0.25,
+        broken_rate: float = 0.0,
     ) -> tuple[EpisodeBatch, dict[str, Any]]:
         """No teacher yet: a warm start is for the debate."""
         raise ValueError(
@@ -328,6 +374,19 @@ class ExpertIterationFamily:
         problems = [self.eval_problems[g % len(self.eval_problems)] for g in group_indices]
         first = group_indices[0] if group_indices else 0
         return self._batch(problems, {"iid": 1}, derive_seed(seed, first))
+
+
+class _BrokenIn:
+    """A teacher that answers as ``broken`` in the debates on ``questions``, else as ``teacher``."""
+
+    def __init__(self, questions: set[str], broken: Any, teacher: Any) -> None:
+        self.questions, self.broken, self.teacher = questions, broken, teacher
+
+    def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
+        first = next(m["content"] for m in observation["messages"] if m["role"] == "user")
+        question = first.split("\n", 1)[0].removeprefix("Question: ")
+        agent = self.broken if question in self.questions else self.teacher
+        return str(agent(observation, info))
 
 
 class _LazyMap(Sequence[Any]):

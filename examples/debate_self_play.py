@@ -94,6 +94,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="debates the scripted debater plays for the warm start (6 answers each at the "
         "defaults; 4 answers make one step)",
     )
+    parser.add_argument(
+        "--warm-start-broken",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="share of warm-start debates with one seat whose answers break the contract, "
+        "so the scripted judges show real answers voted above broken ones (0: none)",
+    )
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument(
         "--eval-groups",
@@ -132,6 +140,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         warm_start_steps=args.warm_start_steps,
         warm_start_groups=args.warm_start_debates,
         warm_start_datums=4,
+        warm_start_broken_rate=args.warm_start_broken,
         sampler=args.sampler,
         # Evaluating every `iterations` iterations means: before the first and after the last.
         eval_every=args.iterations if args.eval_groups else 0,

@@ -21,6 +21,7 @@ from baselines.config import (
     PositiveFloat,
     PositiveInt,
     Precision,
+    Probability,
     Range,
     TrainerConfig,
     UnitFraction,
@@ -160,6 +161,10 @@ class ISTrainerConfig(TrainerConfig):
         warm_start_datums: teacher Datums (one agent's answers in one debate)
             per warm-start step.
         warm_start_learning_rate: the learning rate of the warm start.
+        warm_start_broken_rate: debate only: the share of teacher debates in
+            which one seat breaks the answer contract (its turns masked, not
+            imitated), so the teachers' votes show real answers above broken
+            ones; 0 keeps every seat well-formed.
     """
 
     # Shared fields (documented in baselines.config) with this trainer's defaults.
@@ -202,6 +207,7 @@ class ISTrainerConfig(TrainerConfig):
     warm_start_groups: PositiveInt = 8
     warm_start_datums: PositiveInt = 8
     warm_start_learning_rate: PositiveFloat = 1e-4
+    warm_start_broken_rate: Probability = 0.0
 
     def _check_rules(self) -> None:
         if self.sampler == "openai" and not self.sampler_url:
@@ -224,6 +230,11 @@ class ISTrainerConfig(TrainerConfig):
                     "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
                     "sampler_weight_transfer='folder' with sampler_weights_dir"
                 )
+        if self.warm_start_broken_rate > 0 and self.env != "debate":
+            raise ValueError(
+                "warm_start_broken_rate is for --env debate (its teachers vote on broken "
+                f"answers), got env={self.env!r}; leave it at 0"
+            )
         mix = self.strategy_mix
         if sum(mix.values()) < 1:
             raise ValueError(f"strategy_mix must ask for at least one episode, got {mix!r}")

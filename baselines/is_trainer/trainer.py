@@ -526,7 +526,9 @@ class ISTrainer(TrainingRun):
         start = time.perf_counter()
         first = 1_000_000_000  # group indices of their own, far from the training ones
         indices = list(range(first, first + config.warm_start_groups))
-        batch, teachers = self.family.demonstrations(indices, derive_seed(config.seed, first))
+        batch, teachers = self.family.demonstrations(
+            indices, derive_seed(config.seed, first), broken_rate=config.warm_start_broken_rate
+        )
         teacher = ScriptedPolicy(teachers, tokenizer=self.tokenizer)
         data = demonstration_data(batch.to_groups(self._play(batch, teacher, first, "teacher")))
         rates = [group["lr"] for group in self.optimizer.param_groups]

@@ -28,6 +28,9 @@ __all__ = ["demonstration_data", "imitation_loss", "step_batches"]
 def demonstration_data(groups: Sequence[TrajectoryGroup]) -> list[Datum]:
     """Every trajectory of the teacher's episodes as Datums to imitate (advantage 1).
 
+    A Datum whose every token weighs 0 (turns the env masked) teaches
+    nothing and is left out.
+
     Example:
         >>> from baselines.types import Trajectory, Transition
         >>> turn = Transition([1, 2], [3, 4], [0.0, 0.0])
@@ -41,6 +44,7 @@ def demonstration_data(groups: Sequence[TrajectoryGroup]) -> list[Datum]:
         for group in groups
         for trajectory in group.trajectories_G
         for datum in trajectory_to_data(trajectory, advantage=1.0)
+        if float(datum.weights.sum()) > 0
     ]
 
 

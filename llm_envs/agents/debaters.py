@@ -150,6 +150,8 @@ class ScriptedDebater:
 
 
 _SHOWN_SOLUTION = re.compile(r"^\[Agent (\d+)\]\nSolution: (.*)$", re.MULTILINE)
+_SHOWN_NO_ANSWER = re.compile(r"^\[Agent (\d+)\]\n\(no valid answer", re.MULTILINE)
+_SHOWN = re.compile(f"{_SHOWN_SOLUTION.pattern}|{_SHOWN_NO_ANSWER.pattern}", re.MULTILINE)
 
 
 class JudgingDebater:
@@ -158,10 +160,11 @@ class JudgingDebater:
     It answers ``solver(question)`` (a short worked answer), reads the other
     agents' solutions from its prompt (``observation_mode="prompt"``, the
     default), says in ``<evaluation>`` which of them agree with its answer,
-    votes every agent that agrees above every one that does not (a tie
-    between two that agree or two that do not), and says YES once every
-    other agent's latest answer agrees with its own. A teacher for warm
-    starts: what it writes is what a good debater writes.
+    and votes in three levels: an answer that agrees above one that does
+    not, and both above one that broke the contract (shown as "no valid
+    answer" when the env masks parse errors); two of one level tie. It says
+    YES once every other agent's latest answer agrees with its own. A
+    teacher for warm starts: what it writes is what a good debater writes.
 
     Args:
         agent_id: its index in the debate.
@@ -206,32 +209,34 @@ class JudgingDebater:
         text = "\n".join(m["content"] for m in observation["messages"] if m["role"] == "user")
         question = text.split("\n", 1)[0].removeprefix("Question: ")
         answer = self.solver(question)
-        shown: dict[int, str] = {}
-        for agent, solution in _SHOWN_SOLUTION.findall(text):
-            if int(agent) != self.agent_id:
-                shown[int(agent)] = solution  # later rounds replace earlier ones
-        if answer is None:
-            solution = "I cannot work this out."
-            agree = dict.fromkeys(shown, False)
-        else:
-            solution = f"The answer is {answer}."
-            agree = {a: check_answer(s, answer) for a, s in shown.items()}
-        if shown:
-            right = [a for a in sorted(agree) if agree[a]]
-            wrong = [a for a in sorted(agree) if not agree[a]]
-            said = [f"Agent {a} {'agrees with' if agree[a] else 'differs from'} me" for a in agree]
-            evaluation = "; ".join(said) + "."
-        else:
-            right, wrong, evaluation = [], [], "N/A"
-        votes = [f"Agent {a} > Agent {b}" for a in right for b in wrong]
+        shown: dict[int, str | None] = {}  # None: the answer broke the contract
+        for match in _SHOWN.finditer(text):
+            agent = int(match.group(1) or match.group(3))
+            if agent != self.agent_id:
+                shown[agent] = match.group(2)  # later rounds replace earlier ones
+        solution = "I cannot work this out." if answer is None else f"The answer is {answer}."
+        level = {  # 2: agrees with me, 1: differs, 0: no valid answer
+            a: 0 if s is None else 2 if answer is not None and check_answer(s, answer) else 1
+            for a, s in shown.items()
+        }
+        said = {2: "agrees with me", 1: "differs from me", 0: "gave no valid answer"}
+        evaluation = "; ".join(f"Agent {a} {said[level[a]]}" for a in level) + "."
+        groups = [[a for a in sorted(level) if level[a] == k] for k in (2, 1, 0)]
+        votes = [
+            f"Agent {a} > Agent {b}"
+            for i, higher in enumerate(groups)
+            for lower in groups[i + 1 :]
+            for a in higher
+            for b in lower
+        ]
         votes += [
-            f"Agent {a} = Agent {b}"
-            for group in (right, wrong)
-            for a, b in itertools.pairwise(group)
+            f"Agent {a} = Agent {b}" for group in groups for a, b in itertools.pairwise(group)
         ]
         votes = votes[: self.max_votes] if len(shown) >= 2 else []
+        if not shown:
+            evaluation = "N/A"
         everyone = len(shown) == self.num_agents - 1
-        consensus = answer is not None and everyone and all(agree.values())
+        consensus = answer is not None and everyone and all(v == 2 for v in level.values())
         reason = (
             "Every agent gives the same answer."
             if consensus

@@ -59,6 +59,23 @@ def test_a_judge_without_an_answer_votes_for_nobody() -> None:
     assert later.comparisons == ((1, "=", 2),)  # neither agrees with "no answer"
 
 
+def test_an_answer_that_broke_the_contract_ranks_below_wrong_ones() -> None:
+    env = debate.env(num_agents=4, max_rounds=1, on_parse_error="mask")
+    env.reset(seed=0, options={"question": DebateQuestion("What is 3 + 4?", answer="7")})
+    for text in ("<solution>7</solution>", "I think it is 8.", "<solution>8</solution>"):
+        env.step(
+            text
+            if "<" not in text
+            else text + "<evaluation>N/A</evaluation><comparison>N/A</comparison>"
+            "<consensus>NO</consensus><consensus_reason>first</consensus_reason>"
+        )
+    judge = JudgingDebater(3, 4, solver=lambda q: "7", max_votes=6)
+    reply = parse_response(judge(env.observe("agent_3"), env.unwrapped.infos["agent_3"]), author=3)
+    assert "Agent 1 gave no valid answer" in reply.evaluation
+    # agrees (0) > differs (2) > broke the contract (1)
+    assert reply.comparisons == ((0, ">", 2), (0, ">", 1), (2, ">", 1))
+
+
 @pytest.mark.parametrize("bad", [{"agent_id": 3}, {"num_agents": 1}, {"max_votes": -1}])
 def test_bad_arguments_are_clear_errors(bad: dict[str, int]) -> None:
     kwargs = {"agent_id": 0, "num_agents": 3, **bad}

@@ -232,6 +232,10 @@ def test_cross_field_rules_stay_in_their_config():
         ISTrainerConfig(sampler="openai")
     with pytest.raises(ValueError, match="strategy_mix must ask for at least one episode"):
         ISTrainerConfig(strategy_mix={})
+    with pytest.raises(ValueError, match="warm_start_broken_rate is for --env debate"):
+        ISTrainerConfig(env="expert_iteration", warm_start_broken_rate=0.5)
+    with pytest.raises(ValueError, match=r"warm_start_broken_rate must be .*\[0, 1\], got 1.5"):
+        ISTrainerConfig(warm_start_broken_rate=1.5)
     with pytest.raises(ValueError, match="needs an expert"):
         MAGRPOConfig(external_mode="expert_edits")
     with pytest.raises(ValueError, match="task for env='debate'"):
@@ -401,6 +405,8 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         values["strategy_mix"] = {**values["strategy_mix"], "iid": 1}
     if values.get("strategy_weights") is not None:
         values["strategy_weights"] = {s: 1.0 for s in values["strategy_mix"]}
+    if values.get("warm_start_broken_rate") and values["env"] != "debate":
+        values["warm_start_broken_rate"] = 0.0
     if values.get("external_mode") == "expert_edits":
         values["external_mode"] = "plain"
     if not values["project"].strip():  # every config: a tracker project has a name

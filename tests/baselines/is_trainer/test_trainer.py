@@ -252,6 +252,52 @@ def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
     assert again.seeds == batch.seeds
 
 
+def test_broken_seats_are_masked_voted_last_and_not_imitated():
+    from baselines.policies.base import SamplingParams
+    from baselines.policies.scripted import ScriptedPolicy
+    from baselines.rollouts import rollout
+    from baselines.training.warm_start import demonstration_data
+    from llm_envs.debate import parse_response
+
+    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
+    batch, teachers = family.demonstrations(list(range(40)), seed=3, broken_rate=0.5)
+    assert {e.unwrapped.config.on_parse_error for e in batch.envs} == {"mask"}
+    results = rollout(
+        batch.envs,
+        ScriptedPolicy(teachers),
+        SamplingParams(max_tokens=1),
+        seeds=batch.seeds,
+        options=batch.options,
+    )
+    records = [env.unwrapped.record() for env in batch.envs]
+    broken = [{t["agent"] for t in r["turns"] if t["details"]["parse_error"]} for r in records]
+    assert all(len(seats) <= 1 for seats in broken)  # one broken seat at most per debate
+    assert 12 < sum(map(len, broken)) < 28  # about half the debates
+    # Every vote about a broken seat puts it last; no well-formed answer is lost.
+    for record, seats in zip(records, broken, strict=True):
+        for turn in record["turns"]:
+            if turn["details"]["parse_error"]:
+                continue
+            reply = parse_response(turn["text"], author=int(turn["agent"].split("_")[1]))
+            for a, sign, b in reply.comparisons:
+                assert f"agent_{a}" not in seats or sign == "="
+                if f"agent_{b}" in seats and f"agent_{a}" not in seats:
+                    assert sign == ">"
+    assert any(
+        f"agent_{b}" in seats
+        for record, seats in zip(records, broken, strict=True)
+        for turn in record["turns"]
+        if not turn["details"]["parse_error"]
+        for _, _, b in parse_response(turn["text"], author=0).comparisons
+    )
+    # The broken turns weigh nothing: their Datums are left out of the imitation data.
+    # (Each turn is a Datum here: a debate's prompts do not extend one another.)
+    data = demonstration_data(batch.to_groups(results))
+    turns = [t for r in records for t in r["turns"]]
+    assert len(data) == sum(not t["details"]["parse_error"] for t in turns) < len(turns)
+    assert all(float(d.weights.sum()) > 0 for d in data)
+
+
 def test_a_warm_start_without_reference_answers_is_a_clear_error():
     from baselines.env_families import ExpertIterationFamily
 
