@@ -74,6 +74,7 @@ from typing import Any, Literal, TypeVar
 import torch
 
 from baselines.training.run import gather_lists
+from baselines.training.weights import is_sharded
 
 __all__ = ["AgentProcesses", "ProcessLayout", "checkpoint_kind", "process_layout"]
 
@@ -139,8 +140,6 @@ class AgentProcesses:
                 "cannot be two DeepSpeed engines; launch with configs/accelerate/ddp.yaml "
                 "(adapters are small: every process holds them all)"
             )
-        from baselines.training.weights import is_sharded
-
         self._whole_copies = self.layout == "sharded" or (
             self.layout == "deepspeed" and is_sharded(accelerator)
         )
