@@ -95,7 +95,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "defaults; 4 answers make one step)",
     )
     parser.add_argument(
-        "--warm-start-broken",
+        "--warm-start-broken-rate",
         type=float,
         default=0.0,
         metavar="RATE",
@@ -140,7 +140,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         warm_start_steps=args.warm_start_steps,
         warm_start_groups=args.warm_start_debates,
         warm_start_datums=4,
-        warm_start_broken_rate=args.warm_start_broken,
+        warm_start_broken_rate=args.warm_start_broken_rate,
         sampler=args.sampler,
         # Evaluating every `iterations` iterations means: before the first and after the last.
         eval_every=args.iterations if args.eval_groups else 0,
