@@ -226,14 +226,12 @@ def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
     assert train.seeds == family.training([4], seed=9).seeds + family.training([5], seed=9).seeds
 
 
-def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
+def play_teachers(batch, teachers):
+    """The teachers' debates, played: the episode results and each debate's record."""
     from baselines.policies.base import SamplingParams
     from baselines.policies.scripted import ScriptedPolicy
     from baselines.rollouts import rollout
-    from llm_envs.debate.protocol import contract_score
 
-    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
-    batch, teachers = family.demonstrations(list(range(40)), seed=3, mistake_rate=0.25)
     results = rollout(
         batch.envs,
         ScriptedPolicy(teachers),
@@ -241,7 +239,15 @@ def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
         seeds=batch.seeds,
         options=batch.options,
     )
-    records = [env.unwrapped.record() for env in batch.envs]
+    return results, [env.unwrapped.record() for env in batch.envs]
+
+
+def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
+    from llm_envs.debate.protocol import contract_score
+
+    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
+    batch, teachers = family.demonstrations(list(range(40)), seed=3, mistake_rate=0.25)
+    results, records = play_teachers(batch, teachers)
     assert len(results) == 40
     first_answers = [t for r in records for t in r["turns"] if t["round"] == 1]
     assert all(contract_score(t["text"]) == 1.0 for r in records for t in r["turns"])
@@ -253,23 +259,13 @@ def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
 
 
 def test_broken_seats_are_masked_voted_last_and_not_imitated():
-    from baselines.policies.base import SamplingParams
-    from baselines.policies.scripted import ScriptedPolicy
-    from baselines.rollouts import rollout
     from baselines.training.warm_start import demonstration_data
     from llm_envs.debate import parse_response
 
     family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
     batch, teachers = family.demonstrations(list(range(40)), seed=3, broken_rate=0.5)
     assert {e.unwrapped.config.on_parse_error for e in batch.envs} == {"mask"}
-    results = rollout(
-        batch.envs,
-        ScriptedPolicy(teachers),
-        SamplingParams(max_tokens=1),
-        seeds=batch.seeds,
-        options=batch.options,
-    )
-    records = [env.unwrapped.record() for env in batch.envs]
+    results, records = play_teachers(batch, teachers)
     broken = [{t["agent"] for t in r["turns"] if t["details"]["parse_error"]} for r in records]
     assert all(len(seats) <= 1 for seats in broken)  # one broken seat at most per debate
     assert 12 < sum(map(len, broken)) < 28  # about half the debates

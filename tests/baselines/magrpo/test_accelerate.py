@@ -92,6 +92,13 @@ def final_weights(output: Path, agent: str, lora: bool) -> dict:
     return load_file(str(output / "final_model" / agent / name))
 
 
+def weights_match(output: Path, reference: Path) -> None:
+    """Each agent's final model, saved whole, is the one ``reference``'s run trained."""
+    for agent in AGENTS:
+        mine, theirs = final_weights(output, agent, False), final_weights(reference, agent, False)
+        assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
+
+
 @pytest.fixture(scope="module")
 def tiny_cache(tmp_path_factory, tiny_model_dir):
     # "tiny" resolves through LLM_ENVS_CACHE: point it at the session's tiny model.
@@ -176,22 +183,12 @@ def test_fsdp_config_shards_each_agent_refreshes_its_sampler_and_resumes(tmp_pat
     # Iteration 2 needs the restored weights and AdamW state to match the run that never stopped.
     assert grad_norms(lines) == pytest.approx(grad_norms(alone[:3]), rel=1e-4)
     assert lines[2]["optim/main/sample_train_logprob_diff"] < 1e-5  # the copy got the checkpoint
-    for agent in AGENTS:  # the final models, gathered whole, are the ones one process trains
-        mine = final_weights(output, agent, False)
-        theirs = final_weights(one_process["full"], agent, False)
-        assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
+    weights_match(output, one_process["full"])  # gathered whole: the ones one process trains
 
 
 needs_deepspeed = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"
 )
-
-
-def weights_match(output: Path, reference: Path) -> None:
-    """Each agent's final model, saved whole, is the one ``reference``'s run trained."""
-    for agent in AGENTS:
-        mine, theirs = final_weights(output, agent, False), final_weights(reference, agent, False)
-        assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
 
 
 @needs_deepspeed
