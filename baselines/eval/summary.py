@@ -52,6 +52,7 @@ __all__ = [
     "TournamentRow",
     "lower_seat_wins",
     "summarize",
+    "unjudged_pairs",
 ]
 
 HEADLINE_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -279,6 +280,14 @@ class EvalSummary:
                 "judges that read the answers put it first about half the time; far from half, "
                 "the votes follow the seats, and the ratings with them."
             )
+        unjudged = unjudged_pairs(board.models, board.comparison_counts)
+        if unjudged:
+            pairs = ", ".join(f"{a} and {b}" for a, b in unjudged)
+            notes.append(
+                f"Never judged against each other: {pairs}. Only a third model's vote "
+                "judges a pair, and none was cast; such a pair's order comes only from each "
+                "model's record against the others, not from a comparison."
+            )
         unrated = [r.model for r in self.tournament.rows if r.rating is None]
         if unrated and len(unrated) < len(self.tournament.rows):
             notes.append(
@@ -505,6 +514,21 @@ def summarize(
         tournament=tournament,
         headline=HEADLINE_METRICS.get(env, ()),
     )
+
+
+def unjudged_pairs(models: Sequence[str], counts: Sequence[Sequence[int]]) -> list[tuple[str, str]]:
+    """The pairs of rated models that no counted judgement compares, in table order.
+
+    Example:
+        >>> unjudged_pairs(["a", "b", "c"], [[0, 0, 3], [0, 0, 2], [3, 2, 0]])
+        [('a', 'b')]
+    """
+    return [
+        (models[i], models[j])
+        for i in range(len(models))
+        for j in range(i + 1, len(models))
+        if counts[i][j] == 0
+    ]
 
 
 def _tournament(

@@ -179,8 +179,8 @@ def line(episode, seats, votes, correct=None):
     }
 
 
-def test_a_model_every_outside_judge_prefers_ranks_first():
-    # Seats (x, y, z) rotated; each judge prefers "x" over the other model it judges.
+def preferring_x() -> list[dict]:
+    """Seats (x, y, z) rotated; each judge prefers "x" over the other model it judges."""
     lines = []
     for d, seats in enumerate([("x", "y", "z"), ("y", "z", "x"), ("z", "x", "y")]):
         pos = {m: i for i, m in enumerate(seats)}
@@ -191,6 +191,11 @@ def test_a_model_every_outside_judge_prefers_ranks_first():
             loser = next(m for m in others if m != winner)
             votes.append([pos[judge], pos[winner], ">", pos[loser]])
         lines.append(line(f"d{d}", seats, votes))
+    return lines
+
+
+def test_a_model_every_outside_judge_prefers_ranks_first():
+    lines = preferring_x()
     summary = summarize(lines, ["z", "y", "x"], env="debate", num_bootstrap=50)
     assert summary.tournament.rows[0].model == "x"
     renamed = summarize(
@@ -263,3 +268,27 @@ def test_strict_votes_by_seat_are_counted_and_said(votes, counted):
         assert said[0].startswith(f"{lower} of {strict} strict votes ({lower / strict:.0%})")
     else:
         assert said == []  # nothing to say without strict votes
+
+
+def test_two_models_only_a_silent_third_could_judge_are_said_never_compared():
+    # The tournament of docs/evaluate.md: "tiny" never votes, so cold and hot judge only
+    # each other's games against it, and no vote compares cold with hot.
+    lines = []
+    for d, seats in enumerate([("cold", "hot", "tiny"), ("hot", "tiny", "cold")]):
+        pos = {m: i for i, m in enumerate(seats)}
+        votes = [
+            [pos["cold"], pos["hot"], ">", pos["tiny"]],
+            [pos["hot"], pos["cold"], ">", pos["tiny"]],
+        ]
+        lines.append(line(f"d{d}", seats, votes))
+    summary = summarize(lines, ["cold", "hot", "tiny"], env="debate", num_bootstrap=0)
+    assert summary.to_json()["tournament"]["comparison_counts"] == [[0, 0, 2], [0, 0, 2], [2, 2, 0]]
+    said = [n for n in summary.tournament_notes() if n.startswith("Never judged")]
+    assert said == [
+        "Never judged against each other: cold and hot. Only a third model's vote judges a "
+        "pair, and none was cast; such a pair's order comes only from each model's record "
+        "against the others, not from a comparison."
+    ]
+    # A tournament where every pair has a judgement says nothing of the kind.
+    summary = summarize(preferring_x(), ["x", "y", "z"], env="debate", num_bootstrap=0)
+    assert not any(n.startswith("Never judged") for n in summary.tournament_notes())
