@@ -73,6 +73,7 @@ from typing import Any, Literal, TypeVar
 
 import torch
 
+from baselines.training.checkpoints import DropMessages
 from baselines.training.run import gather_lists
 from baselines.training.weights import is_sharded
 
@@ -390,21 +391,12 @@ def _quiet_second_engines() -> Iterator[None]:
     itself (:meth:`AgentProcesses.backward`), so the advice does not apply.
     """
     log = logging.getLogger("accelerate.accelerator")
-    hide = _Without("A wrapped DeepSpeed engine reference is currently tied")
+    hide = DropMessages("A wrapped DeepSpeed engine reference is currently tied")
     log.addFilter(hide)
     try:
         yield
     finally:
         log.removeFilter(hide)
-
-
-class _Without(logging.Filter):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in str(record.getMessage())
 
 
 def _buckets(tensors: list[torch.Tensor]) -> list[list[torch.Tensor]]:

@@ -32,6 +32,7 @@ from typing import Any
 from baselines.run_directory import CHECKPOINTS_DIR
 
 __all__ = [
+    "DropMessages",
     "checkpoint_iteration",
     "describe_checkpoint",
     "latest_checkpoint",
@@ -134,19 +135,28 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
-class _TiedWeightsNotice(logging.Filter):
-    """Drops accelerate's notice that tied weights (``lm_head`` = embeddings) are saved once.
+class DropMessages(logging.Filter):
+    """A logging filter that drops the records whose message contains ``text``.
 
-    The tie is restored when the model is loaded (the tests check resumed
-    weights); printed at every checkpoint, the notice only breaks the progress bar.
+    A substring, not a prefix: ``accelerate`` may put the process in front
+    of its messages (``"[RANK 0] ..."``).
     """
 
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
     def filter(self, record: logging.LogRecord) -> bool:
-        # accelerate may prefix its messages with the process ("[RANK 0] ...").
-        return "Removed shared tensor" not in str(record.getMessage())
+        """Whether ``record`` is kept: its message does not contain the text."""
+        return self.text not in str(record.getMessage())
 
 
-_QUIET = _TiedWeightsNotice()
+_QUIET = DropMessages("Removed shared tensor")
+"""accelerate's notice that tied weights (``lm_head`` = embeddings) are saved once.
+
+The tie is restored when the model is loaded (the tests check resumed
+weights); printed at every checkpoint, the notice only breaks the progress bar.
+"""
 
 
 def save_checkpoint(
