@@ -383,9 +383,9 @@ class _BrokenIn:
         self.questions, self.broken, self.teacher = questions, broken, teacher
 
     def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
-        first = next(m["content"] for m in observation["messages"] if m["role"] == "user")
-        question = first.split("\n", 1)[0].removeprefix("Question: ")
-        agent = self.broken if question in self.questions else self.teacher
+        from llm_envs.agents import question_in
+
+        agent = self.broken if question_in(observation) in self.questions else self.teacher
         return str(agent(observation, info))
 
 

@@ -8,6 +8,7 @@ from llm_envs.agents.debaters import (
     StubbornDebater,
     TextAgent,
     format_answer,
+    question_in,
     scripted_debaters,
 )
 from llm_envs.agents.solvers import (
@@ -33,6 +34,7 @@ __all__ = [
     "evaluate_arithmetic",
     "format_answer",
     "is_negative_feedback",
+    "question_in",
     "reference_solution",
     "scripted_debaters",
 ]

@@ -32,8 +32,22 @@ __all__ = [
     "StubbornDebater",
     "TextAgent",
     "format_answer",
+    "question_in",
     "scripted_debaters",
 ]
+
+
+def question_in(observation: Observation) -> str:
+    r"""The debate question an observation asks (its ``Question: ...`` line), or ``""``.
+
+    Example:
+        >>> question_in({"messages": [{"role": "user", "content": "Question: 2 + 3?\nRules"}]})
+        '2 + 3?'
+    """
+    for message in observation["messages"]:
+        if message["role"] == "user" and message["content"].startswith("Question: "):
+            return str(message["content"]).split("\n", 1)[0].removeprefix("Question: ")
+    return ""
 
 
 class TextAgent(Protocol):
@@ -122,12 +136,6 @@ class ScriptedDebater:
             return list(range(self.agent_id))
         return [j for j in range(self.num_agents) if j != self.agent_id]
 
-    def _question(self, observation: Observation) -> str:
-        for message in observation["messages"]:
-            if message["role"] == "user" and message["content"].startswith("Question: "):
-                return message["content"].split("\n", 1)[0].removeprefix("Question: ")
-        return ""
-
     def __call__(self, observation: Observation, info: Mapping[str, Any]) -> str:
         """Answer with the solution, random votes on allowed pairs, and the consensus rule."""
         round_number = int(info.get("round", 1))
@@ -143,7 +151,7 @@ class ScriptedDebater:
             else:
                 comparisons.append(f"Agent {b} > Agent {a}")
         agree = self.agree_from_round is not None and round_number >= self.agree_from_round
-        solution = self.solver(self._question(observation)) if self.solver else self.solution
+        solution = self.solver(question_in(observation)) if self.solver else self.solution
         evaluation = "N/A" if not candidates else "The other answers look plausible."
         reason = "We agree on the answer." if agree else "I want to see more arguments."
         return format_answer(solution, evaluation, comparisons, agree, reason)
@@ -207,8 +215,7 @@ class JudgingDebater:
     def __call__(self, observation: Observation, info: Mapping[str, Any]) -> str:
         """Solve, judge the answers shown in the prompt, vote, and agree when all agree."""
         text = "\n".join(m["content"] for m in observation["messages"] if m["role"] == "user")
-        question = text.split("\n", 1)[0].removeprefix("Question: ")
-        answer = self.solver(question)
+        answer = self.solver(question_in(observation))
         shown: dict[int, str | None] = {}  # None: the answer broke the contract
         for match in _SHOWN.finditer(text):
             agent = int(match.group(1) or match.group(3))
