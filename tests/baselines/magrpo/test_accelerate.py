@@ -99,6 +99,33 @@ def weights_match(output: Path, reference: Path) -> None:
         assert max(float((mine[k] - theirs[k]).abs().max()) for k in theirs) < 1e-4
 
 
+def trains_like_one_process(lines: list[dict], alone: list[dict], steps: int) -> None:
+    """The first ``steps`` iterations took one process's steps and sampled on-policy.
+
+    The gradient norms are one process's; the logprob difference is near 0
+    only if the model each agent samples with had the weights of every step.
+    """
+    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:steps]), rel=1e-4)
+    diffs = [r[f"optim/{a}/sample_train_logprob_diff"] for r in lines[:steps] for a in AGENTS]
+    assert all(diff < 1e-5 for diff in diffs)
+
+
+def resumes_like_one_process(output: Path, config: str, layout: str, alone: Path) -> None:
+    """Resumed after 2 iterations for a third, the run matches the one process that never stopped.
+
+    Iteration 2 needs the restored weights and AdamW state; each agent's
+    sampling model must hold the checkpoint's weights; the final models,
+    saved whole, are the ones one process trains.
+    """
+    resumed = run(output, 3, config=config)
+    assert f"({layout}), starting at iteration 2" in resumed.stdout
+    lines = rows(output)
+    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]
+    assert grad_norms(lines) == pytest.approx(grad_norms(rows(alone)[:3]), rel=1e-4)
+    assert all(lines[2][f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for a in AGENTS)
+    weights_match(output, alone)
+
+
 @pytest.fixture(scope="module")
 def tiny_cache(tmp_path_factory, tiny_model_dir):
     # "tiny" resolves through LLM_ENVS_CACHE: point it at the session's tiny model.
@@ -170,20 +197,11 @@ def test_fsdp_config_shards_each_agent_refreshes_its_sampler_and_resumes(tmp_pat
     alone = rows(one_process["full"])
     lines = rows(output)
     assert [r["iteration"] for r in lines] == [0, 1, 2]
-    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
-    # Scored by each agent's sampling copy: near 0 only if it got the weights of every step.
-    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+    trains_like_one_process(lines, alone, 2)  # each agent samples with its refreshed copy
     for agent in AGENTS:  # gathered and saved whole, by the main process
         assert (output / "final_model" / agent / "config.json").is_file()
 
-    resumed = run(output, 3, config="fsdp.yaml")
-    assert "(sharded), starting at iteration 2" in resumed.stdout
-    lines = rows(output)
-    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]
-    # Iteration 2 needs the restored weights and AdamW state to match the run that never stopped.
-    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:3]), rel=1e-4)
-    assert lines[2]["optim/main/sample_train_logprob_diff"] < 1e-5  # the copy got the checkpoint
-    weights_match(output, one_process["full"])  # gathered whole: the ones one process trains
+    resumes_like_one_process(output, "fsdp.yaml", "sharded", one_process["full"])
 
 
 needs_deepspeed = pytest.mark.skipif(
@@ -206,10 +224,9 @@ def test_deepspeed_zero2_gives_each_agent_an_engine(tmp_path, one_process):
     lines, alone = rows(output), rows(one_process["full"])
     assert [r["iteration"] for r in lines] == [0, 1, 2]
     # Each agent's backward passes and step went through its own engine (accelerate's
-    # backward drives only the first): the clipped steps are one process's.
-    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
-    # ZeRO-2 keeps whole parameters: the trained model samples, with every step's weights.
-    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+    # backward drives only the first): the clipped steps are one process's. ZeRO-2 keeps
+    # whole parameters: the trained model itself samples.
+    trains_like_one_process(lines, alone, 2)
 
 
 @needs_deepspeed
@@ -222,18 +239,10 @@ def test_deepspeed_zero3_partitions_each_agent_refreshes_its_copy_and_resumes(
     output = tmp_path / "run"
     run(output, 2, config="deepspeed_zero3.yaml")
     lines, alone = rows(output), rows(one_process["full"])
-    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:2]), rel=1e-4)
-    # Scored by each agent's whole copy: near 0 only if it got the consolidated weights.
-    assert all(r[f"optim/{a}/sample_train_logprob_diff"] < 1e-5 for r in lines[:2] for a in AGENTS)
+    trains_like_one_process(lines, alone, 2)  # each copy refreshed from consolidated weights
 
-    resumed = run(output, 3, config="deepspeed_zero3.yaml")
-    assert "(deepspeed), starting at iteration 2" in resumed.stdout
-    lines = rows(output)
-    assert [r["iteration"] for r in lines] == [0, 1, 2, 3]
-    # Iteration 2 needs both engines' restored weights and AdamW state.
-    assert grad_norms(lines) == pytest.approx(grad_norms(alone[:3]), rel=1e-4)
-    assert lines[2]["optim/helper/sample_train_logprob_diff"] < 1e-5  # the copy got the checkpoint
-    weights_match(output, one_process["full"])
+    # Both engines' partitioned states restored.
+    resumes_like_one_process(output, "deepspeed_zero3.yaml", "deepspeed", one_process["full"])
 
 
 # ---------------------------------------------------------------- without launching
