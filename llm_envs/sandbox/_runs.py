@@ -47,6 +47,9 @@ class Runs:
         self.spawner_pid = 0
         self.spawner_death = "the spawner is running"
         self.status_read = -1
+        self.go_write = -1
+        #: Whether the spawner waits for this process's go before its next fork.
+        self.go_owed = False
         # The run whose exit status the spawner reported but this process has not read.
         self.unread_status: int | None = None
 
@@ -55,20 +58,25 @@ class Runs:
     def start_spawner(self) -> None:
         """Fork the spawner, which forks one run ahead and reports its pid."""
         status_read, status_write = os.pipe()
+        go_read, go_write = os.pipe()
         spawner = os.fork()
         if spawner == 0:
             try:
-                _spawner.spawner_main(self.worker, status_write)
+                _spawner.spawner_main(self.worker, status_write, go_read)
             finally:
                 os._exit(1)
         os.close(status_write)
+        os.close(go_read)
         self.spawner_pid = spawner
         self.status_read = status_read
+        self.go_write = go_write
+        self.go_owed = False
 
     def restart_spawner(self, *, reaped: bool = False) -> None:
         """Replace a spawner that died (``reaped``: already waited for) or must go."""
-        with contextlib.suppress(OSError):
-            os.close(self.status_read)
+        for fd in (self.status_read, self.go_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self.unread_status = None
         if not reaped:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
@@ -94,6 +102,7 @@ class Runs:
             reply = read_exact(self.status_read, _spawner.STATUS.size)
             if reply is not None:
                 self.unread_status = int(_spawner.STATUS.unpack(reply)[0])
+                self.go_owed = True
                 return self.unread_status
             # The spawner died (a run of a previous job killed it): start a new one.
             self.restart_spawner()
@@ -135,6 +144,18 @@ class Runs:
             kill_run(child)
         select.select([pidfd], [], [], _KILL_GRACE_MS / 1000)
         os.close(pidfd)
+
+    def release(self) -> None:
+        """Let the spawner fork the next run: nothing more is written for the last one.
+
+        Called once the judge and :meth:`end` are done with the run and every
+        process it left is dead: until then the spawner forks no run that could
+        read what was meant for the last one from the shared job pipe.
+        """
+        if self.go_owed:
+            self.go_owed = False
+            with contextlib.suppress(OSError):  # (a spawner that died: the next job restarts it)
+                os.write(self.go_write, b"g")
 
     def kill_leftovers(self, child: int) -> None:
         """Kill and reap every process the run left behind."""

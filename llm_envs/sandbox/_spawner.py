@@ -32,14 +32,15 @@ from llm_envs.sandbox._processes import fork_when_possible, read_exact, wait_sta
 if TYPE_CHECKING:
     from llm_envs.sandbox._worker import Worker
 
-__all__ = ["JOB_FD", "JOB_HEADER", "OWN_MODULES", "STATUS", "STATUS_FD", "spawner_main"]
+__all__ = ["GO_FD", "JOB_FD", "JOB_HEADER", "OWN_MODULES", "STATUS", "STATUS_FD", "spawner_main"]
 
 # The spawner's (and so every run's) descriptors. 0-2 are stdin (/dev/null) and
 # the run's stdout and stderr files; REPLY_FD (3) the reply pipe's write end.
 JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the judge's calls
 STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
-_NESTED_RULESET_FD = 6
-_FIRST_FREE_FD = 7
+GO_FD = 6  # worker -> spawner: one byte when the worker is done with the last run
+_NESTED_RULESET_FD = 7
+_FIRST_FREE_FD = 8
 # The sandbox's own modules: hidden from the programs (they have no use for them).
 OWN_MODULES = (
     "__main__",
@@ -65,14 +66,14 @@ STATUS = struct.Struct("<i")
 JOB_HEADER = struct.Struct("<I")
 
 
-def spawner_main(worker: Worker, status_write: int) -> NoReturn:
+def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
     """The spawner: confine once, then fork runs, one at a time, until the worker goes."""
     _isolation.set_parent_death_signal()
     if os.getppid() != worker.pid:
         os._exit(1)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     spawner = os.getpid()
-    nested = _confine(worker, status_write, spawner)
+    nested = _confine(worker, status_write, go_read, spawner)
 
     _program.prepare_process(OWN_MODULES)
     # Specialize the run's code here, once, rather than in every run; then make
@@ -88,12 +89,25 @@ def spawner_main(worker: Worker, status_write: int) -> NoReturn:
     # process writes after a fork costs a copy-on-write fault. Each run is forked
     # ahead of its job and waits for it: the fork is off the critical path, and a
     # job wakes its run directly.
+    #
+    # The job pipe is shared by every run, so nothing written for one run may
+    # reach the next: the next run is forked only once the last one has exited
+    # *and* the worker has said it is done with it (its last call or exit request
+    # may be written after the run died: a run can forge its loading report and
+    # exit while the judge is still in the test setup), and once whatever was
+    # left in the pipe is dropped.
     fork = _isolation.fork_without_handlers
     read, write, pack = os.read, os.write, STATUS.pack
     run_main = _make_run_main(worker, spawner, nested)
     pending = select.poll()
     pending.register(JOB_FD, select.POLLIN)
     while True:
+        while pending.poll(0):
+            try:
+                if not read(JOB_FD, 1 << 16):
+                    break
+            except BlockingIOError:
+                break
         try:
             run = fork()
         except BlockingIOError:
@@ -103,18 +117,12 @@ def spawner_main(worker: Worker, status_write: int) -> NoReturn:
         if run == 0:
             run_main()
         write(STATUS_FD, pack(run))
-        status = wait_status(run)
-        # A job its run died before reading must not reach the next run.
-        while pending.poll(0):
-            try:
-                if not read(JOB_FD, 1 << 16):
-                    break
-            except BlockingIOError:
-                break
-        write(STATUS_FD, pack(status))
+        write(STATUS_FD, pack(wait_status(run)))
+        if not read_exact(GO_FD, 1):
+            os._exit(0)  # the worker is gone
 
 
-def _confine(worker: Worker, status_write: int, spawner: int) -> bool:
+def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> bool:
     """Apply every inherited part of the runs' confinement to this process, the spawner.
 
     Returns:
@@ -128,6 +136,7 @@ def _confine(worker: Worker, status_write: int, spawner: int) -> bool:
         (worker.reply_write, _program.REPLY_FD),
         (worker.job_read, JOB_FD),
         (status_write, STATUS_FD),
+        (go_read, GO_FD),
     ]
     if worker.nested_ruleset_fd is not None:
         layout.append((worker.nested_ruleset_fd, _NESTED_RULESET_FD))
@@ -204,6 +213,7 @@ def _make_run_main(worker: Worker, spawner: int, nested: bool) -> Callable[[], N
                 if getppid() != spawner:
                     exit_(71)  # the spawner died between fork and prctl
             close(STATUS_FD)
+            close(GO_FD)  # (a run that took the worker's go would stop the spawner)
             header = read_exact(JOB_FD, header_size)
             data = read_exact(JOB_FD, unpack_header(header)[0]) if header else None
             if data is None:

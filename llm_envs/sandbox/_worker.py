@@ -357,29 +357,45 @@ class Worker:
         pidfd = open_pidfd(child)
         started = time.monotonic()
         channel = self._channel(child, pidfd, started + timeout)
+        ask = False
+        try:
+            result = self._verdict(channel, job, prepared, wanted, recursion_limit, len(tests))
+            ask = not channel.exited and channel.ended is None and not channel.timed_out
+        finally:
+            duration = time.monotonic() - started
+            if pidfd >= 0:
+                self.runs.end(child, pidfd, ask=ask, job_write=self.job_write)
+            self.runs.kill_leftovers(child)
+            self.runs.release()
+        reply = self._reply(result, child, timeout)
+        return self._finish(reply, duration)
+
+    def _verdict(
+        self,
+        channel: _judge.Channel,
+        job: bytes,
+        prepared: PreparedTests,
+        wanted: frozenset[str],
+        recursion_limit: int,
+        total: int,
+    ) -> _judge.JudgeResult:
+        """The judge's verdict on one run, under the run's deadline."""
         # The judge is called from here, never from a helper: the setup and the tests
         # run in its frames, and must meet the recursion limit as deep as ever.
         try:
             self.alarm_armed = True
-            signal.setitimer(signal.ITIMER_REAL, timeout + 0.05)
+            signal.setitimer(signal.ITIMER_REAL, max(channel.deadline - time.monotonic(), 0) + 0.05)
             try:
-                result = _judge.judge(
+                return _judge.judge(
                     channel, job, prepared.setup, prepared.tests, wanted, recursion_limit
                 )
             finally:
                 self.alarm_armed = False
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _judge.RunTimeout:  # (the alarm, between the judge's own steps)
-            result = _judge.JudgeResult(
-                "timeout", None, [["not_run", None, None]] * len(tests), "in the judge"
+            return _judge.JudgeResult(
+                "timeout", None, [["not_run", None, None]] * total, "in the judge"
             )
-        duration = time.monotonic() - started
-        if pidfd >= 0:
-            ask = not channel.exited and channel.ended is None and not channel.timed_out
-            self.runs.end(child, pidfd, ask=ask, job_write=self.job_write)
-        self.runs.kill_leftovers(child)
-        reply = self._reply(result, child, timeout)
-        return self._finish(reply, duration)
 
     def _channel(self, child: int, pidfd: int, deadline: float) -> _judge.Channel:
         """The judge's channel to the run ``child`` (a pidfd of it, or -1), until ``deadline``."""

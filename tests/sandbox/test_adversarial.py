@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import textwrap
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_envs.sandbox import ProgramStatus, Sandbox, TestReport, TestStatus
+from llm_envs.sandbox import ProgramStatus, Sandbox, TestReport, TestStatus, _wire
 from tests.sandbox.processes import stray_processes, surviving_run_processes
 
 # The honest answer is 6; every program below returns something else (0, 7, None,
@@ -88,6 +89,24 @@ def test_os_exit_during_a_test_kills_the_run(pool: Sandbox) -> None:
     assert report.status is ProgramStatus.KILLED
     assert report.outcomes[0].error_type == "ProcessDied"
     assert {outcome.status for outcome in report.outcomes[1:]} == {TestStatus.NOT_RUN}
+
+
+def test_a_run_that_dies_before_its_call_arrives_leaves_nothing_for_the_next(pool: Sandbox) -> None:
+    # The run forges its loading report and exits while the judge is still in a slow
+    # test setup: the judge's first call is written to the shared job pipe after the
+    # run died. Before the spawner waited for the worker's go, the next run read that
+    # call as its job, and an honest program after this one scored 0 (exit code 72):
+    # a program could zero a group-mate's reward, which raises its own advantage.
+    payload = _wire.encode({"add": ("f",)})[0]
+    report_frame = struct.pack("<cI", b"L", len(payload)) + payload
+    program = f"import os\nos.write(3, {report_frame!r})\nos._exit(0)\n"
+    setup = "import time\ntime.sleep(0.3)\ncandidate = add"
+    report = pool.run_tests(program, TESTS, setup=setup)
+    assert report.status is ProgramStatus.KILLED, report
+    assert report.passed == 0
+    for _ in range(3):
+        honest = pool.run_tests("def add(a, b):\n    return a + b\n", TESTS, setup=SETUP)
+        assert honest.passed == len(TESTS), honest
 
 
 # --- objects that compare equal to anything ----------------------------------------------
