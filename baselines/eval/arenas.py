@@ -10,7 +10,9 @@ vote ledger). Problems come from the same sources as training
 on problems it has not trained on.
 
 * :class:`DebateArena`: one debate per (question, seating); a vote ledger per
-  episode, for the ratings; with a reference answer, ``answer_in_text``: whether
+  episode, for the ratings; the ``reference`` entrant (:meth:`DebateArena.reference`):
+  a scripted debater that knows each question's answer and votes by it; with a
+  reference answer, ``answer_in_text``: whether
   the question's own answer checker accepts some line of the agent's last
   output, rather than its ``<solution>`` (did the model state the right answer
   anywhere, contract or not: ``13 + 21 = 34`` followed by rambling counts). A
@@ -28,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from baselines.eval.seating import SeatingMode
+from baselines.policies.base import Policy
 
 __all__ = [
     "Arena",
@@ -37,6 +40,10 @@ __all__ = [
     "ExpertIterationArena",
     "make_arena",
 ]
+
+_NO_REFERENCE = (
+    "the reference entrant is a debater; env={env!r} has none: name models for every seat"
+)
 
 Episode = tuple[Any, int, dict[str, Any]]
 """A fresh environment, its reset seed and its reset options."""
@@ -62,6 +69,10 @@ class Arena(Protocol):
 
     def default_seating(self, num_models: int) -> SeatingMode:
         """The seating of ``seating='auto'``."""
+        ...
+
+    def reference(self) -> Policy:
+        """The sampler of the ``reference`` entrant (ValueError where there is none)."""
         ...
 
 
@@ -124,6 +135,45 @@ class DebateArena:
         """``rotations`` for several models (a tournament), ``self`` for one."""
         return "rotations" if num_models > 1 else "self"
 
+    def reference(self) -> Policy:
+        """A debater in every seat that knows each question's reference answer and votes by it.
+
+        Each seat is a :class:`~llm_envs.agents.JudgingDebater` whose solver is the
+        question's reference answer: it answers that, and ranks the others'
+        answers in three levels (agrees with the reference, differs, broke the
+        contract). In a tournament it is an anchor of known strength and a judge
+        for every pair of the other models, which a third model that never votes
+        (or votes by seat) is not.
+
+        Raises:
+            ValueError: a question without a reference answer (the built-in
+                questions), or chat observations (it reads the answers from the prompt).
+        """
+        from baselines.policies.scripted import ScriptedPolicy
+        from llm_envs.agents import JudgingDebater
+
+        if self.env_kwargs.get("observation_mode", "prompt") != "prompt":
+            raise ValueError(
+                "the reference entrant reads the other answers from the prompt; "
+                "leave observation_mode at 'prompt' in --env-kwargs"
+            )
+        answers: dict[str, str] = {}
+        for question in self.questions:
+            if question.answer is None:
+                raise ValueError(
+                    "the reference entrant answers with each question's reference answer, and "
+                    f"{question.text!r} has none; use --task arithmetic or gsm8k"
+                )
+            # (Agents find the question by its first line: llm_envs.agents.question_in.)
+            answers[question.text.split("\n", 1)[0]] = question.answer
+        seats = len(self.agents)
+        return ScriptedPolicy(
+            {
+                agent: JudgingDebater(index, seats, solver=answers.get, max_votes=seats * seats)
+                for index, agent in enumerate(self.agents)
+            }
+        )
+
 
 class ExpertIterationArena:
     """Expert iteration (seed 003) without help: one ``iid`` episode per held-out problem.
@@ -170,6 +220,10 @@ class ExpertIterationArena:
         """``self``: each model solves on its own."""
         return "self"
 
+    def reference(self) -> Policy:
+        """None here: the ``reference`` entrant plays debates only."""
+        raise ValueError(_NO_REFERENCE.format(env=self.name))
+
 
 class CodeCollabArena:
     """Code collaboration (seed 004): one episode per problem of a code data set.
@@ -208,6 +262,10 @@ class CodeCollabArena:
     def default_seating(self, num_models: int) -> SeatingMode:
         """``self``: the team reward is shared, so each model is measured as a whole team."""
         return "self"
+
+    def reference(self) -> Policy:
+        """None here: the ``reference`` entrant plays debates only."""
+        raise ValueError(_NO_REFERENCE.format(env=self.name))
 
 
 def make_arena(

@@ -155,8 +155,9 @@ class EvalConfig(EvalSettings):
     Attributes:
         models: the models, one spec each: ``[NAME=]MODEL[@temperature=T,top_p=P,max_tokens=N]``
             with ``MODEL`` ``tiny``, ``smollm2-135m-instruct``, a checkpoint
-            folder, a Hugging Face id, or a server ``http://HOST:PORT/v1#MODEL_NAME``
-            (see :mod:`baselines.eval.entrants`).
+            folder, a Hugging Face id, a server ``http://HOST:PORT/v1#MODEL_NAME``,
+            or ``reference`` (debate: a scripted debater that knows the answers and
+            votes by them; see :mod:`baselines.eval.entrants`).
     """
 
     models: tuple[str, ...]

@@ -6,13 +6,16 @@ line each is one spec::
     [NAME=]MODEL[@KEY=VALUE,...]
 
 ``MODEL`` is ``tiny``, ``smollm2-135m-instruct``, a local checkpoint folder or
-a Hugging Face model id (see :func:`baselines.models.resolve_model`), or the
+a Hugging Face model id (see :func:`baselines.models.resolve_model`), the
 base URL of an OpenAI-compatible server with the model name after ``#``:
 ``http://127.0.0.1:8000/v1#Qwen/Qwen2.5-0.5B-Instruct`` (without ``#``, the
-one model the server lists). ``KEY=VALUE`` pairs override the evaluation's
-sampling settings for this entrant: ``temperature``, ``top_p``,
-``max_tokens``. ``NAME`` names it in tables and results (default: the spec
-itself), so one model at two temperatures is two entrants::
+one model the server lists), or ``reference`` (:data:`REFERENCE`): in a
+debate, a scripted debater that knows each question's answer and votes by it
+(:meth:`baselines.eval.arenas.DebateArena.reference`), no model at all.
+``KEY=VALUE`` pairs override the evaluation's sampling settings for this
+entrant: ``temperature``, ``top_p``, ``max_tokens``. ``NAME`` names it in
+tables and results (default: the spec itself), so one model at two
+temperatures is two entrants::
 
     cold=smollm2-135m-instruct@temperature=0.3  hot=smollm2-135m-instruct@temperature=1.5
 
@@ -36,6 +39,7 @@ from baselines.env_families import derive_seed
 from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
+    "REFERENCE",
     "SAMPLING_KEYS",
     "Entrant",
     "EntrantPolicy",
@@ -46,6 +50,9 @@ __all__ = [
 
 SAMPLING_KEYS: Final = ("temperature", "top_p", "max_tokens")
 """The sampling settings an entrant may override after ``@``."""
+
+REFERENCE: Final = "reference"
+"""The model name of the scripted entrant that knows the reference answers (debate only)."""
 
 _NAME = re.compile(r"^([A-Za-z0-9_.\-]+)=(.*)$", re.DOTALL)
 _OPTIONS = re.compile(r"^[A-Za-z_]+=[^,=]*(,[A-Za-z_]+=[^,=]*)*$")
@@ -120,6 +127,11 @@ def parse_entrant(text: str) -> Entrant:
         model, _, served = rest.partition("#")
     if not model.strip():
         raise ValueError(f"model spec {text!r} names no model; write {_FORM}")
+    if model == REFERENCE and sampling:
+        raise ValueError(
+            f"model spec {text!r}: {REFERENCE!r} is scripted and samples nothing; "
+            f"write {REFERENCE} without '@...'"
+        )
     if "#" in model and not model.startswith(("http://", "https://")):
         raise ValueError(
             f"model spec {text!r}: '#MODEL' follows a server URL only (http://HOST:PORT/v1#MODEL)"
@@ -239,6 +251,11 @@ def build_policies(
     for index, entrant in enumerate(entrants):
         if entrant.model in models:
             key = entrant.model
+        elif entrant.model == REFERENCE:
+            raise ValueError(
+                f"{REFERENCE!r} is played by the environment's scripted debater, not loaded: "
+                f"pass loaded={{{REFERENCE!r}: make_arena(...).reference()}} (Evaluation does)"
+            )
         elif entrant.is_endpoint:
             key = f"{entrant.model}#{entrant.served_model or ''}"
             if key not in models:

@@ -34,7 +34,7 @@ from typing import Any
 from baselines.env_families import derive_seed
 from baselines.eval.arenas import make_arena
 from baselines.eval.config import EvalConfig
-from baselines.eval.entrants import Entrant, build_policies, parse_entrants
+from baselines.eval.entrants import REFERENCE, Entrant, build_policies, parse_entrants
 from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
 from baselines.eval.summary import SUMMARY_FILE, EvalSummary, summarize
@@ -87,16 +87,29 @@ class Evaluation:
         self.names = tuple(e.name for e in self.entrants)
         self.policies = dict(policies) if policies is not None else None
         if self.policies is not None:
-            missing = [n for n in self.names if n not in self.policies]
+            missing = [
+                e.name
+                for e in self.entrants
+                if e.name not in self.policies and e.model != REFERENCE
+            ]
             if missing:
                 raise ValueError(f"policies has no sampler for the models {missing}")
         else:
             for entrant in self.entrants:
-                if not entrant.is_endpoint:
+                if not entrant.is_endpoint and entrant.model != REFERENCE:
                     resolve_model(entrant.model)  # a missing folder fails now
         self.arena = make_arena(
             config.env, config.env_kwargs, config.task, config.seed, config.task_kwargs
         )
+        # The scripted reference debater: refused here (another env, questions without
+        # answers), before any model is loaded.
+        self.reference: Policy | None = None
+        if any(e.model == REFERENCE for e in self.entrants):
+            self.reference = self.arena.reference()
+            if self.policies is not None:
+                for entrant in self.entrants:
+                    if entrant.model == REFERENCE and entrant.name not in self.policies:
+                        self.policies[entrant.name] = self.reference
         if self.arena.num_problems is not None and config.problems > self.arena.num_problems:
             raise ValueError(
                 f"problems={config.problems}, but task={config.task!r} of env={config.env!r} has "
@@ -183,7 +196,7 @@ class Evaluation:
             return self.policies
         config = self.config
         device = config.device
-        if not all(e.is_endpoint for e in self.entrants):
+        if not all(e.is_endpoint or e.model == REFERENCE for e in self.entrants):
             from baselines.training.run import limit_threads
 
             limit_threads(config.num_threads)
@@ -198,6 +211,7 @@ class Evaluation:
             concurrency=config.concurrency,
             retries=config.retries,
             timeout=config.timeout,
+            loaded={REFERENCE: self.reference} if self.reference is not None else None,
         )
         return self.policies
 

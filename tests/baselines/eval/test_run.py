@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from baselines.eval.arenas import make_arena
 from baselines.eval.config import EvalConfig
 from baselines.eval.run import Evaluation
 from baselines.eval.summary import summarize
@@ -292,3 +293,61 @@ def test_two_models_only_a_silent_third_could_judge_are_said_never_compared():
     # A tournament where every pair has a judgement says nothing of the kind.
     summary = summarize(preferring_x(), ["x", "y", "z"], env="debate", num_bootstrap=0)
     assert not any(n.startswith("Never judged") for n in summary.tournament_notes())
+
+
+# --- the reference entrant ----------------------------------------------------------------
+
+
+def test_the_reference_entrant_answers_right_and_judges_every_pair_by_the_answer(tmp_path):
+    # Four entrants over three seats: each pair of the others meets the reference in
+    # one seating per problem, and the reference ranks the answers in three levels.
+    right = make_arena("debate", DEBATE, "arithmetic", 0, {}).reference()
+    policies = {
+        "right": right,  # answers like the reference, and judges like it
+        "wrong": ScriptedPolicy(scripted_debaters(3, seed=1)),  # "42", random votes
+        "broken": ScriptedPolicy(MalformedDebater("prose")),
+    }
+    models = ("reference", "right", "wrong", "broken")
+    summary = Evaluation(config(tmp_path, models=models, problems=3), policies=policies).run()
+    lines = read_lines(tmp_path)
+    assert len(lines) == 3 * 4  # 3 problems x 4 rotations of 3 seats
+    level = {"right": 2, "wrong": 1, "broken": 0}
+    judged = set()
+    for line in lines:
+        by_seat = {int(agent.split("_")[1]): model for agent, model in line["seats"].items()}
+        for author, a, op, b in line["votes"]:
+            if by_seat[author] != "reference":
+                continue
+            first, second = level[by_seat[a]], level[by_seat[b]]
+            assert (op, first > second) in ((">", True), ("=", False)), line["votes"]
+            assert op != "=" or first == second
+            judged.add(frozenset((by_seat[a], by_seat[b])))
+    assert judged == {
+        frozenset(p) for p in (("right", "wrong"), ("right", "broken"), ("wrong", "broken"))
+    }
+    assert summary.score("reference").metrics["solution_correct"] == 1.0
+    board = summary.tournament.leaderboard
+    rated = [m for m in board.models if m != "reference"]
+    assert rated == ["right", "wrong", "broken"]
+    assert not any(n.startswith("Never judged") for n in summary.tournament_notes())
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"env": "expert_iteration", "env_kwargs": {}}, "reference entrant is a debater"),
+        ({"task": "default"}, "has none; use --task arithmetic or gsm8k"),
+        ({"env_kwargs": {**DEBATE, "observation_mode": "chat"}}, "observation_mode at 'prompt'"),
+        ({"models": ("reference@temperature=0.5", "a")}, "is scripted and samples nothing"),
+    ],
+)
+def test_the_reference_entrant_is_refused_where_it_cannot_play(tmp_path, settings, match):
+    with pytest.raises(ValueError, match=match):
+        Evaluation(config(tmp_path, **{"models": ("reference", "a"), **settings}))
+
+
+def test_a_reference_entrant_is_never_loaded_as_a_model():
+    from baselines.eval.entrants import build_policies, parse_entrants
+
+    with pytest.raises(ValueError, match="played by the environment's scripted debater"):
+        build_policies(parse_entrants(["reference", "tiny"]))
