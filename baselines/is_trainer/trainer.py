@@ -524,6 +524,12 @@ class ISTrainer(TrainingRun):
 
         config = self.config
         start = time.perf_counter()
+        tell = config.progress and self.run_dir.writer
+        if tell:
+            say(
+                f"warm start: playing {config.warm_start_groups} teacher episodes, then "
+                f"{config.warm_start_steps} imitation steps"
+            )
         first = 1_000_000_000  # group indices of their own, far from the training ones
         indices = list(range(first, first + config.warm_start_groups))
         batch, teachers = self.family.demonstrations(
@@ -538,18 +544,24 @@ class ISTrainer(TrainingRun):
         losses = []
         try:
             steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
-            for chunk in steps:
+            every = max(1, config.warm_start_steps // 8)  # a line every eighth of the steps
+            for step, chunk in enumerate(steps, 1):
                 weight = sum(float(data[i].weights.sum()) for i in chunk)
                 loss, _, _ = self._optimizer_step(
                     data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
                 )
                 losses.append(loss)
+                if tell and step % every == 0 and step < config.warm_start_steps:
+                    say(
+                        f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
+                        f"({time.perf_counter() - start:.0f} s)"
+                    )
         finally:
             for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
                 group["lr"] = rate
         self._refresh_sampler()
         seconds = time.perf_counter() - start
-        if config.progress and self.run_dir.writer:
+        if tell:
             say(
                 f"warm start: {len(losses)} steps on {len(data)} teacher answers, "
                 f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({seconds:.0f} s)"

@@ -363,7 +363,9 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(tmp_path, tiny_model_dir):
+def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(
+    tmp_path, tiny_model_dir, capsys
+):
     from baselines.is_trainer.trainer import train
 
     config = tiny_config(
@@ -377,8 +379,16 @@ def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(tmp_path, 
         warm_start_groups=1,
         warm_start_datums=3,
         warm_start_learning_rate=3e-3,
+        progress=True,
     )
     [row] = read_metrics(train(config))
+    said = [line for line in capsys.readouterr().err.splitlines() if "warm start" in line]
+    # What it is doing from the start (the teacher's games), then every step of four.
+    assert said[0] == "warm start: playing 1 teacher episodes, then 4 imitation steps"
+    assert [line.split(",")[0] for line in said[1:4]] == [
+        f"warm start: step {k}/4" for k in (1, 2, 3)
+    ]
+    assert said[4].startswith("warm start: 4 steps on 3 teacher answers, loss ")
     assert row["warm_start/steps"] == 4 and row["warm_start/datums"] == 3
     # the same three answers, seen again and again: their loss must fall
     assert row["warm_start/loss_last"] < 0.9 * row["warm_start/loss_first"]
