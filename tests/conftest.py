@@ -19,30 +19,6 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 #: uses one, directly or through another fixture, must be marked ``slow``.
 MODEL_FIXTURES = frozenset({"tiny_model_dir", "tiny_model", "vllm_server"})
 
-#: The longest tests (the main jobs' learning proofs, minutes each, most of CI's time).
-LONGEST = frozenset(
-    {"test_smollm2_learns_the_debate_format", "test_smollm2_reward_rises_on_short_sums"}
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest first: the learning tests, then the other training tests, then the rest.
-
-    With ``-n 2`` and ``--dist loadgroup`` (pyproject's addopts) each test is sent to
-    whichever worker is free, in this order: the learning tests start at once on
-    different workers, and the short tests fill the gaps at the end. (Under xdist's
-    default ``load``, the first quarter of the tests is dealt out in two blocks, and
-    all three learning tests fell into one worker's block.) The order within each
-    tier is the files' order.
-    """
-
-    def tier(item: pytest.Item) -> int:
-        if getattr(item, "originalname", item.name) in LONGEST:
-            return 0
-        return 1 if item.get_closest_marker("training") is not None else 2
-
-    items.sort(key=tier)
-
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
