@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "ChildrenListing",
     "NamespaceState",
+    "children_of",
     "children_of_self",
     "count_user_tasks",
     "drop_capabilities",
@@ -43,6 +44,7 @@ __all__ = [
     "expose_to_others",
     "fork_without_handlers",
     "mount_private_proc_and_tmp",
+    "processes_in_namespace",
     "set_child_subreaper",
     "set_limits",
     "set_no_new_privs",
@@ -324,41 +326,65 @@ def count_user_tasks(uid: int) -> int:
 
 
 class ChildrenListing:
-    """The children of this (single-threaded) process, read cheaply many times.
+    """The children of one single-threaded process, read cheaply many times.
 
-    Keeps ``/proc/self/task/<pid>/children`` open and re-reads it with one
+    Keeps ``/proc/<pid>/task/<pid>/children`` open and re-reads it with one
     ``pread`` per call (the kernel regenerates it at offset 0): the worker asks
-    after every run. Where the file is missing, :func:`children_of_self` scans.
-    Create it in the process it describes, after any ``/proc`` remount.
+    after every run, about itself and about its spawner. Where the file is
+    missing, :func:`children_of` scans. Create it after any ``/proc`` remount.
+
+    Args:
+        pid: the process described (default: the caller, as it is now).
     """
 
-    def __init__(self) -> None:
-        self._pid = os.getpid()
+    def __init__(self, pid: int | None = None) -> None:
+        self._own = pid is None
+        self.pid = os.getpid() if pid is None else pid
+        where = "self" if pid is None else str(pid)
         try:
-            self._fd = os.open(f"/proc/self/task/{self._pid}/children", os.O_RDONLY | os.O_CLOEXEC)
+            self.fd = os.open(f"/proc/{where}/task/{self.pid}/children", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as error:
             if error.errno not in (errno.ENOENT, errno.EACCES):
                 raise
-            self._fd = -1
+            self.fd = -1
 
     def pids(self) -> list[int]:
-        """The pids of this process's children, zombies included."""
-        if self._fd < 0 or os.getpid() != self._pid:
-            return children_of_self()
+        """The pids of the process's children, zombies included."""
+        if self.fd < 0 or (self._own and os.getpid() != self.pid):
+            return children_of(os.getpid() if self._own else self.pid)
         size = 1 << 16
         while True:
-            data = os.pread(self._fd, size, 0)
+            try:
+                data = os.pread(self.fd, size, 0)
+            except ProcessLookupError:  # (the process is gone: it has no children)
+                return []
             if len(data) < size:
                 return [int(child) for child in data.split()]
             size *= 4
 
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def processes_in_namespace() -> set[int]:
+    """The pids ``/proc`` lists: with a private ``/proc``, every process of the PID namespace."""
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
 
 def children_of_self() -> list[int]:
     """The pids of this (single-threaded) process's children, zombies included."""
-    pid = os.getpid()
+    return children_of(os.getpid())
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of the (single-threaded) process ``pid``'s children, zombies included."""
     try:
-        with open(f"/proc/self/task/{pid}/children", "rb") as listing:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as listing:
             return [int(child) for child in listing.read().split()]
+    except ProcessLookupError:
+        return []
     except OSError as error:
         if error.errno not in (errno.ENOENT, errno.EACCES):
             raise

@@ -48,6 +48,7 @@ __all__ = [
     "COMPARE_NAME",
     "COMPARISONS",
     "DIED",
+    "JUDGE_NAMES",
     "Channel",
     "JudgeResult",
     "ProgramError",
@@ -218,6 +219,9 @@ class Channel:
                 continue
             except BlockingIOError:
                 pass
+            except BrokenPipeError:  # (only the run reads its pipe: it is gone)
+                self.exited = True
+                raise self._broken(DIED) from None
             if self.exited:
                 raise self._broken(DIED)
             self._poll(self.job_fd, select.POLLOUT)
@@ -418,6 +422,38 @@ class JudgeResult(NamedTuple):
     ended: str | None = None
 
 
+def judge_namespace() -> dict[str, Any]:
+    """The names the judge itself puts where the setup and the tests run.
+
+    These are bound *after* the program's names (see :func:`namespace_for_tests`), so
+    no name a program defines can replace one of them; and the worker never asks
+    a program about them (:data:`JUDGE_NAMES`).
+    """
+    return {
+        "__builtins__": builtins,
+        "__name__": "__sandbox_tests__",
+        COMPARE_NAME: _compare,
+    }
+
+
+#: Every name the judge binds in the tests' namespace: never taken from a program.
+JUDGE_NAMES = frozenset(judge_namespace())
+
+
+def namespace_for_tests(report: object, wanted: frozenset[str], channel: Channel) -> dict[str, Any]:
+    """The namespace the setup and the tests run in: the program's names, then the judge's.
+
+    The program's names (those of ``wanted`` it reported) are bound first and
+    the judge's own (:func:`judge_namespace`) last, over them: whatever names a
+    program defines, the comparison the rewritten asserts call, the builtins and
+    the module name are the judge's.
+    """
+    namespace: dict[str, Any] = {}
+    bind_program_names(namespace, report, wanted - JUDGE_NAMES, channel)
+    namespace.update(judge_namespace())
+    return namespace
+
+
 def bind_program_names(
     namespace: dict[str, Any], report: object, wanted: frozenset[str], channel: Channel
 ) -> None:
@@ -425,7 +461,7 @@ def bind_program_names(
     if type(report) is not dict:
         return
     for name, kind in report.items():
-        if name not in wanted or type(kind) is not tuple or not kind:
+        if name not in wanted or name in JUDGE_NAMES or type(kind) is not tuple or not kind:
             continue
         if kind[0] == "f" and len(kind) == 1:
             namespace[name] = _proxy(channel.call, name)
@@ -475,12 +511,7 @@ def judge(
             report = _wire.decode(payload)
         except _wire.WireError as error:
             raise channel._broken(f"the program sent a malformed message: {error}") from None
-        namespace: dict[str, Any] = {
-            "__builtins__": builtins,
-            "__name__": "__sandbox_tests__",
-            COMPARE_NAME: _compare,
-        }
-        bind_program_names(namespace, report, wanted, channel)
+        namespace = namespace_for_tests(report, wanted, channel)
 
         stage = "in the test setup"
         random.seed(0)  # tests that draw random inputs see the same ones on every worker

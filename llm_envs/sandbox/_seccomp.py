@@ -19,19 +19,23 @@ import struct
 
 from llm_envs.sandbox._isolation import _prctl_pointer
 
-__all__ = ["DENIED_SYSCALLS", "RunSignalFilter", "install_signal_filter"]
+__all__ = ["CLONE_PARENT", "DENIED_SYSCALLS", "RunSignalFilter", "install_signal_filter"]
 
 # BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _SECCOMP_RET_ALLOW = 0x7FFF0000
 _SECCOMP_RET_EPERM = 0x00050000 | errno.EPERM
+_SECCOMP_RET_ENOSYS = 0x00050000 | errno.ENOSYS
 _BPF_LD_W_ABS = 0x20
 _BPF_JEQ_K = 0x15
 _BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 _X32_SYSCALL_BIT = 0x40000000
 _F_SETOWN = 8
+#: clone(2)'s flag that makes the new process a child of the caller's parent (the
+#: spawner, for a run): the one way out of the run's process tree.
+CLONE_PARENT = 0x00008000
 _F_SETOWN_EX = 15
 # Per architecture: (audit arch, {name: number}).
 _SYSCALLS = {
@@ -43,7 +47,7 @@ _SYSCALLS = {
          "socket": 41, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
          "semget": 64, "mq_open": 240, "io_uring_setup": 425, "userfaultfd": 323,
          "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
-         "perf_event_open": 298},
+         "perf_event_open": 298, "clone": 56, "clone3": 435},
     ),
     "aarch64": (
         0xC00000B7,
@@ -53,7 +57,7 @@ _SYSCALLS = {
          "socket": 198, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186,
          "semget": 190, "mq_open": 180, "io_uring_setup": 425, "userfaultfd": 282,
          "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
-         "perf_event_open": 241},
+         "perf_event_open": 241, "clone": 220, "clone3": 435},
     ),
 }  # fmt: skip
 #: Syscalls no run may make, whatever else confines it: new sockets of any family
@@ -91,7 +95,9 @@ def _signal_filter(
     # (code, k, jump-if-true label, jump-if-false label); a str alone marks a label.
     code: list[tuple[int, int, str | None, str | None] | str] = [
         (_BPF_LD_W_ABS, 4, None, None),  # the architecture
-        (_BPF_JEQ_K, arch, None, "allow"),
+        # Another architecture's calls (x86-64's int 0x80 into the 32-bit table)
+        # have other numbers, which this filter does not read: refused.
+        (_BPF_JEQ_K, arch, None, "deny"),
         (_BPF_LD_W_ABS, 0, None, None),  # the syscall number
     ]
     if x32_bit:
@@ -100,6 +106,11 @@ def _signal_filter(
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
     for name in ("process_vm_readv", "process_vm_writev", *DENIED_SYSCALLS):
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
+    # Every process a run starts stays in the run's tree: clone(CLONE_PARENT) is
+    # refused, and clone3 (whose flags live in memory, out of a filter's reach) is
+    # answered as missing, so the C library falls back to clone.
+    code.append((_BPF_JEQ_K, numbers["clone"], "clone", None))
+    code.append((_BPF_JEQ_K, numbers["clone3"], "nosys", None))
     code.append((_BPF_JEQ_K, numbers["kill"], "kill", None))
     for name in ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         code.append((_BPF_JEQ_K, numbers[name], "group", None))
@@ -112,6 +123,11 @@ def _signal_filter(
             (_BPF_RET_K, _SECCOMP_RET_EPERM if allow_only else _SECCOMP_RET_ALLOW, None, None)
         )
     code += [
+        "clone",
+        (_BPF_LD_W_ABS, 16, None, None),  # the low 32 bits of the flags
+        (_BPF_JSET_K, CLONE_PARENT, "deny", "allow"),
+        "nosys",
+        (_BPF_RET_K, _SECCOMP_RET_ENOSYS, None, None),
         "fcntl",
         (_BPF_LD_W_ABS, 16 + 8, None, None),  # fcntl's command: no SIGIO to other processes
         (_BPF_JEQ_K, _F_SETOWN, "deny", None),

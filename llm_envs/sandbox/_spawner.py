@@ -20,8 +20,8 @@ import marshal
 import os
 import random
 import resource
-import select
 import signal
+import socket
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
@@ -38,7 +38,7 @@ __all__ = ["GO_FD", "JOB_FD", "JOB_HEADER", "OWN_MODULES", "STATUS", "STATUS_FD"
 # the run's stdout and stderr files; REPLY_FD (3) the reply pipe's write end.
 JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the judge's calls
 STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
-GO_FD = 6  # worker -> spawner: one byte when the worker is done with the last run
+GO_FD = 6  # worker -> spawner: the go for each run, with the run's ends of its two pipes
 _NESTED_RULESET_FD = 7
 _FIRST_FREE_FD = 8
 # The sandbox's own modules: hidden from the programs (they have no use for them).
@@ -90,24 +90,28 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
     # ahead of its job and waits for it: the fork is off the critical path, and a
     # job wakes its run directly.
     #
-    # The job pipe is shared by every run, so nothing written for one run may
-    # reach the next: the next run is forked only once the last one has exited
-    # *and* the worker has said it is done with it (its last call or exit request
-    # may be written after the run died: a run can forge its loading report and
-    # exit while the judge is still in the test setup), and once whatever was
-    # left in the pipe is dropped.
+    # Each run is forked only on the worker's go, which comes once the worker is
+    # done with the last run and carries the new run's ends of two fresh pipes
+    # (its job and the judge's calls; its messages back): nothing written for one
+    # run, and nothing that held one run's pipes, can reach the next.
     fork = _isolation.fork_without_handlers
-    read, write, pack = os.read, os.write, STATUS.pack
-    run_main = _make_run_main(worker, spawner, nested)
-    pending = select.poll()
-    pending.register(JOB_FD, select.POLLIN)
+    dup2, close, write, pack = os.dup2, os.close, os.write, STATUS.pack
+    receive = socket.recv_fds
+    go = socket.socket(fileno=GO_FD)
+    strays = _isolation.ChildrenListing()
+    run_main = _make_run_main(worker, spawner, nested, strays.fd)
     while True:
-        while pending.poll(0):
-            try:
-                if not read(JOB_FD, 1 << 16):
-                    break
-            except BlockingIOError:
-                break
+        try:
+            message, fds, _, _ = receive(go, 1, 2)
+        except OSError:
+            os._exit(0)
+        if not message or len(fds) != 2:
+            os._exit(0)  # the worker is gone
+        # (The received descriptors are above the fixed ones: 3 and 4 are held open.)
+        dup2(fds[0], JOB_FD)
+        dup2(fds[1], _program.REPLY_FD)
+        close(fds[0])
+        close(fds[1])
         try:
             run = fork()
         except BlockingIOError:
@@ -116,10 +120,34 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
             run = fork_when_possible(fork)
         if run == 0:
             run_main()
+        dup2(0, JOB_FD)  # (/dev/null: only the run holds its pipes)
+        dup2(0, _program.REPLY_FD)
         write(STATUS_FD, pack(run))
-        write(STATUS_FD, pack(wait_status(run)))
-        if not read_exact(GO_FD, 1):
-            os._exit(0)  # the worker is gone
+        status = wait_status(run)
+        _kill_strays(strays)
+        write(STATUS_FD, pack(status))
+
+
+def _kill_strays(children: _isolation.ChildrenListing) -> None:
+    """Kill and reap every child of this process: the run is reaped, so any is a stray.
+
+    Only where no seccomp filter refuses ``clone(CLONE_PARENT)`` can a run make
+    a process whose parent is the spawner; this is the check for those machines.
+    """
+    while True:
+        pids = children.pids()
+        if not pids:
+            return
+        for pid in pids:
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in pids:
+            try:  # noqa: SIM105
+                wait_status(pid)
+            except ChildProcessError:
+                pass
 
 
 def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> bool:
@@ -133,8 +161,8 @@ def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> b
         (worker.devnull, 0),
         (worker.stdout_fd, 1),
         (worker.stderr_fd, 2),
-        (worker.reply_write, _program.REPLY_FD),
-        (worker.job_read, JOB_FD),
+        (worker.devnull, _program.REPLY_FD),  # (each run's pipes come with its go)
+        (worker.devnull, JOB_FD),
         (status_write, STATUS_FD),
         (go_read, GO_FD),
     ]
@@ -178,10 +206,12 @@ def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> b
     guard = [spawner, -1]
     if os.getpgid(0) > 0 and not worker.namespaces.pid:
         guard.append(-os.getpgid(0))
-    return not _seccomp.install_signal_filter(deny=guard)
+    return not (worker.seccomp and _seccomp.install_signal_filter(deny=guard))
 
 
-def _make_run_main(worker: Worker, spawner: int, nested: bool) -> Callable[[], NoReturn]:
+def _make_run_main(
+    worker: Worker, spawner: int, nested: bool, listing_fd: int
+) -> Callable[[], NoReturn]:
     """The function a run's process calls: wait for the job, finish the confinement, run it.
 
     Everything it needs is looked up here, once, in the spawner: each lookup a
@@ -214,6 +244,8 @@ def _make_run_main(worker: Worker, spawner: int, nested: bool) -> Callable[[], N
                     exit_(71)  # the spawner died between fork and prctl
             close(STATUS_FD)
             close(GO_FD)  # (a run that took the worker's go would stop the spawner)
+            if listing_fd >= 0:
+                close(listing_fd)
             header = read_exact(JOB_FD, header_size)
             data = read_exact(JOB_FD, unpack_header(header)[0]) if header else None
             if data is None:

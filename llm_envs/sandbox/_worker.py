@@ -38,7 +38,6 @@ write anything to stdout except reply frames.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import fcntl
 import gc
 import json
@@ -145,6 +144,7 @@ class Worker:
         if config["pin"]:
             _startup.pin_to_cpu(int(config["index"]))
         mounted = self._enter_namespaces(bool(config["namespaces"]), scratch)
+        self.private_proc = mounted
         self._choose_run_user(scratch, index, mounted)
         os.environ.clear()
         os.environ.update(config["environment"])
@@ -156,7 +156,7 @@ class Worker:
             user_namespace=self.namespaces.user,
         )
         self._prepare_landlock(bool(config["landlock"]), bool(config["site_packages"]))
-        self._prepare_signal_filter()
+        self._prepare_signal_filter(bool(config.get("seccomp", True)))
         self._open_run_channels()
         # Compiled test suites: a suite is typically run many times.
         self.prepared: OrderedDict[
@@ -234,20 +234,20 @@ class Worker:
                 self.landlock_abi, self.run_dir, site_packages=site_packages
             )
 
-    def _prepare_signal_filter(self) -> None:
+    def _prepare_signal_filter(self, seccomp: bool) -> None:
         """Probe seccomp; compile the runs' signal filter where nothing else confines signals."""
         # Outside a PID namespace and without Landlock's signal scoping, a run could
         # signal the worker and the caller (same uid): a seccomp filter confines its
         # signals to itself and its process group. (The spawner guards itself.)
         # The spawner's seccomp filter (inherited by every run) also refuses sockets and
         # memory outside the address-space limit (_seccomp.DENIED_SYSCALLS).
-        self.seccomp = _startup.probe_signal_filter()
+        self.seccomp = seccomp and _startup.probe_signal_filter()
         self.signal_filter = not self.namespaces.pid and self.landlock_abi < 6 and self.seccomp
         # Compiled here once; each run only writes its pid into it.
         self.run_signal_filter = _seccomp.RunSignalFilter() if self.signal_filter else None
 
     def _open_run_channels(self) -> None:
-        """The runs' stdin, stdout and stderr files, and the job and reply pipes."""
+        """The runs' stdin, stdout and stderr files (each run's pipes come with its go)."""
         self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.stdout_fd = os.memfd_create("sandbox-stdout")
         self.stderr_fd = os.memfd_create("sandbox-stderr")
@@ -256,15 +256,6 @@ class Worker:
         # serialize on it; without O_APPEND two concurrent writers land at the same
         # offset and one's output is overwritten.
         self.append_flags = fcntl.fcntl(self.stdout_fd, fcntl.F_GETFL) | os.O_APPEND
-        # The run's job, then the judge's calls, go down the job pipe; the run's
-        # messages come back up the reply pipe. The worker's ends never block: the
-        # judge waits on them with the run's deadline.
-        self.job_read, self.job_write = os.pipe()
-        self.reply_read, self.reply_write = os.pipe()
-        for fd in (self.job_write, self.reply_read):
-            with contextlib.suppress(OSError):  # (where the system's maximum is lower)
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _JOB_PIPE_BYTES)
-            os.set_blocking(fd, False)
 
     def _protections(self, mounted: bool) -> dict[str, Any]:
         """What this worker enforces (``Sandbox.protections``)."""
@@ -282,6 +273,7 @@ class Worker:
             ),
             "process_limit": self.nproc_limit is not None,
             "syscalls_filtered": self.seccomp,
+            "runs_contained": self.namespaces.pid,
         }
 
     def hello(self) -> dict[str, Any]:
@@ -319,9 +311,13 @@ class Worker:
         if prepared is None:
             compiled = self.prepare_tests(setup, tests)
             # The names the tests use, except that a program's `len = ...` never
-            # reaches them (MBPP/126's entry point is `sum`).
+            # reaches them (MBPP/126's entry point is `sum`), and the judge's own
+            # names never do (a program is not even told about them).
             wanted = frozenset(
-                name for name in compiled.names if name not in _BUILTIN_NAMES or name == entry_point
+                name
+                for name in compiled.names
+                if (name not in _BUILTIN_NAMES or name == entry_point)
+                and name not in _judge.JUDGE_NAMES
             )
             prepared = self.prepared[key] = (compiled, wanted)
             if len(self.prepared) > _PREPARED_CACHE_SIZE:
@@ -350,7 +346,7 @@ class Worker:
             program, notes = compiled.code, compiled.warnings
         recursion_limit = sys.getrecursionlimit()
         job = _job(program, notes, wanted, recursion_limit, timeout)
-        self._reset_run_channels()
+        self._reset_output()
         child = self.runs.waiting_run()
         if child is None:
             return self._not_started(len(tests))
@@ -364,8 +360,11 @@ class Worker:
         finally:
             duration = time.monotonic() - started
             if pidfd >= 0:
-                self.runs.end(child, pidfd, ask=ask, job_write=self.job_write)
-            self.runs.kill_leftovers(child)
+                self.runs.end(child, pidfd, ask=ask, job_write=channel.job_fd)
+            if not self.runs.kill_leftovers(child):
+                # Something of the run outlived the cleanup: this worker (and with it
+                # its namespace, where it has one) goes; the pool starts a fresh one.
+                self.retiring = True
             self.runs.release()
         reply = self._reply(result, child, timeout)
         return self._finish(reply, duration)
@@ -401,33 +400,19 @@ class Worker:
         """The judge's channel to the run ``child`` (a pidfd of it, or -1), until ``deadline``."""
         # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
         return _judge.Channel(
-            self.job_write,
-            self.reply_read,
+            self.runs.job_write,
+            self.runs.reply_read,
             pidfd if pidfd >= 0 else self.runs.status_read,
             deadline,
             lambda: kill_run(child),
         )
 
-    def _reset_run_channels(self) -> None:
+    def _reset_output(self) -> None:
         """Empty the run's output files and set the flags a previous run may have changed."""
         for fd in (self.stdout_fd, self.stderr_fd):
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             fcntl.fcntl(fd, fcntl.F_SETFL, self.append_flags)
-        # A run can change the flags of the pipe ends it shares with the next runs
-        # (O_NONBLOCK on its job pipe would make the next run's read fail).
-        for fd in (self.job_read, self.reply_write):
-            fcntl.fcntl(fd, fcntl.F_SETFL, 0)
-        self._drain_replies()
-
-    def _drain_replies(self) -> None:
-        """Drop anything left in the reply pipe (a previous run's last words)."""
-        while True:
-            try:
-                if not os.read(self.reply_read, 1 << 16):
-                    return
-            except BlockingIOError:
-                return
 
     def _finish(self, reply: dict[str, Any], duration: float) -> dict[str, Any]:
         """``reply`` with the run's output and duration; then the run's directory is emptied."""
@@ -439,6 +424,8 @@ class Worker:
             output_truncated=stdout_cut or stderr_cut,
             duration=duration,
         )
+        if self.retiring:
+            reply["retire"] = True
         if not clean_directory(self.run_dir):
             # A tree this worker cannot delete would reach the next run: this run gets
             # its report, and a fresh worker (with a fresh directory) takes its place.

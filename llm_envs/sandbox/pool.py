@@ -132,6 +132,10 @@ class Sandbox:
         namespaces: use PID/network/mount namespaces where the OS allows.
         landlock: use Landlock where the kernel has it (turn off to let programs
             read and write wherever the uid allows).
+        seccomp: install the seccomp filters where the kernel has them (turn off
+            only to test the weakest mode: runs may then open sockets, signal
+            the worker, and make processes that the spawner, not the kernel,
+            keeps inside the run).
         start_timeout: seconds to wait for a worker to start.
         max_program_chars: the longest program the pool runs; a longer one gets a
             ``LOAD_ERROR`` report without running (it is an outcome, never an error).
@@ -163,6 +167,7 @@ class Sandbox:
         site_packages: bool = False,
         namespaces: bool = True,
         landlock: bool = True,
+        seccomp: bool = True,
         start_timeout: float = 60.0,
         max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
         pin_cpus: bool | None = None,
@@ -195,6 +200,7 @@ class Sandbox:
             "site_packages": check_bool("site_packages", site_packages),
             "namespaces": check_bool("namespaces", namespaces),
             "landlock": check_bool("landlock", landlock),
+            "seccomp": check_bool("seccomp", seccomp),
             "environment": WORKER_ENVIRONMENT,
             "pool": os.getpid(),
             "pin": self.pin_cpus,

@@ -162,7 +162,16 @@ class Protections:
             limited (RLIMIT_NPROC is enforced for its uid).
         syscalls_filtered: a seccomp filter refuses runs new sockets of any family
             and memory outside their address-space limit (memfd, SysV and POSIX
-            IPC, keys), and the interfaces that would bypass it (io_uring, BPF).
+            IPC, keys), and the interfaces that would bypass it (io_uring, BPF);
+            and it keeps every process a run starts inside the run's process
+            tree (``clone(CLONE_PARENT)`` refused, ``clone3`` answered as missing).
+        runs_contained: nothing a run starts outlives the run, even if the
+            worker itself is killed while the run is in progress: the worker is
+            PID 1 of a PID namespace, whose processes the kernel kills with it.
+            Without one, everything a run starts is still killed after the run
+            (the worker is a child subreaper and checks that nothing is left),
+            but a worker killed from outside in the middle of a run leaves that
+            run's processes to the system's init.
     """
 
     pid_namespace: bool = False
@@ -176,3 +185,4 @@ class Protections:
     signals_confined: bool = False
     process_limit: bool = False
     syscalls_filtered: bool = False
+    runs_contained: bool = False

@@ -1,0 +1,239 @@
+"""The judge's own names and the run's lifetime, proved by construction.
+
+Two properties every verdict rests on:
+
+* **No name a program defines replaces one of the judge's.** Not checked one
+  name at a time: every name in :data:`~llm_envs.sandbox._judge.JUDGE_NAMES`, in
+  every form a program can give a name (a function, a value, a module), and a
+  test that fails if the judge ever puts a name in the tests' namespace without
+  listing it there.
+* **Nothing a run starts outlives it**, in every mode the sandbox supports:
+  ``clone(CLONE_PARENT)`` (a sibling instead of a child) is refused where
+  seccomp is on, and killed by the spawner where it is off; ``clone3`` is
+  answered as missing (threads still start); each run has pipes of its own, so
+  even a process that did survive could not read a later run's job.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob
+from llm_envs.sandbox._judge import JUDGE_NAMES
+
+ADD_TESTS = ["assert candidate(1, 2) == 3", "assert candidate(2, 2) == 4", "assert add(0, 5) == 5"]
+ADD_SETUP = "candidate = add"
+HONEST = "def add(a, b):\n    return a + b\n"
+WRONG = "def add(a, b):\n    return 0\n"
+
+# Every form in which a program can give a name a meaning the judge might bind.
+NAME_FORMS = {
+    "function": "def {name}(*args, **kwargs):\n    return True\n",
+    "lambda": "{name} = lambda *args, **kwargs: True\n",
+    "value": "{name} = True\n",
+    "module": "import builtins as {name}\n",
+    "class": "class {name}:\n    def __bool__(self):\n        return True\n",
+}
+
+MODES = {
+    "strong": {},
+    "weak": {"namespaces": False, "landlock": False},
+    "weakest": {"namespaces": False, "landlock": False, "seccomp": False},
+}
+_MACHINE = os.uname().machine
+_SYSCALLS = {"x86_64": {"clone": 56, "clone3": 435}, "aarch64": {"clone": 220, "clone3": 435}}
+_CLONE_PARENT = 0x8000
+_SIGCHLD = 17
+
+
+@pytest.fixture(scope="module", params=sorted(MODES))
+def pool(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    with Sandbox(workers=1, timeout=10.0, **MODES[request.param]) as sandbox:
+        yield sandbox
+
+
+# --- the judge's names ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", sorted(NAME_FORMS))
+def test_no_name_a_program_defines_replaces_one_of_the_judges(sandbox: Sandbox, form: str) -> None:
+    # One program defines every judge name at once, another each alone: neither
+    # passes a test its `add` fails.
+    names = sorted(JUDGE_NAMES)
+    together = WRONG + "".join(NAME_FORMS[form].format(name=name) for name in names)
+    programs = [together] + [WRONG + NAME_FORMS[form].format(name=name) for name in names]
+    # The tests also read each judge name, so every one is a name the tests use.
+    tests = [*ADD_TESTS, *(f"assert {name} is not None" for name in names)]
+    jobs = [SandboxJob(program, tests, ADD_SETUP) for program in programs]
+    for program, report in zip(programs, sandbox.run_tests_many(jobs), strict=True):
+        assert report.status is ProgramStatus.OK, (program, report)
+        assert [outcome.passed for outcome in report.outcomes[:3]] == [False] * 3, program
+        assert report.passed == len(names), program
+
+
+def test_the_judge_binds_no_name_it_does_not_list(sandbox: Sandbox) -> None:
+    # Trusted test code sees the whole namespace: every name in it is the program's
+    # (asked for by the tests) or one of JUDGE_NAMES. A judge name added without
+    # being listed (and so without the protection) fails here.
+    listed = sorted(JUDGE_NAMES | {"add", "candidate"})
+    test = f"assert sorted(set(globals()) - set({listed!r})) == []"
+    report = sandbox.run_tests(HONEST, [*ADD_TESTS, test], setup=ADD_SETUP)
+    assert report.passed == 4, report
+
+
+def test_a_program_is_not_told_the_judges_names(sandbox: Sandbox) -> None:
+    # The run's job lists the names the tests use; the program can read it from
+    # the frames below its own. It must hold `add` but no judge name.
+    program = HONEST + (
+        "import sys\n"
+        "told = set()\n"
+        "def _strings(value, depth=0):\n"
+        "    if isinstance(value, str):\n"
+        "        told.add(value)\n"
+        "    elif isinstance(value, (tuple, list)) and depth < 4:\n"
+        "        for item in value:\n"
+        "            _strings(item, depth + 1)\n"
+        "frame = sys._getframe()\n"
+        "while frame is not None:\n"
+        "    for value in list(frame.f_locals.values()):\n"
+        "        _strings(value)\n"
+        "    frame = frame.f_back\n"
+        "def names_told():\n"
+        "    return sorted(told)\n"
+    )
+    report = sandbox.run_tests(
+        program,
+        [
+            "assert 'add' in names_told()",
+            f"assert set(names_told()) & {set(JUDGE_NAMES)!r} == set()",
+            "assert candidate(1, 2) == 3",
+        ],
+        setup=ADD_SETUP,
+    )
+    assert report.passed == 3, report
+
+
+# --- the run's lifetime ----------------------------------------------------------------------
+
+needs_known_arch = pytest.mark.skipif(
+    _MACHINE not in _SYSCALLS, reason=f"syscall numbers for {_MACHINE}"
+)
+
+
+def _clone_parent_program(survivor: str) -> str:
+    """A program that makes a sibling (clone with CLONE_PARENT) running ``survivor``."""
+    number = _SYSCALLS.get(_MACHINE, {}).get("clone", -1)
+    return (
+        "import ctypes, os, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"pid = libc.syscall({number}, {_CLONE_PARENT | _SIGCHLD}, 0, 0, 0, 0)\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        f"{survivor}"
+        "    os._exit(0)\n"
+        "CLONED = (pid, ctypes.get_errno(), os.getpid())\n"
+        "def cloned():\n"
+        "    return CLONED\n" + HONEST
+    )
+
+
+# The survivor steals what arrives on the job pipe (the judge's calls, and, were
+# the pipe shared, the next run's job) and answers every call it can as passed.
+_THIEF = (
+    "    while True:\n"
+    "        try:\n"
+    "            os.read(4, 1 << 16)\n"
+    "            os.write(3, b'R' + (8).to_bytes(4, 'little') + b'\\x00' * 8)\n"
+    "        except OSError:\n"
+    "            time.sleep(0.01)\n"
+)
+
+
+@needs_known_arch
+def test_a_sibling_process_is_refused_or_dies_with_the_run(pool: Sandbox) -> None:
+    report = pool.run_tests(_clone_parent_program(_THIEF), ["assert cloned() is None"], timeout=3)
+    if pool.protections.syscalls_filtered:
+        # Refused by the filter: no sibling was ever made.
+        assert report.status is ProgramStatus.OK, report
+        assert report.outcomes[0].message is not None
+        assert f"(-1, {errno.EPERM}," in report.outcomes[0].message, report
+    # Whatever happened to the thief's own run, later runs are judged as if it never ran.
+    honest = pool.run_tests_many([SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 6)
+    assert [r.passed for r in honest] == [3] * 6, honest
+    wrong = pool.run_tests_many([SandboxJob(WRONG, ADD_TESTS, ADD_SETUP)] * 3)
+    assert [r.passed for r in wrong] == [0] * 3, wrong
+
+
+@needs_known_arch
+def test_no_sibling_process_outlives_its_run(pool: Sandbox) -> None:
+    if pool.protections.pid_namespace:
+        pytest.skip("pids inside the namespace are not this process's to check")
+    sleeper = "    time.sleep(60)\n"
+    report = pool.run_tests(_clone_parent_program(sleeper), ["assert cloned() == 0"], timeout=3)
+    message = report.outcomes[0].message or ""
+    pid = int(message.split("assert (")[1].split(",")[0])
+    if pool.protections.syscalls_filtered:
+        assert pid == -1, report
+        return
+    assert pid > 0, report  # (the weakest mode: the sibling was made, and must be gone)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@needs_known_arch
+def test_clone3_is_answered_as_missing_and_threads_still_start(pool: Sandbox) -> None:
+    program = (
+        "import ctypes, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "args = (ctypes.c_uint64 * 11)()\n"
+        "args[4] = 17  # exit_signal: SIGCHLD\n"
+        f"result = libc.syscall({_SYSCALLS.get(_MACHINE, {}).get('clone3', -1)}, "
+        "ctypes.byref(args), ctypes.sizeof(args))\n"
+        "if result == 0:\n"
+        "    import os\n"
+        "    os._exit(0)\n"
+        "CLONE3 = (result, ctypes.get_errno())\n"
+        "done = []\n"
+        "worker = threading.Thread(target=done.append, args=(1,))\n"
+        "worker.start()\n"
+        "worker.join()\n"
+        "def probe():\n"
+        "    return CLONE3, done\n"
+    )
+    report = pool.run_tests(program, ["assert probe()[1] == [1]", "assert probe()[0][0] == -1"])
+    if pool.protections.syscalls_filtered:
+        assert report.passed == 2, report
+        report = pool.run_tests(program, [f"assert probe()[0] == (-1, {errno.ENOSYS})"])
+        assert report.passed == 1, report
+    else:
+        assert report.outcomes[0].passed, report
+
+
+def test_the_protections_say_whether_runs_are_contained(pool: Sandbox) -> None:
+    protections = pool.protections
+    assert protections.runs_contained == protections.pid_namespace
+
+
+def test_a_foreign_architecture_call_is_refused(pool: Sandbox) -> None:
+    # On x86-64, `int 0x80` enters the 32-bit system call table, whose numbers the
+    # filter does not read: refused as a whole. (getpid is 20 there.)
+    if _MACHINE != "x86_64" or not pool.protections.syscalls_filtered:
+        pytest.skip("an x86-64 filter")
+    program = (
+        "import ctypes, mmap\n"
+        "code = bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3])  # mov eax, 20; int 0x80; ret\n"
+        "page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "page.write(code)\n"
+        "address = ctypes.addressof(ctypes.c_char.from_buffer(page))\n"
+        "result = ctypes.CFUNCTYPE(ctypes.c_long)(address)()\n"
+        "def foreign():\n"
+        "    return result\n"
+    )
+    report = pool.run_tests(program, [f"assert foreign() == {-errno.EPERM}"])
+    if report.status is ProgramStatus.KILLED:
+        pytest.skip("this kernel has no 32-bit system calls (the process was killed)")
+    assert report.passed == 1, report
