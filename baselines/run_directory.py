@@ -189,7 +189,7 @@ class RunDirectory:
         if "iteration" not in metrics:
             raise ValueError(f"a metrics line needs an 'iteration', got keys {sorted(metrics)}")
         if self.writer:
-            with self.metrics_path.open("a", encoding="utf-8") as f:
+            with self.metrics_path.open("a", encoding="utf-8", errors="backslashreplace") as f:
                 f.write(_line(metrics))
                 f.flush()
 
@@ -213,7 +213,8 @@ class RunDirectory:
     def _replace(path: Path, text: str) -> None:
         # Written beside and renamed: a crash leaves the old file or the new one.
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        # (Lone surrogates, which no UTF-8 file can hold, are written as JSON escapes.)
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, path)
 
 

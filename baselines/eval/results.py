@@ -70,7 +70,9 @@ class EpisodeLog:
             warnings.warn(str(warning.message), stacklevel=2)
         if caught:
             tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(_line(r) for r in rows), encoding="utf-8")
+            tmp.write_text(
+                "".join(_line(r) for r in rows), encoding="utf-8", errors="backslashreplace"
+            )
             os.replace(tmp, self.path)
         return rows
 
@@ -79,7 +81,7 @@ class EpisodeLog:
         if not rows:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
+        with self.path.open("a", encoding="utf-8", errors="backslashreplace") as f:
             f.write("".join(_line(r) for r in rows))
             f.flush()
             os.fsync(f.fileno())

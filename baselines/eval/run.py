@@ -285,5 +285,5 @@ def _progress_bar(total: int, initial: int) -> Any:
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
     os.replace(tmp, path)

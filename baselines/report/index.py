@@ -341,7 +341,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     pages = []
     for episodes in files:
         page = out / f"{episodes.path.stem}.html"
-        page.write_text(_transcript_page(run, episodes, env_kwargs), "utf-8")
+        page.write_text(
+            _transcript_page(run, episodes, env_kwargs), "utf-8", errors="backslashreplace"
+        )
         pages.append(page.name)
 
     series = metric_series(rows)
@@ -368,7 +370,11 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         _curves_html(series, constant_series(series)),
     ]
     index = out / "index.html"
-    index.write_text(_page(f"Report: {run.name}", "\n".join(b for b in body if b)), "utf-8")
+    index.write_text(
+        _page(f"Report: {run.name}", "\n".join(b for b in body if b)),
+        "utf-8",
+        errors="backslashreplace",
+    )
     return index
 
 

@@ -47,6 +47,7 @@ from llm_envs.sandbox import _wire
 __all__ = [
     "COMPARE_NAME",
     "COMPARISONS",
+    "CONTROL_FLOW_ERRORS",
     "DIED",
     "JUDGE_NAMES",
     "Channel",
@@ -111,13 +112,23 @@ class ProgramError(Exception):
         self.type_name = type_name
 
 
+#: Exceptions that steer Python's own control flow: raised inside an iteration
+#: (``all(map(candidate, xs))``, ``iter(f, sentinel)``) they end it early instead
+#: of failing the test. A program's exception of one of these names becomes a
+#: :class:`ProgramError`, which fails the test like any other error.
+CONTROL_FLOW_ERRORS = frozenset(
+    {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
+)
 # Builtin exceptions a program's exception becomes, by name, so that a test's
 # `except ValueError` still works: Exception subclasses only (never SystemExit),
-# built with the program's message alone.
+# and none that steers control flow, built with the program's message alone.
 _BUILTIN_ERRORS = {
     name: kind
     for name, kind in vars(builtins).items()
-    if isinstance(kind, type) and issubclass(kind, Exception) and not name.endswith("Group")
+    if isinstance(kind, type)
+    and issubclass(kind, Exception)
+    and not name.endswith("Group")
+    and name not in CONTROL_FLOW_ERRORS
 }
 _ORIGIN = "_sandbox_origin"
 

@@ -469,11 +469,23 @@ def _build(name: object, payload: Any, inner: Any) -> Any:
             if type(items) is list and (maxlen is None or type(maxlen) is int):
                 return collections.deque((inner(item) for item in items), maxlen)
         if name == "Decimal" and type(payload) is str and len(payload) <= 10_000:
-            return decimal.Decimal(payload)
+            number = decimal.Decimal(payload)
+            # (Lazily expanded: `int()` of 1e999999999 would be a billion digits.)
+            if number.is_finite() and abs(number.adjusted()) > MAX_INT_DIGITS * 4:
+                raise WireError(f"a Decimal of exponent {number.adjusted()} is out of range")
+            return number
         if name == "Fraction" and type(payload) is tuple and len(payload) == 2:
             return fractions.Fraction(_int(payload[0]), _int(payload[1]))
         if name == "range" and type(payload) is tuple and len(payload) == 3:
-            return range(_int(payload[0]), _int(payload[1]), _int(payload[2]))
+            span = range(_int(payload[0]), _int(payload[1]), _int(payload[2]))
+            # (Lazily expanded: a test's list() of it would be a value of that many items.)
+            try:
+                too_long = len(span) > MAX_ITEMS
+            except OverflowError:
+                too_long = True
+            if too_long:
+                raise WireError(f"a range of more than {MAX_ITEMS} items is out of range")
+            return span
         if name == "Match" and type(payload) is tuple and len(payload) == 6:
             pattern, string, pos, endpos, spans, names = payload
             if (
@@ -492,6 +504,8 @@ def _build(name: object, payload: Any, inner: Any) -> Any:
                 )
             ):
                 return MatchSnapshot(pattern, string, _int(pos), _int(endpos), spans, names)
+    except WireError:
+        raise
     except (TypeError, ValueError, ArithmeticError, decimal.InvalidOperation):
         pass
     raise WireError(f"a tagged value ({name!r}) is malformed")

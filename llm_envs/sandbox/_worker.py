@@ -44,6 +44,7 @@ import json
 import marshal
 import math
 import os
+import resource
 import signal
 import struct
 import sys
@@ -70,7 +71,7 @@ __all__ = ["PRELOADED_MODULES", "main"]
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _PREPARED_CACHE_SIZE = 2048
-_JOB_PIPE_BYTES = 1 << 20
+_JUDGE_MEMORY_MARGIN = 256 * 1024 * 1024
 
 
 def _format_exception(limit: int) -> str:
@@ -81,7 +82,10 @@ def _format_exception(limit: int) -> str:
 
 
 def _send(fd: int, message: dict[str, Any]) -> None:
-    payload = json.dumps(message).encode()
+    # Whatever text a program produced (its exception's name and message, its
+    # output), the reply is valid UTF-8: a lone surrogate, which no UTF-8 text can
+    # hold, becomes "?" here, once, so no caller ever meets one.
+    payload = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
     data = memoryview(struct.pack(">I", len(payload)) + payload)
     while data:
         data = data[os.write(fd, data) :]
@@ -184,6 +188,24 @@ class Worker:
         #: Set when a run left a directory this worker could not clean: it answers
         #: that run, then exits, and the pool starts a fresh one.
         self.retiring = False
+        self.memory_limit = self._limit_own_memory()
+
+    def _limit_own_memory(self) -> int:
+        """Bound this process's address space: what it has, plus what one run may make it hold.
+
+        The judge holds what a run's calls return, and the tests may expand it (a
+        ``list()`` of a long range); a run may use ``memory_mb``, and the judge as
+        much again, plus a fixed margin for the compiled tests. Past it, the test
+        that asked fails with ``MemoryError``; the worker goes on.
+        """
+        with open("/proc/self/statm") as statm:
+            own = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = own + self.memory_bytes + _JUDGE_MEMORY_MARGIN
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        return limit
 
     def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
         if self.alarm_armed:
@@ -276,13 +298,16 @@ class Worker:
             "runs_contained": self.namespaces.pid,
         }
 
+    def _worker_memory(self) -> dict[str, Any]:
+        return {"worker_memory_mb": self.memory_limit // 2**20}
+
     def hello(self) -> dict[str, Any]:
         """The first frame: what this worker enforces, and its own memory footprint."""
         with open("/proc/self/statm") as statm:
             pages = int(statm.read().split()[0])
         return {
             "hello": True,
-            "protections": self.protections,
+            "protections": {**self.protections, **self._worker_memory()},
             "address_space_mb": pages * os.sysconf("SC_PAGE_SIZE") / 2**20,
         }
 

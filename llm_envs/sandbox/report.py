@@ -172,6 +172,10 @@ class Protections:
             (the worker is a child subreaper and checks that nothing is left),
             but a worker killed from outside in the middle of a run leaves that
             run's processes to the system's init.
+        worker_memory_mb: the address-space limit of each worker, the judge: its
+            own footprint, plus ``memory_mb``, plus 256 MiB. A test that makes
+            the judge expand what a program returned beyond it (a ``list()`` of
+            a long range) fails with ``MemoryError``; the worker goes on.
     """
 
     pid_namespace: bool = False
@@ -186,3 +190,4 @@ class Protections:
     process_limit: bool = False
     syscalls_filtered: bool = False
     runs_contained: bool = False
+    worker_memory_mb: int = 0

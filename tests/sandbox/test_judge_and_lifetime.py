@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob
-from llm_envs.sandbox._judge import JUDGE_NAMES
+from llm_envs.sandbox._judge import CONTROL_FLOW_ERRORS, JUDGE_NAMES
 
 ADD_TESTS = ["assert candidate(1, 2) == 3", "assert candidate(2, 2) == 4", "assert add(0, 5) == 5"]
 ADD_SETUP = "candidate = add"
@@ -237,3 +237,72 @@ def test_a_foreign_architecture_call_is_refused(pool: Sandbox) -> None:
     if report.status is ProgramStatus.KILLED:
         pytest.skip("this kernel has no 32-bit system calls (the process was killed)")
     assert report.passed == 1, report
+
+
+# --- exceptions that steer control flow ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW_ERRORS))
+@pytest.mark.parametrize(
+    "test",
+    [
+        "assert all(map(candidate, [1, 2, 3]))",
+        "assert [x for x in iter(lambda: candidate(1), None)] == []",
+        "assert list(zip([1, 2], map(candidate, [1, 2]))) == [(1, 2), (2, 3)]",
+        "assert next(map(candidate, [1]), 'default') == 'default'",
+        "assert sum(candidate(x) for x in [1, 2]) == 0",
+    ],
+)
+def test_a_control_flow_exception_of_the_program_fails_the_test(
+    sandbox: Sandbox, name: str, test: str
+) -> None:
+    program = f"def add(x):\n    raise {name}\n"
+    report = sandbox.run_tests(program, [test], setup="candidate = add")
+    assert report.status is ProgramStatus.OK, report
+    assert not report.outcomes[0].passed, report
+    assert report.outcomes[0].error_type == name, report
+
+
+# --- what the judge expands -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("range(10**12)", "a range of more than"),
+        ("range(0, 2**80, 3)", "a range of more than"),
+        ("decimal.Decimal('1e999999999')", "a Decimal of exponent"),
+        ("decimal.Decimal('-1e-999999999')", "a Decimal of exponent"),
+    ],
+)
+def test_a_lazily_expanded_value_beyond_the_limits_does_not_cross(
+    sandbox: Sandbox, value: str, why: str
+) -> None:
+    program = f"import decimal\ndef make():\n    return {value}\n"
+    report = sandbox.run_tests(program, ["assert len(list(make())) > 0 or int(make()) > 0"])
+    assert report.outcomes[0].error_type == "UntrustedValue", report
+    assert why in (report.outcomes[0].message or ""), report
+
+
+def test_lazily_expanded_values_within_the_limits_still_cross(sandbox: Sandbox) -> None:
+    program = (
+        "import decimal\n"
+        "def span():\n    return range(3, 10**6, 2)\n"
+        "def number():\n    return decimal.Decimal('1.5e300')\n"
+    )
+    tests = [
+        "assert span() == range(3, 10**6, 2) and len(list(span())) == 499999",
+        "assert number() == decimal.Decimal('1.5e300')",
+    ]
+    report = sandbox.run_tests(program, tests, setup="import decimal")
+    assert report.passed == 2, report
+
+
+def test_a_test_that_expands_too_much_fails_and_the_worker_goes_on() -> None:
+    with Sandbox(workers=1, timeout=10.0) as pool:
+        assert pool.protections.worker_memory_mb > pool.memory_mb
+        # 10**10 references: 80 GB, past any worker's limit, refused at once.
+        report = pool.run_tests("def make():\n    return 'x'\n", ["y = [make()] * 10**10"])
+        assert report.outcomes[0].error_type == "MemoryError", report
+        honest = pool.run_tests_many([SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 3)
+        assert [r.passed for r in honest] == [3] * 3, honest
