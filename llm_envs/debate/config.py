@@ -12,14 +12,16 @@ from typing import Literal, get_args
 
 from llm_envs.arguments import check_int, describe
 from llm_envs.debate.questions import DEFAULT_QUESTIONS, DebateQuestion, as_question
+from llm_envs.rewards.pairwise import VoteCounting
 
-__all__ = ["DebateConfig", "ObservationMode", "OnParseError"]
+__all__ = ["DebateConfig", "ObservationMode", "OnParseError", "VoteCounting"]
 
 OnParseError = Literal["penalize", "mask"]
 ObservationMode = Literal["prompt", "chat"]
 
 _ON_PARSE_ERROR: tuple[OnParseError, ...] = get_args(OnParseError)
 _OBSERVATION_MODES: tuple[ObservationMode, ...] = get_args(ObservationMode)
+_VOTE_COUNTINGS: tuple[VoteCounting, ...] = get_args(VoteCounting)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,12 @@ class DebateConfig:
             (or left out): a few built-in questions.
         on_parse_error: ``"penalize"`` or ``"mask"``, see :mod:`llm_envs.debate.env`.
         observation_mode: ``"prompt"`` or ``"chat"``, see :mod:`llm_envs.debate.env`.
+        vote_counting: ``"as_written"`` (the seed's rule): every comparison an
+            agent writes is a vote, repeats included. ``"once_per_pair"``
+            (opt-in): an agent's comparisons of one pair of agents count once
+            per round, the first one written (a repeat, or a contradiction,
+            later in the same answer is dropped); see
+            :func:`~llm_envs.rewards.pairwise.once_per_voter_and_pair`.
     """
 
     num_agents: int = 3
@@ -49,6 +57,7 @@ class DebateConfig:
     questions: tuple[DebateQuestion, ...] = field(default=DEFAULT_QUESTIONS)
     on_parse_error: OnParseError = "penalize"
     observation_mode: ObservationMode = "prompt"
+    vote_counting: VoteCounting = "as_written"
 
     def __post_init__(self) -> None:
         check_int("num_agents", self.num_agents, minimum=2)
@@ -68,6 +77,13 @@ class DebateConfig:
             raise ValueError(
                 f"observation_mode must be one of {_OBSERVATION_MODES}, "
                 f"got {self.observation_mode!r}"
+            )
+        if self.vote_counting not in _VOTE_COUNTINGS:
+            raise ValueError(
+                f"vote_counting must be one of {_VOTE_COUNTINGS}, "
+                f"got {describe(self.vote_counting)}: "
+                "leave it out (or 'as_written') to count every comparison as the seed does, or "
+                "pass 'once_per_pair' to count each agent's comparison of a pair once per round"
             )
         if self.observation_mode == "chat" and self.history_rounds != -1:
             raise ValueError(

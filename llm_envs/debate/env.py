@@ -39,7 +39,9 @@ Reward
     :class:`~llm_envs.wrappers.WinRateReward` and
     :class:`~llm_envs.wrappers.WinMinusLossReward` from the vote ledger
     :attr:`DebateEnv.votes` (every valid comparison of every round, with its
-    author). :func:`env` applies one of them.
+    author). :func:`env` applies one of them. With ``vote_counting="once_per_pair"``
+    (opt-in, not in the seed) the ledger holds each agent's comparison of a
+    pair of agents once per round: the first one it wrote in that round.
 
 Termination
     At the end of a round in which every agent said YES (``terminations``), or
@@ -53,7 +55,10 @@ Infos
     answer): ``parse_error``, ``parse_error_message``, ``loss_weight``, the
     parsed fields ``solution``, ``evaluation``, ``comparison``, ``consensus``,
     ``consensus_reason``, and ``votes_cast``, ``self_comparisons_dropped``,
-    ``unparsed_comparison_lines``; with a reference answer also
+    ``unparsed_comparison_lines``, ``repeated_votes_dropped`` (comparisons of a
+    pair already compared in the answer, left out of the ledger by
+    ``vote_counting="once_per_pair"``; always 0 with ``"as_written"``); with a
+    reference answer also
     ``solution_correct``, a metric never part of the reward.
 
 Arguments:
@@ -77,7 +82,7 @@ from typing import Any, Self
 from pettingzoo import AECEnv
 
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, TURN, Message, Observation
-from llm_envs.debate.config import DebateConfig, ObservationMode, OnParseError
+from llm_envs.debate.config import DebateConfig, ObservationMode, OnParseError, VoteCounting
 from llm_envs.debate.prompts import (
     RecordedTurn,
     format_turn,
@@ -90,10 +95,24 @@ from llm_envs.debate.protocol import DebateResponse, ParseError, parse_response
 from llm_envs.debate.questions import DebateQuestion, as_question
 from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
 from llm_envs.records import EpisodeRecord, turn_record
-from llm_envs.rewards.pairwise import RewardMode, Vote, win_minus_loss, win_rate
+from llm_envs.rewards.pairwise import (
+    RewardMode,
+    Vote,
+    once_per_voter_and_pair,
+    win_minus_loss,
+    win_rate,
+)
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
 
-__all__ = ["DebateConfig", "DebateEnv", "ObservationMode", "OnParseError", "env", "raw_env"]
+__all__ = [
+    "DebateConfig",
+    "DebateEnv",
+    "ObservationMode",
+    "OnParseError",
+    "VoteCounting",
+    "env",
+    "raw_env",
+]
 
 _KNOWN_OPTIONS = frozenset({"question"})
 
@@ -181,8 +200,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         except ParseError as exc:
             response, error = None, str(exc)
         self.turns.append(RecordedTurn(author, self._round, text, response, error, prompt))
-        if response is not None:
-            self.votes.extend(response.votes)
+        counted = self._counted_votes(response)
+        self.votes.extend(counted)
         self._seen[agent] = len(self.turns)
 
         penalized = error is not None and self.config.on_parse_error == "penalize"
@@ -190,13 +209,23 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             self.rewards[agent] = -1.0
         self._advance(ended_by_error=penalized)
 
-        outcome = self._outcome_info(response, error)
+        outcome = self._outcome_info(response, error, len(counted))
         # Only the acting agent's context moves on (its next turn); at the end, everyone's
         # does. Updating all N infos every step would make a round cost N^2.
         for a in self.agents if self.done else (agent,):
             info = self._context_info(a)
             self.infos[a] = {**self.infos[a], **info, **(outcome if a == agent else {})}
         self._accumulate_rewards()
+
+    def _counted_votes(self, response: DebateResponse | None) -> tuple[Vote, ...]:
+        """The votes of one answer that go into the ledger, by ``vote_counting``."""
+        if response is None:
+            return ()
+        if self.config.vote_counting == "once_per_pair":
+            # An agent answers once per round, so its answer's votes are all the votes
+            # it casts this round: deduplicating them is "once per voter, pair and round".
+            return tuple(once_per_voter_and_pair(response.votes, self.config.num_agents))
+        return response.votes
 
     def _advance(self, *, ended_by_error: bool) -> None:
         n = self.config.num_agents
@@ -242,7 +271,9 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "consensus_reached": self.consensus_reached,
         }
 
-    def _outcome_info(self, response: DebateResponse | None, error: str | None) -> dict[str, Any]:
+    def _outcome_info(
+        self, response: DebateResponse | None, error: str | None, votes_counted: int
+    ) -> dict[str, Any]:
         masked = error is not None and self.config.on_parse_error == "mask"
         # A broken answer reads as a blank one: every field empty, consensus NO, no votes.
         parsed = response if response is not None else DebateResponse.empty(0)
@@ -254,6 +285,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "votes_cast": len(parsed.comparisons),
             "self_comparisons_dropped": parsed.self_comparisons_dropped,
             "unparsed_comparison_lines": parsed.unparsed_comparison_lines,
+            "repeated_votes_dropped": len(parsed.comparisons) - votes_counted,
         }
         if self.question.answer is not None:
             info["solution_correct"] = bool(
@@ -357,6 +389,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                     "votes": [f"Agent {a} {op} Agent {b}" for a, op, b in r.comparisons],
                     "self_comparisons_dropped": r.self_comparisons_dropped,
                     "unparsed_comparison_lines": r.unparsed_comparison_lines,
+                    "repeated_votes_dropped": len(r.comparisons) - len(self._counted_votes(r)),
                 }
                 if self.question.answer is not None:
                     details["solution_correct"] = self.question.is_correct(r.solution)
@@ -369,6 +402,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "consensus_reached": self.consensus_reached,
             "rounds": self._round,
             "turns": len(self.turns),
+            "vote_counting": self.config.vote_counting,
             "valid_votes": win_rate(self.votes, n).total_votes,
             "win_rate": list(win_rate(self.votes, n).rewards),
             "win_minus_loss": list(win_minus_loss(self.votes, n).rewards),

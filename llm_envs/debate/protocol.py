@@ -58,7 +58,8 @@ Comparisons
       are kept: the parser does not know the number of agents, and the reward
       functions count such votes as malformed. Ids have at most 18 digits;
       a longer number makes its line unparsed. Repeated comparisons are all
-      kept (the seed does not deduplicate).
+      kept (the seed does not deduplicate); the environment's opt-in
+      ``vote_counting="once_per_pair"`` counts them once.
 
 This module never sees tokens, never touches an environment, and never raises
 anything but :class:`ParseError` for any string it is given.

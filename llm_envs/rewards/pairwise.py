@@ -11,6 +11,12 @@ they never raise on bad votes (an invalid vote is counted in
 :attr:`PairwiseResult.malformed` and otherwise ignored). They must never import
 torch or numpy: they run inside the environment step.
 
+:func:`once_per_voter_and_pair` is an opt-in counting rule that the seed does
+not have (the debate's ``vote_counting="once_per_pair"``): it keeps one
+comparison per voter and pair of agents in one round's votes, so that one
+agent repeating a comparison hundreds of times cannot decide the others'
+rewards.
+
 Example:
     >>> votes = [Vote(author=0, a=1, op=">", b=2), Vote(author=1, a=0, op="=", b=2)]
     >>> win_rate(votes, num_agents=3).rewards
@@ -34,8 +40,10 @@ __all__ = [
     "PairwiseRewardFn",
     "RewardMode",
     "Vote",
+    "VoteCounting",
     "get_pairwise_reward",
     "is_valid_vote",
+    "once_per_voter_and_pair",
     "win_minus_loss",
     "win_rate",
 ]
@@ -80,6 +88,14 @@ class PairwiseResult:
 RewardMode: TypeAlias = Literal["win_rate", "win_minus_loss"]
 """The name of a pairwise reward function, as configs spell it (seed 001's ``reward_mode``)."""
 
+VoteCounting: TypeAlias = Literal["as_written", "once_per_pair"]
+"""How an environment counts the comparisons its agents write (the debate's ``vote_counting``).
+
+``"as_written"`` (seed 001): every comparison is a vote, repeats included.
+``"once_per_pair"`` (opt-in, not in the seed): one round's votes go through
+:func:`once_per_voter_and_pair` first.
+"""
+
 PairwiseRewardFn: TypeAlias = Callable[[Iterable[Vote], int], PairwiseResult]
 """The signature shared by :func:`win_rate` and :func:`win_minus_loss`."""
 
@@ -105,6 +121,65 @@ def is_valid_vote(vote: Vote, num_agents: int) -> bool:
         return a is not None and b is not None and a != b and op in VALID_OPS
     except (TypeError, ValueError):  # not a 4-tuple, or unhashable parts
         return False
+
+
+def once_per_voter_and_pair(votes: Iterable[Vote], num_agents: int) -> list[Vote]:
+    """One round's votes with each voter's comparisons of one pair of agents counted once.
+
+    Not in seed 001, which counts every comparison as written: there, one agent
+    that writes ``Agent 0 > Agent 1`` a hundred times outweighs every other
+    voter, and decides the others' win rates (a reward hack under RL). Here, of
+    the valid votes by one author about one *unordered* pair ``{a, b}``, only
+    the first in order is kept. A later vote about the same pair is dropped
+    whatever it says: a repeat (``0 > 1`` again), the same comparison mirrored
+    (``1 < 0``, read as ``0 > 1``), or a contradiction (``1 > 0``, ``0 = 1``).
+    Keeping the first is deterministic and never lets a voter take back or
+    outweigh what it wrote first.
+
+    Invalid votes (see :func:`is_valid_vote`) are kept as they are: the reward
+    functions count them in ``malformed`` and ignore them, so they never move a
+    reward, and dropping them would hide them from that count. Pass the votes
+    of one round (an agent's answer in a debate, or all the answers of a round):
+    a voter may compare the same pair again in a later round, where it counts.
+
+    The function is pure: the result is the input with some votes left out, in
+    the input's order. It is idempotent, and the identity on votes in which no
+    voter compares a pair twice.
+
+    Args:
+        votes: One round's votes, in the order they were written.
+        num_agents: How many agents take part (ids ``0 .. num_agents - 1``);
+            it decides which votes are valid.
+
+    Returns:
+        The votes kept, in their order.
+
+    Raises:
+        ValueError: If ``num_agents < 2``.
+
+    Example:
+        >>> spam = [Vote(2, 0, ">", 1)] * 100 + [Vote(2, 1, ">", 0), Vote(2, 0, ">", 3)]
+        >>> once_per_voter_and_pair(spam, num_agents=3)
+        [Vote(author=2, a=0, op='>', b=1), Vote(author=2, a=0, op='>', b=3)]
+    """
+    _check_num_agents(num_agents)
+    ids = _agent_ids(num_agents)
+    seen: set[tuple[object, int, int]] = set()
+    kept: list[Vote] = []
+    for vote in votes:
+        try:
+            author, raw_a, op, raw_b = vote
+            a = ids.get(raw_a)
+            b = ids.get(raw_b)
+            if a is not None and b is not None and a != b and op in VALID_OPS:
+                key = (author, min(a, b), max(a, b))
+                if key in seen:
+                    continue
+                seen.add(key)
+        except (TypeError, ValueError):  # not a 4-tuple, or unhashable parts: kept as is
+            pass
+        kept.append(vote)
+    return kept
 
 
 def win_rate(votes: Iterable[Vote], num_agents: int) -> PairwiseResult:
