@@ -51,6 +51,7 @@ __all__ = [
     "DIED",
     "JUDGE_NAMES",
     "Channel",
+    "HelperRun",
     "JudgeResult",
     "ProgramError",
     "RunEnded",
@@ -84,8 +85,7 @@ _REPR_LIMIT = 200
 _FRAME = struct.Struct("<cI")
 _REQUEST = struct.Struct("<I?")
 _READ_BYTES = 1 << 16
-# Arguments whose contents a call may change: sent back after every call.
-_MUTABLE = frozenset({list, dict, set, bytearray})
+_MUTABLE = _wire.MUTABLE
 
 
 class RunTimeout(BaseException):
@@ -176,6 +176,11 @@ class Channel:
         self.ended: str | None = None
         self.timed_out = False
         self.exited = False
+        #: How many calls were sent to the run (to its program's functions).
+        self.calls = 0
+        #: Answers the run's calls of another run's functions (a ``C`` message's
+        #: payload -> the frame to send back); None: the run may make none.
+        self.outside: Callable[[bytes], bytes] | None = None
 
     # --- failure states ---
 
@@ -281,6 +286,16 @@ class Channel:
             if self._poll(self.reply_fd, select.POLLIN):
                 self._read_available()
 
+    def answer(self) -> tuple[bytes, bytes]:
+        """The run's next message but its calls of another run's functions, which are answered."""
+        kind, payload = self.receive()
+        while kind == b"C":
+            if self.outside is None:
+                raise self._broken("the program called a function of another run; there is none")
+            self.send(self.outside(payload))
+            kind, payload = self.receive()
+        return kind, payload
+
     # --- calls ---
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -305,7 +320,8 @@ class Channel:
                 f"the test passed the program {error}; only plain data can cross"
             ) from None
         self.send(_REQUEST.pack(len(payload), tagged) + payload)
-        kind, reply = self.receive()
+        self.calls += 1
+        kind, reply = self.answer()
         try:
             value = _wire.decode(reply)
         except _wire.WireError as error:
@@ -321,7 +337,7 @@ class Channel:
                 if not (type(item) is tuple and len(item) == 2 and item[0] in mutable):
                     raise self._broken("the program sent a malformed result")
                 slot = item[0]
-                _refresh(args[slot] if type(slot) is int else kwargs[slot], item[1])
+                _wire.refresh(args[slot] if type(slot) is int else kwargs[slot], item[1])
             return result
         if kind == b"X":
             if type(value) is tuple and len(value) == 2:
@@ -334,34 +350,6 @@ class Channel:
                 "complex, str, bytes, and lists, tuples, dicts and sets of them) reaches the tests"
             )
         raise self._broken(f"the program sent an unexpected message ({kind!r})")
-
-
-def _refresh(old: Any, new: Any) -> None:
-    """Write what a call did to an argument into the judge's own object, in place."""
-    kind = type(old)
-    if kind is list and type(new) is list:
-        for index in range(min(len(old), len(new))):
-            if type(old[index]) in _MUTABLE and type(old[index]) is type(new[index]):
-                _refresh(old[index], new[index])
-            else:
-                old[index] = new[index]
-        del old[len(new) :]
-        old.extend(new[len(old) :])
-    elif kind is dict and type(new) is dict:
-        for key in [key for key in old if key not in new]:
-            del old[key]
-        for key, value in new.items():
-            current = old.get(key)
-            if key in old and type(current) in _MUTABLE and type(current) is type(value):
-                _refresh(current, value)
-            else:
-                old[key] = value
-    elif kind is set and type(new) is set:
-        old.intersection_update(new)
-        old.update(new)
-    elif kind is bytearray and type(new) in (bytes, bytearray):
-        old[:] = new
-    # A changed type (the program sent something else back) leaves the argument as it was.
 
 
 def _proxy(call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any], name: str) -> Any:
@@ -484,6 +472,107 @@ def bind_program_names(
             namespace[name] = kind[1]  # plain data, decoded
 
 
+class HelperRun(NamedTuple):
+    """A second program, in a run of its own, whose functions the program calls through the judge.
+
+    Attributes:
+        channel: the helper's run.
+        job: the helper's job, framed.
+        names: the names the program uses that the helper may define.
+        program_job: the program's job, framed, given the names bound to the
+            helper's functions (known once the helper has loaded).
+    """
+
+    channel: Channel
+    job: bytes
+    names: frozenset[str]
+    program_job: Callable[[tuple[str, ...]], bytes]
+
+
+def _forwarder(
+    program: Channel, helper: Channel, functions: frozenset[str]
+) -> Callable[[bytes], bytes]:
+    """What answers the program's calls of the helper's functions: each goes to the helper's run.
+
+    The judge decodes the call (plain data, as a test's), makes it in the
+    helper's run (:meth:`Channel.call`, which counts it), and sends back the
+    result, the changed mutable arguments, or the exception's name and message.
+    A helper that dies or breaks its channel ends the program's run too.
+    """
+
+    def forward(payload: bytes) -> bytes:
+        try:
+            request = _wire.decode(payload)
+        except _wire.WireError as error:
+            raise program._broken(f"the program sent a malformed message: {error}") from None
+        if not (
+            type(request) is tuple
+            and len(request) == 4
+            and type(request[0]) is str
+            and type(request[1]) is tuple
+            and type(request[2]) is dict
+            and type(request[3]) is tuple
+        ):
+            raise program._broken("the program sent a malformed call")
+        name, args, kwargs, mutable = request
+        for slot in mutable:
+            if not (
+                (type(slot) is int and 0 <= slot < len(args))
+                or (type(slot) is str and slot in kwargs)
+            ):
+                raise program._broken("the program sent a malformed call")
+        reply: tuple[Any, ...]
+        if name not in functions:
+            reply = ("X", "NameError", f"the helper defines no function {name!r}")
+        else:
+            try:
+                result = helper.call(name, args, kwargs)
+                changed = tuple(
+                    (slot, args[slot] if type(slot) is int else kwargs[slot]) for slot in mutable
+                )
+                reply = ("R", result, changed)
+            except RunEnded:
+                why = "its process died" if helper.ended == DIED else helper.ended
+                raise program._broken(f"the helper's run ended: {why}") from None
+            except RunTimeout:
+                raise program._timeout() from None
+            except UntrustedValue as error:
+                reply = ("U", str(error)[:_MESSAGE_LIMIT])
+            except Exception as error:
+                reply = ("X", *_describe(error))
+        try:
+            data, tagged = _wire.encode(reply, exact=True)
+        except _wire.Unsupported as error:  # (only plain data was decoded: not expected)
+            data, tagged = _wire.encode(("U", str(error)[:_MESSAGE_LIMIT]))
+        return _REQUEST.pack(len(data), tagged) + data
+
+    return forward
+
+
+def _load_helper(helper: HelperRun) -> tuple[str, str] | frozenset[str]:
+    """Send the helper its job; the names of its functions, or why it did not load."""
+    helper.channel.send(helper.job)
+    kind, payload = helper.channel.receive()
+    if kind in (b"P", b"E"):
+        try:
+            name, message = _wire.decode(payload)
+        except (_wire.WireError, TypeError, ValueError):
+            name, message = "Error", "<malformed>"
+        status = "syntax_error" if kind == b"P" else "load_error"
+        return status, f"the helper program: {name}: {message}"
+    if kind != b"L":
+        raise helper.channel._broken("the helper sent an unexpected message while loading")
+    try:
+        report = _wire.decode(payload)
+    except _wire.WireError as error:
+        raise helper.channel._broken(f"the helper sent a malformed message: {error}") from None
+    if type(report) is not dict:
+        return frozenset()
+    return frozenset(
+        name for name, kind in report.items() if name in helper.names and kind == ("f",)
+    )
+
+
 def judge(
     channel: Channel,
     job: bytes,
@@ -491,24 +580,36 @@ def judge(
     tests: tuple[types.CodeType, ...],
     wanted: frozenset[str],
     recursion_limit: int,
+    helper: HelperRun | None = None,
 ) -> JudgeResult:
     """Send the run its job, then run the setup and every test here; the verdict.
 
     Args:
         channel: the run's channel (its job not yet sent).
-        job: the run's job, framed.
+        job: the run's job, framed (unused with a ``helper``: see there).
         setup: the compiled setup.
         tests: the compiled tests.
         wanted: the names the setup and tests may take from the program.
         recursion_limit: restored before the setup and each test.
+        helper: a second program the program calls into, loaded first, in a run
+            of its own; its calls are counted (``helper.channel.calls``).
     """
     total = len(tests)
     outcomes: list[list[Any]] = [["not_run", None, None] for _ in range(total)]
     stage = "while loading the program"
     index = 0
     try:
+        if helper is not None:
+            stage = "while loading the helper"
+            functions = _load_helper(helper)
+            if type(functions) is tuple:
+                return JudgeResult(functions[0], functions[1], outcomes)
+            assert isinstance(functions, frozenset)
+            job = helper.program_job(tuple(sorted(functions)))
+            channel.outside = _forwarder(channel, helper.channel, functions)
+            stage = "while loading the program"
         channel.send(job)
-        kind, payload = channel.receive()
+        kind, payload = channel.answer()
         if kind in (b"P", b"E"):
             try:
                 name, message = _wire.decode(payload)
@@ -558,6 +659,9 @@ def judge(
     except RunEnded:
         if stage.startswith("in tests"):
             outcomes[index] = ["failed", "ProcessDied", None]
-        return JudgeResult("killed", None, outcomes, stage, channel.ended)
+        ended = channel.ended
+        if helper is not None and helper.channel.ended is not None and ended is None:
+            ended = f"the helper's run ended: {helper.channel.ended}"
+        return JudgeResult("killed", None, outcomes, stage, ended)
     finally:
         sys.setrecursionlimit(recursion_limit)

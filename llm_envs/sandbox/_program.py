@@ -22,7 +22,9 @@ Messages to the judge go to :data:`REPLY_FD`, each ``kind (1 byte) + size
 ``(type name, message)``), ``L`` loaded (``{name: ("f",) | ("m", module name)
 | ("v", value) | ("u", type name)}``), ``R`` a call returned ``(result,
 ((slot, new value), ...))`` (the mutable arguments it changed), ``X`` it raised
-``(type name, message)``, ``U`` its result cannot cross (the reason).
+``(type name, message)``, ``U`` its result cannot cross (the reason), ``C``
+the program calls a function of *another* run through the judge (``(name,
+args, kwargs, mutable slots)``, see :func:`_outside`).
 
 Every run is forked from a process that imported this module: it imports
 only the standard library and :mod:`._wire`.
@@ -78,6 +80,8 @@ _compile = compile
 _loads = marshal.loads
 _encode = _wire.encode
 _untag = _wire.untag
+_refresh = _wire.refresh
+_MUTABLE = _wire.MUTABLE
 _Unsupported = _wire.Unsupported
 _ModuleType = types.ModuleType
 _sys_modules = sys.modules
@@ -173,13 +177,64 @@ def _describe(error: BaseException) -> tuple[str, str]:
 
 
 #: A run's job: (program: code object or source, notes, names the tests use,
-#: the recursion limit to restore before each call).
-ProgramJob = tuple[Any, str, tuple[str, ...], int]
+#: the recursion limit to restore before each call, the names bound to
+#: functions of another run, called through the judge).
+ProgramJob = tuple[Any, str, tuple[str, ...], int, tuple[str, ...]]
+
+
+def _reply() -> Any:
+    """The judge's next message: a call, or the answer to a call of another run's function."""
+    size, tagged = _unpack_request(_read_exact(_REQUEST.size))
+    if not size:
+        _exit(0)  # the tests are done
+    message = _loads(_read_exact(size))
+    return _untag(message) if tagged else message
+
+
+def _raised(type_name: str, message: str) -> Exception:
+    """The builtin exception named ``type_name`` with ``message`` (else a ``RuntimeError``)."""
+    kind = getattr(builtins, type_name, None)
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            return kind(message)
+        except Exception:  # (UnicodeDecodeError and friends want more arguments)
+            pass
+    return RuntimeError(f"{type_name}: {message}")
+
+
+def _outside(name: str) -> Callable[..., Any]:
+    """A function that calls ``name`` in another run, through the judge (which counts it).
+
+    Arguments and results cross as plain data, as between a test and the program;
+    the mutable arguments come back changed, and the other run's exceptions are
+    raised here as the builtin exception of the same name (else ``RuntimeError``).
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        mutable = tuple(i for i, arg in enumerate(args) if type(arg) in _MUTABLE) + tuple(
+            key for key, arg in kwargs.items() if type(arg) in _MUTABLE
+        )
+        try:
+            _send(b"C", (name, args, kwargs, mutable))
+        except _Unsupported as unsupported:
+            raise TypeError(f"{name}() takes only plain data: {unsupported}") from None
+        kind, *value = _reply()
+        if kind == "R":
+            result, changed = value
+            for slot, new in changed:
+                _refresh(args[slot] if type(slot) is int else kwargs[slot], new)
+            return result
+        if kind == "X":
+            raise _raised(value[0], value[1])
+        raise TypeError(f"{name}() returned {value[0]}")
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 def _load(job: ProgramJob) -> dict[str, Any] | None:
     """Execute the program; its namespace, or None after reporting why it did not load."""
-    program, notes, _, _ = job
+    program, notes, _, _, outside = job
     if notes:
         try:  # noqa: SIM105
             _write(2, notes.encode("utf-8", "backslashreplace"))
@@ -195,6 +250,8 @@ def _load(job: ProgramJob) -> dict[str, Any] | None:
     _sys_modules["solution"] = module
     namespace = module.__dict__
     namespace["__builtins__"] = builtins
+    for name in outside:
+        namespace[name] = _outside(name)
     try:
         _exec(program, namespace)
     except BaseException as error:
@@ -233,13 +290,7 @@ def serve(job: ProgramJob) -> NoReturn:
 
 def _serve_calls(namespace: dict[str, Any], recursion_limit: int) -> NoReturn:
     while True:
-        size, tagged = _unpack_request(_read_exact(_REQUEST.size))
-        if not size:
-            _exit(0)  # the tests are done
-        request = _loads(_read_exact(size))
-        if tagged:
-            request = _untag(request)
-        name, args, kwargs, mutable = request
+        name, args, kwargs, mutable = _reply()
         # The mutable arguments as they arrived: only those the call changes go back.
         before = [_encode(args[i] if type(i) is int else kwargs[i])[0] for i in mutable]
         _setrecursionlimit(recursion_limit)
@@ -288,7 +339,7 @@ def warm_up() -> None:
     pages to copy. No state of it is left behind.
     """
     program = _compile(_WARM_UP_PROGRAM, "<program>", "exec", dont_inherit=True, optimize=0)
-    job: ProgramJob = (program, "", ("f", "math", "List"), sys.getrecursionlimit())
+    job: ProgramJob = (program, "", ("f", "math", "List"), sys.getrecursionlimit(), ())
     for _ in range(WARM_UP_ROUNDS):
         namespace = _load(job)
         assert namespace is not None

@@ -74,6 +74,7 @@ def encode_request(
     entry_point: object,
     timeout: object,
     *,
+    helper: object = None,
     where: str,
     default_timeout: float,
     max_program_chars: int,
@@ -108,16 +109,19 @@ def encode_request(
             f"entry_point must be a Python identifier or None, got "
             f"{describe_value(entry_point)} ({where})"
         )
+    if helper is not None and not isinstance(helper, str):
+        raise TypeError(f"helper must be a str or None, got {describe_value(helper)} ({where})")
     run_timeout = default_timeout if timeout is None else check_timeout(timeout)
     check_syntax(setup, tests, where)
-    if len(program) > max_program_chars:
-        why = (
-            f"the program is {len(program):,} characters long; the sandbox runs programs "
-            f"of at most {max_program_chars:,} (Sandbox(max_program_chars=...))"
-        )
-        return Request(b"", run_timeout, len(tests), why)
+    for what, source in (("program", program), ("helper", helper)):
+        if source is not None and len(source) > max_program_chars:
+            why = (
+                f"the {what} is {len(source):,} characters long; the sandbox runs programs "
+                f"of at most {max_program_chars:,} (Sandbox(max_program_chars=...))"
+            )
+            return Request(b"", run_timeout, len(tests), why)
     # Requests are marshalled (the worker trusts this process); replies are JSON.
-    payload = marshal.dumps((program, tests, setup, run_timeout, entry_point))
+    payload = marshal.dumps((program, tests, setup, run_timeout, entry_point, helper))
     return Request(struct.pack(">I", len(payload)) + payload, run_timeout, len(tests))
 
 

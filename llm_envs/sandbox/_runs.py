@@ -69,14 +69,16 @@ class Runs:
         self.go: socket.socket | None = None
         #: Whether the spawner waits for this process's go before its next fork.
         self.go_owed = False
-        # The run whose exit status the spawner reported but this process has not read.
-        self.unread_status: int | None = None
-        #: The wait status of the latest run (see :meth:`exit_status`).
-        self.last_status = 0
-        #: The judge's ends of the pipes of the next run: its job and calls go down
-        #: ``job_write``, its messages come up ``reply_read``.
-        self.job_write = -1
-        self.reply_read = -1
+        #: How many runs the latest go asked for whose pids were not read yet.
+        self.unannounced = 0
+        #: The runs whose exit statuses the spawner will report and this process has
+        #: not read yet, in fork order.
+        self.unread: list[int] = []
+        #: The wait statuses of the latest runs (see :meth:`exit_status`).
+        self.statuses: dict[int, int] = {}
+        #: The judge's ends of the pipes of the latest go's runs, in fork order: each
+        #: run's job and calls go down the first, its messages come up the second.
+        self.pipes: list[tuple[int, int]] = []
 
     # --- the spawner -----------------------------------------------------------------------
 
@@ -107,7 +109,7 @@ class Runs:
             os.close(self.status_read)
         if self.go is not None:
             self.go.close()
-        self.unread_status = None
+        self.unannounced = 0
         if not reaped:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(self.spawner_pid, signal.SIGKILL)
@@ -124,46 +126,78 @@ class Runs:
 
     # --- one run ---------------------------------------------------------------------------
 
-    def waiting_run(self) -> int | None:
-        """The pid of the run the spawner forked ahead, waiting for its job (None: no spawner)."""
+    def waiting_runs(self, count: int = 1) -> list[int] | None:
+        """The pids of ``count`` runs forked ahead, waiting for their jobs (None: no spawner).
+
+        The spawner forks one run ahead; a job that needs two (a program and its
+        helper) has that one killed and asks for a pair.
+        """
         for _ in range(2):
-            if self.unread_status is not None:
-                self.exit_status(self.unread_status)
-            reply = read_exact(self.status_read, _spawner.STATUS.size)
-            if reply is not None:
-                self.unread_status = int(_spawner.STATUS.unpack(reply)[0])
+            if self.unread:
+                self.read_statuses()
+            if self.unannounced != count:
+                waiting = self._announced()
+                if waiting is None:
+                    self.restart_spawner()
+                    continue
+                for pid in waiting:
+                    kill_run(pid)
+                self.read_statuses()
                 self.go_owed = True
-                return self.unread_status
+                self.release(count)
+            pids = self._announced()
+            if pids is not None:
+                self.go_owed = True
+                return pids
             # The spawner died (a run of a previous job killed it): start a new one.
             self.restart_spawner()
         return None
 
-    def exit_status(self, child: int) -> int:
-        """The wait status of the latest run, from the spawner's report (read once).
+    def _announced(self) -> list[int] | None:
+        """Read the pids of the runs the latest go asked for (None: the spawner died)."""
+        pids = []
+        for _ in range(self.unannounced):
+            reply = read_exact(self.status_read, _spawner.STATUS.size)
+            if reply is None:
+                return None
+            pids.append(int(_spawner.STATUS.unpack(reply)[0]))
+        self.unannounced = 0
+        self.unread = pids
+        return pids
 
-        The spawner reports it once it has reaped the run (and killed and reaped any
-        other child it had); later calls return :attr:`last_status`.
+    def read_statuses(self) -> None:
+        """Read the wait statuses of the latest runs, which the spawner reports once it reaped them.
+
+        It reaps them (and kills and reaps any other child it had) first: once this
+        returns, whatever the runs left is this process's (see :meth:`kill_leftovers`).
         """
-        if self.unread_status != child:
-            return self.last_status  # already read, or lost with a spawner that died
-        self.unread_status = None
-        reply = read_exact(self.status_read, _spawner.STATUS.size)
-        if reply is not None:
-            self.last_status = int(_spawner.STATUS.unpack(reply)[0])
-            return self.last_status
-        # The run killed its spawner; the run is now this process's child (it is
-        # PID 1 of its namespace, or a subreaper): reap it here.
-        self.restart_spawner()
-        kill_run(child)
-        self.last_status = 0
-        # The kernel re-parents the run while the spawner exits, just after its pipe closes.
-        for _ in range(1000):
-            try:
-                self.last_status = wait_status(child)
-                break
-            except ChildProcessError:
-                time.sleep(0.001)
-        return self.last_status
+        unread, self.unread = self.unread, []
+        self.statuses = {}
+        for index, child in enumerate(unread):
+            reply = read_exact(self.status_read, _spawner.STATUS.size)
+            if reply is not None:
+                self.statuses[child] = int(_spawner.STATUS.unpack(reply)[0])
+                continue
+            # A run killed its spawner; the runs are now this process's children (it
+            # is PID 1 of its namespace, or a subreaper): reap them here.
+            self.restart_spawner()
+            for lost in unread[index:]:
+                kill_run(lost)
+                self.statuses[lost] = 0
+                # The kernel re-parents a run while the spawner exits, just after its pipe closes.
+                for _ in range(1000):
+                    try:
+                        self.statuses[lost] = wait_status(lost)
+                        break
+                    except ChildProcessError:
+                        time.sleep(0.001)
+            return
+
+    def exit_status(self, child: int) -> int:
+        """The wait status of one of the latest runs (0 when lost with a spawner that died)."""
+        if child in self.unread:
+            self.read_statuses()
+        return self.statuses.get(child, 0)
 
     def end(self, child: int, pidfd: int, *, ask: bool, job_write: int) -> None:
         """End a run whose pidfd this process holds, and close the pidfd.
@@ -182,45 +216,54 @@ class Runs:
         select.select([pidfd], [], [], _KILL_GRACE_MS / 1000)
         os.close(pidfd)
 
-    def release(self) -> None:
-        """Let the spawner fork the next run, with pipes of its own.
+    def release(self, count: int = 1) -> None:
+        """Let the spawner fork the next ``count`` runs (1, or 2: a pair), with pipes of their own.
 
-        Called once the judge and :meth:`end` are done with the run and every
-        process it left is dead (:meth:`kill_leftovers`). The go carries the run's
-        ends of two fresh pipes; this process keeps the other ends. Whatever held
-        the last run's pipes can neither read the next run's job nor answer its calls.
+        Called once the judge and :meth:`end` are done with the last runs and every
+        process they left is dead (:meth:`kill_leftovers`). Each run's go carries its
+        ends of two fresh pipes; this process keeps the other ends (:attr:`pipes`).
+        Whatever held the last runs' pipes can neither read the next run's job nor
+        answer its calls; and the spawner forks each run of a pair before it
+        receives the other's go, so neither holds the other's pipes.
         """
         if not self.go_owed:
             return
         self.go_owed = False
-        for fd in (self.job_write, self.reply_read):
-            if fd >= 0:
-                os.close(fd)
-        job_read, self.job_write = os.pipe()
-        self.reply_read, reply_write = os.pipe()
-        for fd in (self.job_write, self.reply_read):
-            with contextlib.suppress(OSError):  # (where the system's maximum is lower)
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-            os.set_blocking(fd, False)
-        try:
-            if self.go is not None:
-                socket.send_fds(self.go, [b"g"], [job_read, reply_write])
-        except OSError:
-            pass  # (a spawner that died: the next job restarts it)
-        finally:
-            os.close(job_read)
-            os.close(reply_write)
+        for job_write, reply_read in self.pipes:
+            os.close(job_write)
+            os.close(reply_read)
+        self.pipes = []
+        for index in range(count):
+            job_read, job_write = os.pipe()
+            reply_read, reply_write = os.pipe()
+            for fd in (job_write, reply_read):
+                with contextlib.suppress(OSError):  # (where the system's maximum is lower)
+                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+                os.set_blocking(fd, False)
+            self.pipes.append((job_write, reply_read))
+            # b"2": a pair, whose second go follows once the first run is forked.
+            message = b"2" if count == 2 and index == 0 else b"g"
+            try:
+                if self.go is not None:
+                    socket.send_fds(self.go, [message], [job_read, reply_write])
+            except OSError:
+                pass  # (a spawner that died: the next job restarts it)
+            finally:
+                os.close(job_read)
+                os.close(reply_write)
+        self.unannounced = count
 
-    def kill_leftovers(self, child: int) -> bool:
-        """Kill and reap every process the run left behind; whether none is left.
+    def kill_leftovers(self, children: list[int]) -> bool:
+        """Kill and reap every process the runs ``children`` left behind; whether none is left.
 
-        Returns False when a process of the run may remain after all (a kernel
+        Returns False when a process of the runs may remain after all (a kernel
         that broke one of the module's premises): the worker then retires.
         """
-        kill_run(child)
-        # The spawner reports the run's status once it has reaped the run (and any
-        # other child it had): from then on, what the run left is this process's.
-        self.exit_status(child)
+        for child in children:
+            kill_run(child)
+        # The spawner reports the runs' statuses once it has reaped them (and any
+        # other child it had): from then on, what the runs left is this process's.
+        self.read_statuses()
         for _ in range(2):
             self._kill_orphans()
             if self.contained():

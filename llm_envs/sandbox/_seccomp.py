@@ -47,7 +47,9 @@ _SYSCALLS = {
          "socket": 41, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
          "semget": 64, "mq_open": 240, "io_uring_setup": 425, "userfaultfd": 323,
          "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
-         "perf_event_open": 298, "clone": 56, "clone3": 435},
+         "perf_event_open": 298, "clone": 56, "clone3": 435, "prlimit64": 302,
+         "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
+         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251},
     ),
     "aarch64": (
         0xC00000B7,
@@ -57,7 +59,9 @@ _SYSCALLS = {
          "socket": 198, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186,
          "semget": 190, "mq_open": 180, "io_uring_setup": 425, "userfaultfd": 282,
          "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
-         "perf_event_open": 241, "clone": 220, "clone3": 435},
+         "perf_event_open": 241, "clone": 220, "clone3": 435, "prlimit64": 261,
+         "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
+         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30},
     ),
 }  # fmt: skip
 #: Syscalls no run may make, whatever else confines it: new sockets of any family
@@ -109,6 +113,14 @@ def _signal_filter(
     # Every process a run starts stays in the run's tree: clone(CLONE_PARENT) is
     # refused, and clone3 (whose flags live in memory, out of a filter's reach) is
     # answered as missing, so the C library falls back to clone.
+    # Calls that change another process's limits or scheduling: the spawner's would
+    # be inherited by every later run (a lowered RLIMIT_AS, FSIZE or DATA there,
+    # SCHED_IDLE, one CPU). Only the caller's own (pid 0) may change.
+    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity",
+                 "sched_setattr"):  # fmt: skip
+        code.append((_BPF_JEQ_K, numbers[name], "own_first", None))
+    for name in ("setpriority", "ioprio_set"):
+        code.append((_BPF_JEQ_K, numbers[name], "own_second", None))
     code.append((_BPF_JEQ_K, numbers["clone"], "clone", None))
     code.append((_BPF_JEQ_K, numbers["clone3"], "nosys", None))
     code.append((_BPF_JEQ_K, numbers["kill"], "kill", None))
@@ -123,6 +135,12 @@ def _signal_filter(
             (_BPF_RET_K, _SECCOMP_RET_EPERM if allow_only else _SECCOMP_RET_ALLOW, None, None)
         )
     code += [
+        "own_first",
+        (_BPF_LD_W_ABS, 16, None, None),  # the pid: the low 32 bits of the first argument
+        (_BPF_JEQ_K, 0, "allow", "deny"),
+        "own_second",
+        (_BPF_LD_W_ABS, 16 + 8, None, None),  # the second argument ("who")
+        (_BPF_JEQ_K, 0, "allow", "deny"),
         "clone",
         (_BPF_LD_W_ABS, 16, None, None),  # the low 32 bits of the flags
         (_BPF_JSET_K, CLONE_PARENT, "deny", "allow"),

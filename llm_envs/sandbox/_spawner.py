@@ -100,32 +100,58 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
     go = socket.socket(fileno=GO_FD)
     strays = _isolation.ChildrenListing()
     run_main = _make_run_main(worker, spawner, nested, strays.fd)
+    # Without the seccomp filter, a run may change this process's limits and
+    # scheduling (same uid): checked after every run.
+    unchanged = None if worker.seccomp else _own_settings()
     while True:
-        try:
-            message, fds, _, _ = receive(go, 1, 2)
-        except OSError:
-            os._exit(0)
-        if not message or len(fds) != 2:
-            os._exit(0)  # the worker is gone
-        # (The received descriptors are above the fixed ones: 3 and 4 are held open.)
-        dup2(fds[0], JOB_FD)
-        dup2(fds[1], _program.REPLY_FD)
-        close(fds[0])
-        close(fds[1])
-        try:
-            run = fork()
-        except BlockingIOError:
-            # EAGAIN: the last run's processes still count against RLIMIT_NPROC
-            # while the worker reaps them (a fork bomb's): wait, then fork.
-            run = fork_when_possible(fork)
-        if run == 0:
-            run_main()
-        dup2(0, JOB_FD)  # (/dev/null: only the run holds its pipes)
-        dup2(0, _program.REPLY_FD)
-        write(STATUS_FD, pack(run))
-        status = wait_status(run)
+        runs: list[int] = []
+        more = True
+        while more:  # one run, or a pair (b"2": the second run's go follows)
+            try:
+                message, fds, _, _ = receive(go, 1, 2)
+            except OSError:
+                os._exit(0)
+            if not message or len(fds) != 2:
+                os._exit(0)  # the worker is gone
+            more = message == b"2" and not runs
+            # (The received descriptors are above the fixed ones: 3 and 4 are held open.)
+            dup2(fds[0], JOB_FD)
+            dup2(fds[1], _program.REPLY_FD)
+            close(fds[0])
+            close(fds[1])
+            try:
+                run = fork()
+            except BlockingIOError:
+                # EAGAIN: the last run's processes still count against RLIMIT_NPROC
+                # while the worker reaps them (a fork bomb's): wait, then fork.
+                run = fork_when_possible(fork)
+            if run == 0:
+                run_main()
+            dup2(0, JOB_FD)  # (/dev/null: only the run holds its pipes)
+            dup2(0, _program.REPLY_FD)
+            write(STATUS_FD, pack(run))
+            runs.append(run)
+        statuses = [wait_status(run) for run in runs]
         _kill_strays(strays)
-        write(STATUS_FD, pack(status))
+        for status in statuses:
+            write(STATUS_FD, pack(status))
+        if unchanged is not None and unchanged != _own_settings():
+            # A run lowered this process's limits or priority (no seccomp filter
+            # refused it): every later run would inherit them. The worker forks a
+            # fresh spawner.
+            os._exit(0)
+
+
+_LIMITS = tuple(getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_"))
+
+
+def _own_settings() -> tuple[object, ...]:
+    """This process's resource limits, niceness and CPUs: what every run inherits."""
+    return (
+        tuple(resource.getrlimit(limit) for limit in _LIMITS),
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getaffinity(0),
+    )
 
 
 def _kill_strays(children: _isolation.ChildrenListing) -> None:
@@ -250,7 +276,7 @@ def _make_run_main(
             data = read_exact(JOB_FD, unpack_header(header)[0]) if header else None
             if data is None:
                 exit_(73)  # the worker is gone
-            program, notes, names, recursion_limit, cpu_seconds = loads(data)
+            program, notes, names, recursion_limit, cpu_seconds, outside = loads(data)
             setrlimit(cpu_limit, (cpu_seconds, cpu_seconds))
             if enter_nested:
                 restrict_self(_NESTED_RULESET_FD)
@@ -258,7 +284,7 @@ def _make_run_main(
                 signal_filter.install(getpid())
             if has_nested_ruleset:
                 close(_NESTED_RULESET_FD)
-            job = (program, notes, names, recursion_limit)
+            job = (program, notes, names, recursion_limit, outside)
         except BaseException:
             exit_(72)
         serve(job)

@@ -99,13 +99,14 @@ def _receive(fd: int) -> dict[str, Any] | None:
     payload = read_exact(fd, struct.unpack(">I", header)[0])
     if payload is None:
         return None
-    program, tests, setup, timeout, entry_point = marshal.loads(payload)
+    program, tests, setup, timeout, entry_point, helper = marshal.loads(payload)
     return {
         "program": program,
         "tests": tests,
         "setup": setup,
         "timeout": timeout,
         "entry_point": entry_point,
+        "helper": helper,
     }
 
 
@@ -115,10 +116,15 @@ def _job(
     wanted: frozenset[str],
     recursion_limit: int,
     timeout: float,
+    outside: tuple[str, ...] = (),
 ) -> bytes:
-    """A run's job, as the run reads it from the job pipe (its CPU limit: the timeout + 1 s)."""
+    """A run's job, as the run reads it from the job pipe (its CPU limit: the timeout + 1 s).
+
+    ``outside``: the names bound, before the program runs, to functions of another
+    run (a helper's), called through the judge.
+    """
     data = marshal.dumps(
-        (program, notes, tuple(sorted(wanted)), recursion_limit, math.ceil(timeout) + 1)
+        (program, notes, tuple(sorted(wanted)), recursion_limit, math.ceil(timeout) + 1, outside)
     )
     return _spawner.JOB_HEADER.pack(len(data)) + data
 
@@ -352,47 +358,89 @@ class Worker:
         return prepared
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run one program in a fresh confined process and judge it against its tests here."""
+        """Run one program in a fresh confined process and judge it against its tests here.
+
+        With a ``helper`` program, the helper runs in a second process, and the
+        program's calls of the helper's functions go through the judge, which
+        counts them (the reply's ``helper_calls``).
+        """
         tests = tuple(request["tests"])
         try:
             prepared, wanted = self._prepare(request["setup"], tests, request["entry_point"])
         except ValueError as error:
             return {"invalid": str(error)}
         timeout = float(request["timeout"])
-        source: str = request["program"]
-        program: str | types.CodeType = source
-        notes = ""
-        if len(source) <= self.compile_limit:
-            # Compiled here, not in the run: compiling allocates more than running a
-            # typical solution, and every page a run writes costs a fault. Nothing runs.
-            compiled = self.compile_program(source)
-            if compiled.code is None:
-                return self._not_compiled(len(tests), compiled)
-            program, notes = compiled.code, compiled.warnings
+        program = self._compiled(request["program"])
+        if isinstance(program, dict):
+            return self._not_compiled(len(tests), program)
+        helper_source: str | None = request["helper"]
+        helper = None if helper_source is None else self._compiled(helper_source, "the helper: ")
+        if isinstance(helper, dict):
+            return self._not_compiled(len(tests), helper)
         recursion_limit = sys.getrecursionlimit()
-        job = _job(program, notes, wanted, recursion_limit, timeout)
+        job = _job(program[0], program[1], wanted, recursion_limit, timeout)
         self._reset_output()
-        child = self.runs.waiting_run()
-        if child is None:
+        children = self.runs.waiting_runs(1 if helper is None else 2)
+        if children is None:
             return self._not_started(len(tests))
-        pidfd = open_pidfd(child)
+        pidfds = [open_pidfd(child) for child in children]
         started = time.monotonic()
-        channel = self._channel(child, pidfd, started + timeout)
-        ask = False
+        channels = [
+            self._channel(child, pidfd, pipes, started + timeout)
+            for child, pidfd, pipes in zip(children, pidfds, self.runs.pipes, strict=True)
+        ]
+        channel = channels[-1]  # the program's run (a helper's comes first)
+        helper_run = None
+        if helper is not None:
+            helper_code, helper_notes = helper
+            helper_names = _helper_names(helper_code, _BUILTIN_NAMES)
+            helper_run = _judge.HelperRun(
+                channels[0],
+                _job(helper_code, helper_notes, helper_names, recursion_limit, timeout),
+                helper_names,
+                lambda outside: _job(
+                    program[0], program[1], wanted, recursion_limit, timeout, outside
+                ),
+            )
+        asked = [False] * len(children)
         try:
-            result = self._verdict(channel, job, prepared, wanted, recursion_limit, len(tests))
-            ask = not channel.exited and channel.ended is None and not channel.timed_out
+            result = self._verdict(
+                channel, job, prepared, wanted, recursion_limit, len(tests), helper_run
+            )
+            asked = [not c.exited and c.ended is None and not c.timed_out for c in channels]
         finally:
             duration = time.monotonic() - started
-            if pidfd >= 0:
-                self.runs.end(child, pidfd, ask=ask, job_write=channel.job_fd)
-            if not self.runs.kill_leftovers(child):
+            for child, pidfd, ask, each in zip(children, pidfds, asked, channels, strict=True):
+                if pidfd >= 0:
+                    self.runs.end(child, pidfd, ask=ask, job_write=each.job_fd)
+            if not self.runs.kill_leftovers(children):
                 # Something of the run outlived the cleanup: this worker (and with it
                 # its namespace, where it has one) goes; the pool starts a fresh one.
                 self.retiring = True
             self.runs.release()
-        reply = self._reply(result, child, timeout)
+        reply = self._reply(result, children[-1], timeout)
+        if helper is not None:
+            reply["helper_calls"] = channels[0].calls
         return self._finish(reply, duration)
+
+    def _compiled(
+        self, source: str, prefix: str = ""
+    ) -> tuple[str | types.CodeType, str] | dict[str, Any]:
+        """A program as its run takes it: ``(code or source, notes)``, or why it does not compile.
+
+        Compiled here, not in the run: compiling allocates more than running a
+        typical solution, and every page a run writes costs a fault. Nothing runs.
+        A program too long to compile here is compiled by its run, under its limits
+        and deadline; so is one with a ``finally``, whose body CPython compiles once
+        per way out of its ``try`` (a ``finally`` nested in a ``finally`` doubles
+        the work at each level: 1 KB of source can take seconds and a gigabyte).
+        """
+        if len(source) > self.compile_limit or "finally" in source:
+            return source, ""
+        compiled = self.compile_program(source)
+        if compiled.code is None:
+            return {"error": prefix + (compiled.error or ""), "warnings": compiled.warnings}
+        return compiled.code, compiled.warnings
 
     def _verdict(
         self,
@@ -402,6 +450,7 @@ class Worker:
         wanted: frozenset[str],
         recursion_limit: int,
         total: int,
+        helper: _judge.HelperRun | None = None,
     ) -> _judge.JudgeResult:
         """The judge's verdict on one run, under the run's deadline."""
         # The judge is called from here, never from a helper: the setup and the tests
@@ -411,7 +460,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, max(channel.deadline - time.monotonic(), 0) + 0.05)
             try:
                 return _judge.judge(
-                    channel, job, prepared.setup, prepared.tests, wanted, recursion_limit
+                    channel, job, prepared.setup, prepared.tests, wanted, recursion_limit, helper
                 )
             finally:
                 self.alarm_armed = False
@@ -421,12 +470,14 @@ class Worker:
                 "timeout", None, [["not_run", None, None]] * total, "in the judge"
             )
 
-    def _channel(self, child: int, pidfd: int, deadline: float) -> _judge.Channel:
+    def _channel(
+        self, child: int, pidfd: int, pipes: tuple[int, int], deadline: float
+    ) -> _judge.Channel:
         """The judge's channel to the run ``child`` (a pidfd of it, or -1), until ``deadline``."""
         # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
         return _judge.Channel(
-            self.runs.job_write,
-            self.runs.reply_read,
+            pipes[0],
+            pipes[1],
             pidfd if pidfd >= 0 else self.runs.status_read,
             deadline,
             lambda: kill_run(child),
@@ -475,12 +526,12 @@ class Worker:
                     outcome[2] = how
         return {"status": status, "error": error, "outcomes": outcomes}
 
-    def _not_compiled(self, total: int, compiled: CompiledProgram) -> dict[str, Any]:
+    def _not_compiled(self, total: int, compiled: dict[str, Any]) -> dict[str, Any]:
         """The reply for a program that does not compile: nothing was run."""
-        stderr = compiled.warnings.encode("utf-8", "backslashreplace")
+        stderr = compiled["warnings"].encode("utf-8", "backslashreplace")
         return {
             "status": "syntax_error",
-            "error": compiled.error,
+            "error": compiled["error"],
             "outcomes": [["not_run", None, None]] * total,
             "stdout": "",
             "stderr": stderr[: self.output_limit].decode("utf-8", "replace"),
@@ -505,6 +556,17 @@ class Worker:
         size = os.fstat(fd).st_size
         data = os.pread(fd, min(size, self.output_limit), 0)
         return data.decode("utf-8", "replace"), size > self.output_limit
+
+
+def _helper_names(code: str | types.CodeType, builtin_names: frozenset[str]) -> frozenset[str]:
+    """The names a helper's module code binds or uses that may be its functions.
+
+    The helper's run reports which of them it defines as functions; those are
+    bound in the program's run. (A helper too long to compile here offers none.)
+    """
+    if isinstance(code, str):
+        return frozenset()
+    return frozenset(code.co_names) - builtin_names - _judge.JUDGE_NAMES
 
 
 def main(config_json: str) -> None:

@@ -93,6 +93,11 @@ class SandboxJob(NamedTuple):
             it shadows a builtin (MBPP/126 defines ``sum``); otherwise builtin
             names in tests always mean the builtins.
         timeout: this run's wall-clock limit in seconds (None: the pool's).
+        helper: a second untrusted program, run in a process of its own, whose
+            functions ``program`` calls (names it uses that ``helper`` defines as
+            functions). Each call goes through the judge, which counts it:
+            :attr:`TestReport.helper_calls`. Arguments and results cross as plain
+            data, as between a test and the program.
     """
 
     program: str
@@ -100,6 +105,7 @@ class SandboxJob(NamedTuple):
     setup: str = ""
     entry_point: str | None = None
     timeout: float | None = None
+    helper: str | None = None
 
 
 def _shutdown_slots(slots: list[Slot], wait: float, owner: int) -> None:
@@ -356,10 +362,10 @@ class Sandbox:
     def _encode(self, job: object, index: int) -> Request:
         where = f"jobs[{index}]"
         if isinstance(job, SandboxJob):
-            program, tests, setup, entry_point, timeout = job
+            program, tests, setup, entry_point, timeout, helper = job
         elif isinstance(job, tuple | list) and len(job) in (2, 3):
             program, tests, setup = (*job, "") if len(job) == 2 else job
-            entry_point, timeout = None, None
+            entry_point, timeout, helper = None, None, None
         else:
             raise TypeError(
                 f"{where} must be a SandboxJob or a (program, tests, setup) tuple, "
@@ -371,6 +377,7 @@ class Sandbox:
             setup,
             entry_point,
             timeout,
+            helper=helper,
             where=where,
             default_timeout=self.timeout,
             max_program_chars=self.max_program_chars,
@@ -469,6 +476,7 @@ def _report(message: dict[str, Any], request: Request) -> TestReport | BaseExcep
         stderr=message["stderr"],
         output_truncated=bool(message["output_truncated"]),
         duration=float(message["duration"]),
+        helper_calls=int(message.get("helper_calls", 0)),
     )
 
 

@@ -93,6 +93,9 @@ class TestReport:
         stderr: the program's standard error, cut the same way.
         output_truncated: whether either stream was cut.
         duration: seconds from the fork of the run's process to its end.
+        helper_calls: with a :attr:`SandboxJob.helper`, how many calls of the
+            helper's functions the program made while it loaded and while the
+            tests ran, counted by the judge (each one ran in the helper's process).
 
     Example:
         >>> report = TestReport(ProgramStatus.OK, (TestOutcome(TestStatus.PASSED),))
@@ -109,6 +112,7 @@ class TestReport:
     stderr: str = ""
     output_truncated: bool = False
     duration: float = 0.0
+    helper_calls: int = 0
 
     @property
     def passed(self) -> int:

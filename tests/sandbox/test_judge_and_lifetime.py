@@ -306,3 +306,171 @@ def test_a_test_that_expands_too_much_fails_and_the_worker_goes_on() -> None:
         assert report.outcomes[0].error_type == "MemoryError", report
         honest = pool.run_tests_many([SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 3)
         assert [r.passed for r in honest] == [3] * 3, honest
+
+
+# --- what a run can leave to later runs, or make the worker spend ---------------------------
+
+
+def test_a_run_cannot_lower_what_later_runs_inherit(pool: Sandbox) -> None:
+    # The spawner (the run's parent, of the same uid) passes its limits, priority and
+    # CPUs to every later run: refused by the filter, or the spawner is replaced.
+    attack = (
+        "import os, resource\n"
+        "for limit in (resource.RLIMIT_DATA, resource.RLIMIT_FSIZE, resource.RLIMIT_AS):\n"
+        "    try:\n"
+        "        resource.prlimit(os.getppid(), limit, (1 << 20, 1 << 20))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "for change in (lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), 19),\n"
+        "               lambda: os.sched_setaffinity(os.getppid(), {0})):\n"
+        "    try:\n"
+        "        change()\n"
+        "    except OSError:\n"
+        "        pass\n" + HONEST
+    )
+    # Needs memory (a 1M-item list: past a 1 MiB RLIMIT_DATA) and writes output
+    # (past a zero-byte RLIMIT_FSIZE).
+    right = "def add(a, b):\n    room = [0] * 1_000_000\n    print('x' * 100)\n    return a + b\n"
+    reports = pool.run_tests_many(
+        [SandboxJob(attack, ADD_TESTS, ADD_SETUP)] + [SandboxJob(right, ADD_TESTS, ADD_SETUP)] * 4
+    )
+    assert [r.passed for r in reports] == [3] * 5, reports
+    # (A run may still change its own limits and priority.)
+    own = (
+        "import os, resource\n"
+        "resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, resource.RLIM_INFINITY))\n"
+        "os.setpriority(os.PRIO_PROCESS, 0, 5)\n" + HONEST
+    )
+    assert pool.run_tests(own, ADD_TESTS, setup=ADD_SETUP).passed == 3
+
+
+_COLLIDING = (1 << 61) - 1  # every multiple hashes to 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"[{_COLLIDING} * i for i in range(1, 5000)]",
+        f"{{{_COLLIDING} * i for i in range(1, 2000)}}",
+        f"{{{_COLLIDING} * i: 0 for i in range(1, 2000)}}",
+        f"[[{_COLLIDING} * (i * 100 + j) for j in range(1, 100)] for i in range(50)]",
+        f"[(i, -i * {_COLLIDING}) for i in range(5000)]",
+    ],
+)
+def test_values_whose_hashes_collide_do_not_cross(sandbox: Sandbox, value: str) -> None:
+    # A set (or dict) of them would take the judge quadratic time to build, in C.
+    program = f"def make():\n    return {value}\n"
+    report = sandbox.run_tests(program, ["assert len(set(make())) == 0"], timeout=5)
+    assert report.outcomes[0].error_type == "UntrustedValue", report
+    assert "share one hash" in (report.outcomes[0].message or ""), report
+
+
+def test_large_honest_values_still_cross(sandbox: Sandbox) -> None:
+    program = (
+        "def make():\n"
+        "    pairs = {i: (i, str(i), 2**70 + i) for i in range(20000)}\n"
+        "    return pairs, {2**64 + i for i in range(5000)}\n"
+    )
+    tests = ["assert len(make()[0]) == 20000 and len(make()[1]) == 5000"]
+    assert sandbox.run_tests(program, tests).passed == 1
+
+
+def test_a_compile_bomb_costs_its_own_run_not_the_worker() -> None:
+    # try/finally nested in finally: CPython compiles each finally twice, so the
+    # work doubles per level. The worker compiles no program with a finally.
+    source = "def f():\n"
+    indent = "    "
+    for _ in range(19):
+        source += f"{indent}try:\n{indent}    x = 1\n{indent}finally:\n"
+        indent += "    "
+    source += f"{indent}x = 2\n" + HONEST
+    with Sandbox(workers=1, timeout=3.0) as pool:
+        report = pool.run_tests(source, ADD_TESTS, setup=ADD_SETUP)
+        assert report.passed == 0, report
+        assert report.status is not ProgramStatus.OK, report
+        honest = pool.run_tests(
+            "def add(a, b):\n    try:\n        return a + b\n    finally:\n        pass\n",
+            ADD_TESTS,
+            setup=ADD_SETUP,
+        )
+        assert honest.passed == 3, honest
+
+
+# --- a helper program in a run of its own ---------------------------------------------------
+
+HELPER = (
+    "def aux(x):\n    return 2 * x\n"
+    "def sort_in_place(xs):\n    xs.sort()\n"
+    "def refuse(x):\n    raise ValueError(f'no {x}')\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "tests", "passed", "calls"),
+    [
+        ("def f(x):\n    return aux(x) + 1\n", ["assert f(2) == 5", "assert f(3) == 7"], 2, 2),
+        # Written, never executed: not a call.
+        (
+            "def f(x):\n    if False:\n        aux(x)\n    return 2 * x + 1\n",
+            ["assert f(2) == 5"],
+            1,
+            0,
+        ),
+        # The helper changes a list in place: the program sees it changed.
+        (
+            "def f(x):\n    xs = [3, 1, 2]\n    sort_in_place(xs)\n    return xs\n",
+            ["assert f(0) == [1, 2, 3]"],
+            1,
+            1,
+        ),
+        # The helper's exception is raised in the program, as the builtin of its name.
+        (
+            "def f(x):\n    try:\n        refuse(x)\n"
+            "    except ValueError as e:\n        return str(e)\n",
+            ["assert f(4) == 'no 4'"],
+            1,
+            1,
+        ),
+        # Only plain data crosses, as between a test and the program.
+        ("def f(x):\n    return aux(lambda: x)\n", ["assert f(0) == 0"], 0, 0),
+    ],
+)
+def test_the_judge_counts_the_calls_into_a_helper(
+    pool: Sandbox, program: str, tests: list[str], passed: int, calls: int
+) -> None:
+    report = pool.run_tests_many([SandboxJob(program, tests, helper=HELPER)])[0]
+    assert report.status is ProgramStatus.OK, report
+    assert (report.passed, report.helper_calls) == (passed, calls), report
+
+
+def test_a_broken_helper_is_the_programs_outcome(pool: Sandbox) -> None:
+    program = "def f(x):\n    return aux(x)\n"
+    jobs = [
+        SandboxJob(program, ["assert f(1) == 2"], helper="def aux(x:\n"),
+        SandboxJob(program, ["assert f(1) == 2"], helper="raise KeyError('at load')\n"),
+        SandboxJob(
+            program, ["assert f(1) == 2"], helper="import os\ndef aux(x):\n    os._exit(3)\n"
+        ),
+        SandboxJob(program, ["assert f(1) == 2"], helper=HELPER),
+    ]
+    syntax, load, died, fine = pool.run_tests_many(jobs)
+    assert syntax.status is ProgramStatus.SYNTAX_ERROR and "the helper" in (syntax.error or "")
+    assert load.status is ProgramStatus.LOAD_ERROR and "the helper" in (load.error or "")
+    assert died.status is ProgramStatus.KILLED and "the helper's run ended" in (died.error or "")
+    assert (fine.passed, fine.helper_calls) == (1, 1), fine
+
+
+def test_a_helper_cannot_speak_for_the_program(pool: Sandbox) -> None:
+    # The helper writes forged results into its own channel and tries to read the
+    # program's: its pipes are its own, so the forgery only ends the helper's run.
+    helper = (
+        "import os\n"
+        "def aux(x):\n"
+        "    os.write(3, b'R' + (3).to_bytes(4, 'little') + b'\\xe9\\x01\\x00')\n"
+        "    return 0\n"
+    )
+    wrong = "def f(x):\n    aux(x)\n    return 0\n"
+    report = pool.run_tests_many([SandboxJob(wrong, ["assert f(1) == 2"], helper=helper)])[0]
+    assert report.passed == 0, report
+    honest = pool.run_tests_many([SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 2)
+    assert [r.passed for r in honest] == [3, 3], honest
