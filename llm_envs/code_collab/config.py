@@ -16,6 +16,7 @@ from llm_envs.code_collab.feedback import (
     SandboxSlice,
     validate_sandbox_slice,
 )
+from llm_envs.rewards.code import AuxBonus, check_aux_bonus
 from llm_envs.tasks.code_datasets import CODE_DATASETS, load_code_problems
 from llm_envs.tasks.problems import CodeProblem
 
@@ -42,6 +43,11 @@ class CodeCollabConfig:
             reward, shift included, exceeds it; None never ends early.
         reward_shift: added to the team reward (e.g. -4.0: a perfect team scores 0).
         timeout: wall-clock seconds of one program's test run (None: the pool's).
+        aux_bonus: ``"as_written"`` (the seed's rule): the collaboration bonus is
+            read from main's syntax tree, so a call that never runs
+            (``if False: aux(n)``) earns it. ``"when_called"`` (opt-in): the bonus
+            also needs ``aux`` to have run while the tests ran, as counted by the
+            sandbox's judge (see :func:`~llm_envs.rewards.code.evaluate_many`).
     """
 
     problems: tuple[CodeProblem, ...]
@@ -52,6 +58,7 @@ class CodeCollabConfig:
     termination_threshold: float | None = None
     reward_shift: float = 0.0
     timeout: float | None = None
+    aux_bonus: AuxBonus = "as_written"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "problems", _as_problems(self.problems))
@@ -73,6 +80,7 @@ class CodeCollabConfig:
         check_number("reward_shift", self.reward_shift)
         if self.timeout is not None:
             check_timeout("timeout", self.timeout)
+        check_aux_bonus(self.aux_bonus)
 
 
 def _as_problems(problems: object) -> tuple[CodeProblem, ...]:

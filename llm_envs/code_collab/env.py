@@ -518,14 +518,18 @@ def step_batch(
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("an environment appears twice in one step_batch; fork() it instead")
     items = [e._prepare(a) for e, a in zip(envs, actions, strict=True)]
-    groups: dict[tuple[int, float | None], list[int]] = {}
+    groups: dict[tuple[int, float | None, str], list[int]] = {}
     for i, e in enumerate(envs):
-        groups.setdefault((id(e.sandbox), e.config.timeout), []).append(i)
+        key = (id(e.sandbox), e.config.timeout, e.config.aux_bonus)
+        groups.setdefault(key, []).append(i)
     evaluations: list[CodeEvaluation | None] = [None] * len(envs)
     for members in groups.values():
         first = envs[members[0]]
         done = evaluate_many(
-            [items[i] for i in members], first.sandbox, timeout=first.config.timeout
+            [items[i] for i in members],
+            first.sandbox,
+            timeout=first.config.timeout,
+            aux_bonus=first.config.aux_bonus,
         )
         for i, evaluation in zip(members, done, strict=True):
             evaluations[i] = evaluation

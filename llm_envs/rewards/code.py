@@ -35,6 +35,14 @@ extraction of :mod:`llm_envs.parsing.python_code` (re-exported here):
    the problem prompt itself gives (HumanEval/10's ``is_palindrome``), the
    agents' own top-level imports, ``aux``, then the entry point.
 
+With ``aux_bonus="when_called"`` (opt-in; the seed reads the bonus from the
+syntax tree alone, so a call that never runs, ``if False: aux(n)``, earns it)
+the bonus also needs ``aux`` to have been *called* while the tests ran: the
+program runs a second time with ``aux`` in a process of its own, where the
+sandbox's judge counts every call the entry point makes into it
+(:attr:`~llm_envs.sandbox.TestReport.helper_calls`). The tests' score comes
+from the first run, as always.
+
 The bonus rules read the entry point's AST: a *call* is ``aux(...)`` anywhere in
 it unless the function binds the name ``aux`` itself (a parameter, a nested
 ``def aux``, an assignment: then the call is not to the helper's function); a
@@ -62,7 +70,7 @@ import ast
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from llm_envs.parsing.python_code import (
     ExtractedFunction,
@@ -78,9 +86,11 @@ from llm_envs.sandbox import Sandbox, SandboxJob, TestReport, default_sandbox
 from llm_envs.tasks.problems import CodeProblem
 
 __all__ = [
+    "AUX_BONUS_RULES",
     "AUX_NAME",
     "MAX_TEAM_REWARD",
     "AssembledProgram",
+    "AuxBonus",
     "AuxUsage",
     "CodeEvaluation",
     "CodeRewardBreakdown",
@@ -99,6 +109,11 @@ __all__ = [
 
 AUX_NAME: Final = "aux"
 """The name of the helper agent's function."""
+
+AuxBonus = Literal["as_written", "when_called"]
+"""When the collaboration bonus counts: ``"as_written"`` (the seed: main's syntax tree
+calls ``aux``) or ``"when_called"`` (and ``aux`` ran while the tests ran)."""
+AUX_BONUS_RULES: Final = ("as_written", "when_called")
 
 MAX_TEAM_REWARD: Final = 4.0
 """The largest team reward: 0.4 + 0.6 + 0.5 + 1.0 + 0.5 + 1.0."""
@@ -150,6 +165,10 @@ class AssembledProgram:
         source: the combined program run against the tests (``""`` without an entry point).
         syntax_error: where :attr:`source` stops compiling (None: it compiles).
         aux_usage: how the entry point uses ``aux`` (None when it does not parse).
+        main_source: the program without ``aux`` (the preamble, main's imports, the
+            entry point), and
+        aux_source: ``aux`` as a program of its own (the preamble, the helper's
+            imports, ``aux``): the two processes of ``aux_bonus="when_called"``.
     """
 
     problem: CodeProblem
@@ -158,6 +177,8 @@ class AssembledProgram:
     source: str
     syntax_error: SyntaxErrorInfo | None
     aux_usage: AuxUsage | None
+    main_source: str = ""
+    aux_source: str = ""
 
     @property
     def runnable(self) -> bool:
@@ -375,19 +396,17 @@ def assemble(problem: CodeProblem, helper_code: str, main_code: str) -> Assemble
     # The agents' own imports are kept (an `import math` above a function is part of it);
     # the helper contributes only when it wrote aux.
     helper_imports = top_level_imports(helper_clean) if aux.found else []
-    agent_imports = [*helper_imports, *top_level_imports(main_clean)]
-    imports = _unique([*prompt_imports, *agent_imports])
-    # A __future__ import must open the module; hoist them all.
-    future = [line for line in imports if line.startswith("from __future__")]
-    others = [line for line in imports if not line.startswith("from __future__")]
-    parts = [
-        "\n".join(future),
-        "\n".join(others),
-        *prompt_definitions,
-        aux.source,
-        main.source,
-    ]
-    source = "\n\n".join(part for part in parts if part) + "\n"
+    main_imports = top_level_imports(main_clean)
+
+    def program(imports: list[str], functions: list[str]) -> str:
+        imports = _unique([*prompt_imports, *imports])
+        # A __future__ import must open the module; hoist them all.
+        future = [line for line in imports if line.startswith("from __future__")]
+        others = [line for line in imports if not line.startswith("from __future__")]
+        parts = ["\n".join(future), "\n".join(others), *prompt_definitions, *functions]
+        return "\n\n".join(part for part in parts if part) + "\n"
+
+    source = program([*helper_imports, *main_imports], [aux.source, main.source])
     return AssembledProgram(
         problem=problem,
         aux=aux,
@@ -395,19 +414,26 @@ def assemble(problem: CodeProblem, helper_code: str, main_code: str) -> Assemble
         source=source,
         syntax_error=compile_error(source),
         aux_usage=analyze_aux_usage(main.source, problem.entry_point),
+        main_source=program(main_imports, [main.source]),
+        aux_source=program(helper_imports, [aux.source]) if aux.found else "",
     )
 
 
 # ------------------------------------------------------------------------------ scoring
 
 
-def score(program: AssembledProgram, report: TestReport | None) -> CodeRewardBreakdown:
+def score(
+    program: AssembledProgram, report: TestReport | None, aux_calls: int | None = None
+) -> CodeRewardBreakdown:
     """The team reward of an assembled program given its test report (pure).
 
     Args:
         program: from :func:`assemble`.
         report: the sandbox's report of ``program.source`` against every test of
             the problem; required exactly when ``program.runnable``.
+        aux_calls: with ``aux_bonus="when_called"``, how many calls of ``aux`` the
+            entry point made while the tests ran (the bonus needs one); None:
+            the seed's rule, the syntax tree alone.
 
     Raises:
         ValueError: a runnable program without a report, or a report whose
@@ -438,7 +464,8 @@ def score(program: AssembledProgram, report: TestReport | None) -> CodeRewardBre
     level3 = TESTS_POINTS * passed / total_tests if total_tests else 0.0
     bonus = 0.0
     usage = program.aux_usage
-    if passed > 0 and program.aux.found and usage is not None and usage.calls_aux:
+    called = aux_calls is None or aux_calls > 0
+    if passed > 0 and program.aux.found and usage is not None and usage.calls_aux and called:
         bonus += CALLS_AUX_POINTS
         if not usage.thin_wrapper:
             bonus += NOT_WRAPPER_POINTS
@@ -455,11 +482,31 @@ def score(program: AssembledProgram, report: TestReport | None) -> CodeRewardBre
     )
 
 
-def _job(program: AssembledProgram, timeout: float | None) -> SandboxJob:
+def _job(program: AssembledProgram, timeout: float | None, *, split: bool = False) -> SandboxJob:
     problem = program.problem
+    if split:  # aux in a process of its own, its calls counted by the judge
+        return SandboxJob(
+            program.main_source,
+            problem.tests,
+            problem.test_setup,
+            problem.entry_point,
+            timeout,
+            helper=program.aux_source,
+        )
     return SandboxJob(
         program.source, problem.tests, problem.test_setup, problem.entry_point, timeout
     )
+
+
+def check_aux_bonus(aux_bonus: object) -> AuxBonus:
+    """``aux_bonus``, checked: one of :data:`AUX_BONUS_RULES`."""
+    if aux_bonus not in AUX_BONUS_RULES:
+        raise ValueError(
+            f"aux_bonus must be one of {AUX_BONUS_RULES}, got {aux_bonus!r}: leave it out (or "
+            "'as_written') for the seed's rule (main's code calls aux), or pass 'when_called' "
+            "to pay the bonus only when aux ran while the tests ran"
+        )
+    return aux_bonus
 
 
 def evaluate_many(
@@ -467,6 +514,7 @@ def evaluate_many(
     sandbox: Sandbox | None = None,
     *,
     timeout: float | None = None,
+    aux_bonus: AuxBonus = "as_written",
 ) -> list[CodeEvaluation]:
     """Evaluate many ``(problem, helper_code, main_code)`` joint actions in one sandbox batch.
 
@@ -479,7 +527,11 @@ def evaluate_many(
         items: the joint actions.
         sandbox: the pool to use (default: :func:`~llm_envs.sandbox.default_sandbox`).
         timeout: each run's wall-clock limit in seconds (default: the pool's).
+        aux_bonus: ``"as_written"`` (the seed) or ``"when_called"``: programs that
+            would earn the bonus run a second time, ``aux`` in a process of its
+            own, and keep it only if the entry point called ``aux`` there.
     """
+    check_aux_bonus(aux_bonus)
     programs = [assemble(problem, helper, main) for problem, helper, main in items]
     runnable = [i for i, program in enumerate(programs) if program.runnable]
     reports: list[TestReport | None] = [None] * len(programs)
@@ -488,9 +540,21 @@ def evaluate_many(
         ran = pool.run_tests_many([_job(programs[i], timeout) for i in runnable])
         for i, report in zip(runnable, ran, strict=True):
             reports[i] = report
+    aux_calls: list[int | None] = [None] * len(programs)
+    if aux_bonus == "when_called":
+        # Only programs the seed's rule pays a bonus need the second run.
+        candidates = [i for i in runnable if score(programs[i], reports[i]).bonus != 0.0]
+        for i in runnable:
+            aux_calls[i] = 0
+        if candidates:
+            split = pool.run_tests_many(
+                [_job(programs[i], timeout, split=True) for i in candidates]
+            )
+            for i, report in zip(candidates, split, strict=True):
+                aux_calls[i] = report.helper_calls
     return [
-        CodeEvaluation(program, report, score(program, report))
-        for program, report in zip(programs, reports, strict=True)
+        CodeEvaluation(program, report, score(program, report, calls))
+        for program, report, calls in zip(programs, reports, aux_calls, strict=True)
     ]
 
 
