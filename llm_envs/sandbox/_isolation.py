@@ -44,7 +44,6 @@ __all__ = [
     "expose_to_others",
     "fork_without_handlers",
     "mount_private_proc_and_tmp",
-    "processes_in_namespace",
     "set_child_subreaper",
     "set_limits",
     "set_no_new_privs",
@@ -366,11 +365,6 @@ class ChildrenListing:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-def processes_in_namespace() -> set[int]:
-    """The pids ``/proc`` lists: with a private ``/proc``, every process of the PID namespace."""
-    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
 
 
 def children_of_self() -> list[int]:

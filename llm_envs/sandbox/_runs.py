@@ -15,9 +15,9 @@ Nothing a run starts outlives it, by construction:
   worker is one (or PID 1 of its namespace): so once the run has exited, what
   is left of its tree is the worker's children, which are killed until none
   is left;
-* then the worker checks that it has no child but the spawner, that the
-  spawner has none at all, and (in a PID namespace) that no other process
-  exists: a worker that finds one retires, and the pool starts a fresh one;
+* then the worker checks that it has no child but the spawner and that the
+  spawner has none at all (by the two points above, every process the run
+  left): a worker that finds one retires, and the pool starts a fresh one;
 * each run gets pipes of its own, handed to the spawner with the worker's go
   for that run: nothing a run held can read a later run's job or answer a
   later run's calls.
@@ -236,10 +236,11 @@ class Runs:
         for index in range(count):
             job_read, job_write = os.pipe()
             reply_read, reply_write = os.pipe()
-            for fd in (job_write, reply_read):
-                with contextlib.suppress(OSError):  # (where the system's maximum is lower)
-                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-                os.set_blocking(fd, False)
+            # (Results can be large: a larger reply pipe takes them in fewer turns.)
+            with contextlib.suppress(OSError):  # (where the system's maximum is lower)
+                fcntl.fcntl(reply_read, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+            os.set_blocking(job_write, False)
+            os.set_blocking(reply_read, False)
             self.pipes.append((job_write, reply_read))
             # b"2": a pair, whose second go follows once the first run is forked.
             message = b"2" if count == 2 and index == 0 else b"g"
@@ -261,12 +262,14 @@ class Runs:
         """
         for child in children:
             kill_run(child)
-        # The spawner reports the runs' statuses once it has reaped them (and any
-        # other child it had): from then on, what the runs left is this process's.
-        self.read_statuses()
+        if not self.worker.seccomp:
+            # The spawner reports the runs' statuses once it has reaped them and
+            # killed any other child it had (without the filter, a run can make
+            # siblings): from then on, what the runs left is this process's.
+            self.read_statuses()
         for _ in range(2):
             self._kill_orphans()
-            if self.contained():
+            if self.contained(children):
                 return True
             # The spawner has children again: kill them; it reaps them before its next fork.
             for pid in self.spawner_children.pids() if self.spawner_children else ():
@@ -298,19 +301,18 @@ class Runs:
                 with contextlib.suppress(ChildProcessError):
                     wait_status(orphan)
 
-    def contained(self) -> bool:
-        """Whether nothing of the last run is left: checked after every run.
+    def contained(self, runs: list[int]) -> bool:
+        """Whether nothing of the last ``runs`` is left: checked after every run.
 
-        This process's only child is the spawner, the spawner has no child, and in
-        a PID namespace (whose ``/proc`` lists only its own processes) no process
-        exists but these two.
+        This process's only child is the spawner, and the spawner has none but the
+        runs themselves (dead: their pidfds said so; the spawner reaps them). Every
+        process a run starts is a descendant of the spawner (no process outside
+        the run's tree: the seccomp filter, or the spawner's own check) or, once
+        orphaned, of this process (a subreaper, or PID 1): so these two listings
+        are every process the run left. (In a PID namespace, whose processes all
+        descend from this one, they are every process but these two.)
         """
         if [pid for pid in self.children.pids() if pid != self.spawner_pid]:
             return False
-        if self.spawner_children is not None and self.spawner_children.pids():
-            return False
-        if self.worker.namespaces.pid and self.worker.private_proc:
-            others = _isolation.processes_in_namespace() - {os.getpid(), self.spawner_pid}
-            if others:
-                return False
-        return True
+        spawned = self.spawner_children.pids() if self.spawner_children is not None else []
+        return all(pid in runs for pid in spawned)

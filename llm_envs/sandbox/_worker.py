@@ -154,7 +154,6 @@ class Worker:
         if config["pin"]:
             _startup.pin_to_cpu(int(config["index"]))
         mounted = self._enter_namespaces(bool(config["namespaces"]), scratch)
-        self.private_proc = mounted
         self._choose_run_user(scratch, index, mounted)
         os.environ.clear()
         os.environ.update(config["environment"])
