@@ -176,7 +176,7 @@ class Channel:
         self.ended: str | None = None
         self.timed_out = False
         self.exited = False
-        #: How many calls were sent to the run (to its program's functions).
+        #: How many calls of its program's functions the run answered.
         self.calls = 0
         #: Answers the run's calls of another run's functions (a ``C`` message's
         #: payload -> the frame to send back); None: the run may make none.
@@ -320,8 +320,9 @@ class Channel:
                 f"the test passed the program {error}; only plain data can cross"
             ) from None
         self.send(_REQUEST.pack(len(payload), tagged) + payload)
-        self.calls += 1
         kind, reply = self.answer()
+        if kind in (b"R", b"X", b"U"):
+            self.calls += 1
         try:
             value = _wire.decode(reply)
         except _wire.WireError as error:
@@ -537,7 +538,7 @@ def _forwarder(
             except RunTimeout:
                 raise program._timeout() from None
             except UntrustedValue as error:
-                reply = ("U", str(error)[:_MESSAGE_LIMIT])
+                reply = ("U", f"the helper's {name}: {error}"[:_MESSAGE_LIMIT])
             except Exception as error:
                 reply = ("X", *_describe(error))
         try:
@@ -623,6 +624,10 @@ def judge(
             report = _wire.decode(payload)
         except _wire.WireError as error:
             raise channel._broken(f"the program sent a malformed message: {error}") from None
+        if helper is not None:
+            # Only calls made while the setup and the tests run count (not a
+            # default argument or a decorator calling the helper at load time).
+            helper.channel.calls = 0
         namespace = namespace_for_tests(report, wanted, channel)
 
         stage = "in the test setup"

@@ -49,7 +49,7 @@ _SYSCALLS = {
          "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
          "perf_event_open": 298, "clone": 56, "clone3": 435, "prlimit64": 302,
          "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
-         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251},
+         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "setpgid": 109},
     ),
     "aarch64": (
         0xC00000B7,
@@ -61,7 +61,7 @@ _SYSCALLS = {
          "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
          "perf_event_open": 241, "clone": 220, "clone3": 435, "prlimit64": 261,
          "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
-         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30},
+         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "setpgid": 154},
     ),
 }  # fmt: skip
 #: Syscalls no run may make, whatever else confines it: new sockets of any family
@@ -119,8 +119,14 @@ def _signal_filter(
     for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity",
                  "sched_setattr"):  # fmt: skip
         code.append((_BPF_JEQ_K, numbers[name], "own_first", None))
-    for name in ("setpriority", "ioprio_set"):
-        code.append((_BPF_JEQ_K, numbers[name], "own_second", None))
+    # setpriority(which, who): only PRIO_PROCESS (0) of itself (who 0): PRIO_USER with
+    # who 0 is every process of the uid, PRIO_PGRP a group a run may share.
+    code.append((_BPF_JEQ_K, numbers["setpriority"], "own_priority", None))
+    # ioprio_set(which, who): only IOPRIO_WHO_PROCESS (1) of itself.
+    code.append((_BPF_JEQ_K, numbers["ioprio_set"], "own_io_priority", None))
+    # setpgid(pid, pgid): a new group of its own (pgid 0) only, never joining
+    # another (the spawner's: then kill(0) would reach it).
+    code.append((_BPF_JEQ_K, numbers["setpgid"], "own_group", None))
     code.append((_BPF_JEQ_K, numbers["clone"], "clone", None))
     code.append((_BPF_JEQ_K, numbers["clone3"], "nosys", None))
     code.append((_BPF_JEQ_K, numbers["kill"], "kill", None))
@@ -138,8 +144,18 @@ def _signal_filter(
         "own_first",
         (_BPF_LD_W_ABS, 16, None, None),  # the pid: the low 32 bits of the first argument
         (_BPF_JEQ_K, 0, "allow", "deny"),
-        "own_second",
-        (_BPF_LD_W_ABS, 16 + 8, None, None),  # the second argument ("who")
+        "own_priority",
+        (_BPF_LD_W_ABS, 16, None, None),  # which
+        (_BPF_JEQ_K, 0, None, "deny"),
+        (_BPF_LD_W_ABS, 16 + 8, None, None),  # who
+        (_BPF_JEQ_K, 0, "allow", "deny"),
+        "own_io_priority",
+        (_BPF_LD_W_ABS, 16, None, None),  # which
+        (_BPF_JEQ_K, 1, None, "deny"),
+        (_BPF_LD_W_ABS, 16 + 8, None, None),  # who
+        (_BPF_JEQ_K, 0, "allow", "deny"),
+        "own_group",
+        (_BPF_LD_W_ABS, 16 + 8, None, None),  # pgid
         (_BPF_JEQ_K, 0, "allow", "deny"),
         "clone",
         (_BPF_LD_W_ABS, 16, None, None),  # the low 32 bits of the flags

@@ -95,7 +95,8 @@ class SandboxJob(NamedTuple):
         timeout: this run's wall-clock limit in seconds (None: the pool's).
         helper: a second untrusted program, run in a process of its own, whose
             functions ``program`` calls (names it uses that ``helper`` defines as
-            functions). Each call goes through the judge, which counts it:
+            functions). Each call goes through the judge, which counts those the
+            helper answered while the setup and the tests ran:
             :attr:`TestReport.helper_calls`. Arguments and results cross as plain
             data, as between a test and the program.
     """

@@ -94,8 +94,9 @@ class TestReport:
         output_truncated: whether either stream was cut.
         duration: seconds from the fork of the run's process to its end.
         helper_calls: with a :attr:`SandboxJob.helper`, how many calls of the
-            helper's functions the program made while it loaded and while the
-            tests ran, counted by the judge (each one ran in the helper's process).
+            helper's functions the program made while the setup and the tests
+            ran (not while it loaded) and the helper's process answered, counted
+            by the judge.
 
     Example:
         >>> report = TestReport(ProgramStatus.OK, (TestOutcome(TestStatus.PASSED),))

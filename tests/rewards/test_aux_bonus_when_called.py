@@ -28,6 +28,8 @@ CASES = [
     # A dead call: the seed pays the bonus, the stricter rule nothing.
     ("def double(x):\n    if False:\n        aux(x)\n    return x * 2\n", 1.0, 0.0),
     ("def double(x):\n    if False:\n        y = aux(x)\n    return x * 2\n", 1.5, 0.0),
+    # A call made once, when the program loads (a default argument), never by the tests.
+    ("def double(x, _=aux(0)):\n    if False:\n        y = aux(x)\n    return x * 2\n", 1.5, 0.0),
     # A call on a branch the tests never take.
     ("def double(x):\n    return aux(x) if x < 0 else 2 * x\n", 1.5, 0.0),
     # A real call, not a thin wrapper.

@@ -474,3 +474,65 @@ def test_a_helper_cannot_speak_for_the_program(pool: Sandbox) -> None:
     assert report.passed == 0, report
     honest = pool.run_tests_many([SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 2)
     assert [r.passed for r in honest] == [3, 3], honest
+
+
+def test_only_answered_calls_while_the_tests_run_count(pool: Sandbox) -> None:
+    helper = (
+        "import os, time\n"
+        "def aux(x):\n    return 2 * x\n"
+        "def dies(x):\n    os._exit(0)\n"
+        "def hangs(x):\n    time.sleep(100)\n"
+    )
+    cases = [
+        # At load time (a default argument, top-level code): not while the tests ran.
+        ("def f(x, _=aux(0)):\n    return 2 * x\n", 0),
+        ("aux(0)\ndef f(x):\n    return 2 * x\n", 0),
+        # Calls the helper never answered.
+        ("def f(x):\n    return dies(x)\n", 0),
+        ("def f(x):\n    return hangs(x)\n", 0),
+        ("def f(x):\n    return aux(x)\n", 1),
+    ]
+    jobs = [
+        SandboxJob(program, ["assert f(1) == 2"], helper=helper, timeout=2) for program, _ in cases
+    ]
+    reports = pool.run_tests_many(jobs)
+    assert [r.helper_calls for r in reports] == [calls for _, calls in cases], reports
+
+
+def test_a_helper_with_a_finally_still_offers_its_functions(pool: Sandbox) -> None:
+    # (Compiled by its run, not the worker: its names are read from its syntax tree.)
+    helper = "def aux(x):\n    try:\n        return 2 * x\n    finally:\n        pass\n"
+    report = pool.run_tests_many(
+        [SandboxJob("def f(x):\n    return aux(x)\n", ["assert f(1) == 2"], helper=helper)]
+    )[0]
+    assert (report.passed, report.helper_calls) == (1, 1), report
+
+
+def test_a_run_cannot_renice_its_uid_or_join_the_spawners_group(pool: Sandbox) -> None:
+    protections = pool.protections
+    # Without the filter and with the caller's own uid, PRIO_USER would renice the
+    # caller's every process (this test's too, for good): not tried there.
+    renice_uid = protections.syscalls_filtered or protections.run_as_uid is not None
+    attack = (
+        "import os, signal\n"
+        f"renice_uid = {renice_uid}\n"
+        "for change in (lambda: renice_uid and os.setpriority(os.PRIO_USER, 0, 19),\n"
+        "               lambda: os.setpriority(os.PRIO_PGRP, 0, 19),\n"
+        "               lambda: os.setpgid(0, os.getpgid(os.getppid()))):\n"
+        "    try:\n"
+        "        change()\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "if os.getpgid(0) == os.getpgid(os.getppid()):\n"
+        "    os.kill(0, signal.SIGSTOP)\n" + HONEST
+    )
+    reports = pool.run_tests_many(
+        [SandboxJob(attack, ADD_TESTS, ADD_SETUP, timeout=3)]
+        + [SandboxJob(HONEST, ADD_TESTS, ADD_SETUP)] * 3
+    )
+    assert [r.passed for r in reports[1:]] == [3] * 3, reports
+    # Every later run starts at the worker's niceness, whatever the attack did.
+    niceness = pool.run_tests(
+        "import os\ndef nice():\n    return os.nice(0)\n", ["assert nice() == 0"]
+    )
+    assert niceness.passed == 1, niceness
