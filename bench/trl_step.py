@@ -100,8 +100,10 @@ class ISStep:
         max_tokens: int | None = None,
         device: torch.device = CPU,
         packing: Literal["auto", "packed", "padded"] | None = None,
+        chunk: int | None = None,
     ) -> None:
         config = ISTrainerConfig()
+        self.chunk = config.logprob_chunk_tokens if chunk is None else chunk
         self.model, self.device = model, device
         self.choice = choose_layout(model, device, packing or config.packing)
         self.layout: Layout = self.choice.layout
@@ -138,6 +140,7 @@ class ISStep:
                 self.layout,
                 device,
                 actions_only=self.actions_only,
+                chunk=self.chunk,
             )
             loss = self.loss_fn(
                 logprobs, inputs["sampling_logprobs"], inputs["advantages"], inputs["weights"]
@@ -277,6 +280,11 @@ def main() -> None:
     parser.add_argument(
         "--max-tokens", type=int, help="IS tokens per microbatch (default: the trainer's)"
     )
+    parser.add_argument(
+        "--logprob-chunk-tokens",
+        type=int,
+        help="IS vocabulary projection chunk (default: the trainer's; 0: full logits)",
+    )
     args = parser.parse_args()
 
     import transformers
@@ -310,10 +318,13 @@ def main() -> None:
     )
     # The IS side's microbatch count fixes TRL's; the probe runs even with --only trl.
     is_model = models.get("is") or load(path, dtype=torch.float32).to(device)
-    is_step = ISStep(is_model, batch, args.max_tokens, device, args.packing)
+    is_step = ISStep(
+        is_model, batch, args.max_tokens, device, args.packing, args.logprob_chunk_tokens
+    )
     print(
         f"  IS:  {is_step.layout}, {len(is_step.microbatches)} microbatches of at most "
-        f"{is_step.max_tokens} tokens; probe: {is_step.choice.probe}"
+        f"{is_step.max_tokens} tokens, logprob chunks of {is_step.chunk or 'all'} tokens; "
+        f"probe: {is_step.choice.probe}"
         + (f" ({is_step.choice.reason})" if is_step.choice.reason else "")
     )
     steps: dict[str, Any] = {}

@@ -327,6 +327,7 @@ class ISTrainer(TrainingRun):
                 self.accelerator.device,
                 pad_token_id=self.pad_token_id,
                 actions_only=self.actions_only,
+                chunk=self.config.logprob_chunk_tokens,
             )
         loss = loss_fn(
             logprobs, inputs["sampling_logprobs"], inputs["advantages"], inputs["weights"]

@@ -36,11 +36,15 @@ from typing import Any
 import torch
 
 __all__ = [
+    "FLEX_BUCKET_TOKENS",
+    "FLEX_SEGMENT_ATTENTION",
     "SEGMENT_ATTENTION",
     "SEGMENT_AWARE",
     "attention_implementation",
+    "flex_attention_available",
     "register_segment_attention",
     "segment_attention",
+    "segment_flex_forward",
     "segment_lengths",
     "segment_sdpa_forward",
 ]
@@ -48,8 +52,16 @@ __all__ = [
 SEGMENT_ATTENTION = "segment_sdpa"
 """The name :func:`register_segment_attention` registers with transformers."""
 
-SEGMENT_AWARE = frozenset({SEGMENT_ATTENTION, "flash_attention_2", "flash_attention_3"})
+FLEX_SEGMENT_ATTENTION = "segment_flex"
+"""FlexAttention with a document mask: one call per layer for a packed row (CUDA)."""
+
+SEGMENT_AWARE = frozenset(
+    {SEGMENT_ATTENTION, FLEX_SEGMENT_ATTENTION, "flash_attention_2", "flash_attention_3"}
+)
 """Attention implementations that never compute the blocks between packed Datums."""
+
+FLEX_BUCKET_TOKENS = 1024
+"""A packed row runs FlexAttention padded to a multiple of this: one compilation per bucket."""
 
 
 def attention_implementation(model: Any) -> str:
@@ -130,6 +142,112 @@ def segment_sdpa_forward(
     return torch.cat(outputs, dim=1), None
 
 
+def flex_attention_available() -> bool:
+    """Whether torch has FlexAttention (``torch.nn.attention.flex_attention``, torch >= 2.5)."""
+    return importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
+
+
+# The block mask of the latest packed row, shared by its layers: (key, mask).
+_flex_masks: dict[str, Any] = {}
+_flex_compiled: dict[str, Any] = {}
+
+
+def _flex_call() -> Any:
+    """``flex_attention``, compiled on CUDA (once; then once per shape bucket), eager elsewhere.
+
+    Eager FlexAttention is exact but materializes the scores, and has no
+    backward on a CPU: the CPU path is for checking the masks, not training.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if "call" not in _flex_compiled:
+        _flex_compiled["call"] = torch.compile(flex_attention, dynamic=False)
+    return _flex_compiled["call"]
+
+
+def _document_mask(lengths: list[int], padded: int, device: torch.device) -> Any:
+    """The block mask of packed sequences ``lengths`` in a row padded to ``padded`` tokens."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    key = f"{device}:{padded}:{','.join(map(str, lengths))}"
+    cached = _flex_masks.get("key")
+    if cached == key:
+        return _flex_masks["mask"]
+    documents = torch.full((padded,), -1, dtype=torch.int32, device=device)
+    documents[: sum(lengths)] = torch.repeat_interleave(
+        torch.arange(len(lengths), dtype=torch.int32, device=device),
+        torch.tensor(lengths, device=device),
+    )
+
+    def same_document_causal(batch: Any, head: Any, query: Any, key_index: Any) -> Any:
+        return (
+            (documents[query] == documents[key_index])
+            & (documents[query] >= 0)
+            & (query >= key_index)
+        )
+
+    mask = create_block_mask(same_document_causal, None, None, padded, padded, device=device)
+    _flex_masks.update(key=key, mask=mask)
+    return mask
+
+
+def segment_flex_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """FlexAttention over a packed row with a document mask; transformers' ``sdpa`` otherwise.
+
+    One call per layer whatever the number of Datums (``segment_sdpa`` makes one
+    per Datum, kernel launches a GPU pays for), skipping the blocks between
+    Datums and above the diagonal. The row is padded to a multiple of
+    :data:`FLEX_BUCKET_TOKENS`, so the compiled kernel is reused across rows.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    lengths = None
+    packed = (
+        attention_mask is None
+        and query.shape[0] == 1
+        and query.shape[2] == key.shape[2]
+        and getattr(module, "is_causal", True)
+        and kwargs.get("is_causal", True) is not False
+        and not (module.training and getattr(module, "attention_dropout", 0.0))
+    )
+    if packed:
+        lengths = segment_lengths(kwargs.get("position_ids"), kwargs.get("cu_seq_lens_q"))
+        if lengths is None:
+            lengths = [query.shape[2]]
+    if lengths is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    total = query.shape[2]
+    if sum(lengths) != total:
+        raise ValueError(
+            f"packed sequence lengths sum to {sum(lengths)}; the row has {total} tokens"
+        )
+    padded = -(-total // FLEX_BUCKET_TOKENS) * FLEX_BUCKET_TOKENS
+    if padded != total:
+        pad = (0, 0, 0, padded - total)
+        query, key, value = (torch.nn.functional.pad(t, pad) for t in (query, key, value))
+    mask = _document_mask(lengths, padded, query.device)
+    if query.device.type == "cuda":
+        call = _flex_call()
+    else:
+        from torch.nn.attention.flex_attention import flex_attention as call
+    output = call(
+        query,
+        key,
+        value,
+        block_mask=mask,
+        scale=getattr(module, "scaling", None),
+        enable_gqa=query.shape[1] != key.shape[1],
+    )
+    return output[:, :, :total].transpose(1, 2).contiguous(), None
+
+
 def _segment_sdpa_mask(*args: Any, **kwargs: Any) -> Any:
     """Transformers' sdpa mask, except none at all for one unpadded row without a cache.
 
@@ -159,6 +277,8 @@ def register_segment_attention() -> None:
 
     AttentionInterface.register(SEGMENT_ATTENTION, segment_sdpa_forward)
     AttentionMaskInterface.register(SEGMENT_ATTENTION, _segment_sdpa_mask)
+    AttentionInterface.register(FLEX_SEGMENT_ATTENTION, segment_flex_forward)
+    AttentionMaskInterface.register(FLEX_SEGMENT_ATTENTION, _segment_sdpa_mask)
 
 
 def segment_attention(model: Any) -> str:
@@ -181,6 +301,11 @@ def segment_attention(model: Any) -> str:
         # Not exercised by the tests (no GPU there): transformers' own varlen path,
         # fed by the cu_seq_lens_* keywords that forward_packed passes.
         target = "flash_attention_2"
+    elif device.type == "cuda" and current in ("sdpa", "eager") and flex_attention_available():
+        # One FlexAttention call per layer with a document mask (on a CPU it has
+        # no backward, and segment_sdpa's per-Datum calls are cheap there).
+        register_segment_attention()
+        target = FLEX_SEGMENT_ATTENTION
     elif current in ("sdpa", "eager"):
         register_segment_attention()
         target = SEGMENT_ATTENTION

@@ -50,6 +50,7 @@ from baselines.training.attention import (
     attention_implementation,
     segment_attention,
 )
+from baselines.training.logprobs import selective_logprobs, supports_selective_logprobs
 from baselines.types import Datum, PackedBatch, PaddedBatch
 
 __all__ = [
@@ -110,6 +111,7 @@ def _logprobs(
     targets: torch.Tensor,
     keep: torch.Tensor | None,
     temperature: float = 1.0,
+    chunk: int = 0,
     **inputs: Any,
 ) -> torch.Tensor:
     """Logprobs of ``targets`` (shape ``(B, T)``); with ``keep``, only at those positions.
@@ -117,10 +119,19 @@ def _logprobs(
     ``keep`` holds sequence positions (``logits_to_keep``): the vocabulary
     projection, usually the largest matrix of a small model, then runs on
     action tokens only; every other position gets logprob 0, which the losses
-    and metrics never read (their weight and mask are 0).
+    and metrics never read (their weight and mask are 0). With ``chunk`` (and a
+    model :func:`~baselines.training.logprobs.selective_logprobs` can run), the
+    logits of at most ``chunk`` tokens exist at once: a longer projection runs
+    chunk by chunk.
     """
     # use_cache=False: with a cache, transformers skips the packed-sequence mask.
     kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": False, **inputs}
+    projected = targets.shape[0] * (targets.shape[1] if keep is None else keep.numel())
+    # (Up to one chunk of tokens, the model's own logits are that chunk: no recompute.)
+    if chunk and projected > chunk and supports_selective_logprobs(model):
+        return selective_logprobs(
+            model, targets, keep, temperature=temperature, chunk=chunk, **kwargs
+        )
     if keep is None:
         return target_logprobs(model(**kwargs).logits, targets, temperature=temperature)
     logits = model(**kwargs, logits_to_keep=keep).logits
@@ -136,6 +147,7 @@ def forward_packed(
     *,
     actions_only: bool = False,
     temperature: float = 1.0,
+    chunk: int = 0,
 ) -> torch.Tensor:
     """Training logprobs of every target of a packed batch, shape ``(N,)``.
 
@@ -157,6 +169,7 @@ def forward_packed(
         _tensor(packed.target_tokens_N, device).unsqueeze(0),
         keep,
         temperature,
+        chunk,
         **inputs,
     )
     return logprobs[0]
@@ -169,6 +182,7 @@ def forward_padded(
     *,
     actions_only: bool = False,
     temperature: float = 1.0,
+    chunk: int = 0,
 ) -> torch.Tensor:
     """Training logprobs of every target of a padded batch, shape ``(B, T)``; 0 on padding.
 
@@ -183,6 +197,7 @@ def forward_padded(
         _tensor(padded.target_tokens_B_T, device),
         keep,
         temperature,
+        chunk,
         attention_mask=attention_mask,
     )
     return logprobs_B_T * attention_mask
@@ -197,6 +212,7 @@ def forward_logprobs(
     pad_token_id: int = 0,
     actions_only: bool = False,
     temperature: float = 1.0,
+    chunk: int = 0,
 ) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]]:
     """Run the model on some Datums and return their targets' training logprobs.
 
@@ -212,6 +228,9 @@ def forward_logprobs(
         temperature: divide the logits by it: the logprobs of the tempered
             distribution a sampler drew from (an on-policy loss without an
             importance ratio needs them).
+        chunk: project to the vocabulary this many tokens at a time, never
+            holding the microbatch's full logits
+            (:mod:`baselines.training.logprobs`); 0: the model's own logits.
 
     Returns:
         ``(logprobs, logprobs_D, inputs)``: the logprobs in the layout's shape
@@ -222,7 +241,7 @@ def forward_logprobs(
     if layout == "packed":
         packed = pack_data(data_D)
         logprobs = forward_packed(
-            model, packed, device, actions_only=actions_only, temperature=temperature
+            model, packed, device, actions_only=actions_only, temperature=temperature, chunk=chunk
         )
         logprobs_D = list(torch.split(logprobs, packed.lengths_D.tolist()))
         arrays = {
@@ -234,7 +253,7 @@ def forward_logprobs(
     elif layout == "padded":
         padded = pad_data(data_D, pad_token_id=pad_token_id)
         logprobs = forward_padded(
-            model, padded, device, actions_only=actions_only, temperature=temperature
+            model, padded, device, actions_only=actions_only, temperature=temperature, chunk=chunk
         )
         logprobs_D = [logprobs[row, : len(d)] for row, d in enumerate(data_D)]
         arrays = {
@@ -529,11 +548,13 @@ def choose_layout(
 
     ``packed`` packs unless the error is too large, which raises ``ValueError``.
 
-    On CUDA, ``auto`` pads without a probe unless the attention is
-    flash-attention's (flash-attn installed): ``segment_sdpa`` runs one
-    attention call per Datum and layer, and a GPU spends those calls launching
-    kernels. On an H100 a packed step of 64 Datums ran at 0.48x to 0.84x the
-    tokens/s of TRL's padded one (``bench/trl_step.py --device cuda``).
+    On CUDA the attention is flash-attention's (flash-attn installed) or
+    FlexAttention with a document mask (``segment_flex``, torch >= 2.5), one
+    call per layer, and the probe decides as on a CPU. With neither, ``auto``
+    pads without a probe: ``segment_sdpa`` runs one attention call per Datum
+    and layer, and a GPU spends those calls launching kernels. On an H100 a
+    packed step of 64 Datums ran at 0.48x to 0.84x the tokens/s of TRL's padded
+    one (``bench/trl_step.py --device cuda``).
     """
     if packing == "padded":
         return LayoutChoice("padded", None)
@@ -543,7 +564,7 @@ def choose_layout(
             "padded",
             None,
             f"{SEGMENT_ATTENTION} attention makes one call per Datum and layer, slow on CUDA; "
-            "install flash-attn to pack",
+            "install flash-attn (or torch >= 2.5, for FlexAttention) to pack",
         )
     probe = probe_packing(model, device, repeats=2 if packing == "auto" else 0)
     name = type(getattr(model, "module", model)).__name__

@@ -21,7 +21,10 @@ pytest.importorskip("transformers")
 from baselines.data.datums import trajectory_to_data  # noqa: E402
 from baselines.training import forward  # noqa: E402
 from baselines.training.attention import (  # noqa: E402
+    FLEX_SEGMENT_ATTENTION,
     SEGMENT_ATTENTION,
+    flex_attention_available,
+    register_segment_attention,
     segment_attention,
     segment_lengths,
 )
@@ -196,6 +199,7 @@ def test_probe_text_says_what_was_measured():
     [
         (SEGMENT_ATTENTION, "auto", "padded", False),  # one SDPA call per Datum: launch-bound
         ("flash_attention_2", "auto", "packed", True),  # varlen kernels: packing pays
+        (FLEX_SEGMENT_ATTENTION, "auto", "packed", True),  # one call per layer: the probe decides
         (SEGMENT_ATTENTION, "packed", "packed", True),  # as asked, after the error check
     ],
 )
@@ -213,3 +217,25 @@ def test_cuda_pads_unless_flash_attention_packs(monkeypatch, attention, packing,
     assert bool(calls) == probed
     if not probed:
         assert choice.probe is None and "install flash-attn" in choice.reason
+
+
+@pytest.mark.slow  # loads the tiny model
+@pytest.mark.skipif(not flex_attention_available(), reason="torch without FlexAttention")
+@pytest.mark.parametrize("lengths", [[5], [17, 3, 40, 1], [64, 64], [200, 900, 30]])
+def test_flex_document_attention_equals_segment_sdpa(tiny_model_dir, lengths):
+    # On a CPU FlexAttention has no backward, so the trainer never picks it there;
+    # its forward (eager: exact, scores materialized) checks the document mask,
+    # the padding to a bucket and the head layout against segment_sdpa.
+    from transformers import AutoModelForCausalLM
+
+    results = {}
+    for attention in (SEGMENT_ATTENTION, FLEX_SEGMENT_ATTENTION):
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        register_segment_attention()
+        model.set_attn_implementation(attention)
+        data = _data(model.config.vocab_size, lengths, seed=len(lengths))
+        with torch.no_grad():
+            results[attention] = forward_logprobs(model, data, "packed", CPU)[0]
+    torch.testing.assert_close(
+        results[FLEX_SEGMENT_ATTENTION], results[SEGMENT_ATTENTION], atol=LOGPROB_ATOL, rtol=0
+    )
