@@ -215,7 +215,7 @@ def segment_flex_forward(
         and query.shape[2] == key.shape[2]
         and getattr(module, "is_causal", True)
         and kwargs.get("is_causal", True) is not False
-        and not (module.training and getattr(module, "attention_dropout", 0.0))
+        and not (module.training and float(getattr(module, "attention_dropout", 0) or 0) > 0)
     )
     if packed:
         lengths = segment_lengths(kwargs.get("position_ids"), kwargs.get("cu_seq_lens_q"))
