@@ -143,9 +143,11 @@ class ISTrainerConfig(TrainerConfig):
         logprob_chunk_tokens: the most tokens whose logits exist at once when
             computing the taken tokens' logprobs (SmolLM2: 200 KB per token in
             fp32): a microbatch that projects more runs the projection chunk by
-            chunk, making each chunk's logits again in the backward; 0 always
-            uses the model's own logits. Models it cannot run this way (a bias,
-            logit soft-capping, a DDP wrapper) use their own logits.
+            chunk, making each chunk's logits again in the backward (the default
+            is the default microbatch: on a CPU nothing changes; a GPU's larger
+            microbatches project in chunks); 0 always uses the model's own
+            logits. Models it cannot run this way (a bias, logit soft-capping, a
+            DDP wrapper) use their own logits.
         vllm_gpu_memory_utilization: with vLLM on GPU: the fraction of GPU memory
             each engine may take (the trainer needs the rest).
         vllm_kv_cache_gib: with vLLM on CPU: the KV-cache size of each engine.
@@ -204,7 +206,7 @@ class ISTrainerConfig(TrainerConfig):
     sampler_weights_dir: str | None = None
     packing: Packing = "auto"
     gradient_checkpointing: bool = False
-    logprob_chunk_tokens: NonNegativeInt = 1024
+    logprob_chunk_tokens: NonNegativeInt = 2048
     vllm_gpu_memory_utilization: UnitFraction = 0.3
     vllm_kv_cache_gib: PositiveFloat = 0.5
     eval_groups: NonNegativeInt = 2
