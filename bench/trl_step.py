@@ -16,7 +16,7 @@ one optimizer step on the batch, timed from its inputs to the end of
 
 * *IS*: what :class:`~baselines.is_trainer.trainer.ISTrainer` does with its
   default settings: the layout chosen by
-  :func:`~baselines.training.forward.choose_layout` (its attention switched),
+  :func:`~baselines.training.layout.choose_layout` (its attention switched),
   one Datum per sequence, microbatches of at most ``max_tokens_per_microbatch``
   tokens, the importance-sampling loss over action tokens with logits there
   only, gradient clipping at 1, AdamW.
@@ -59,11 +59,11 @@ from baselines.is_trainer.config import ISTrainerConfig
 from baselines.models import resolve_model
 from baselines.training.forward import (
     Layout,
-    choose_layout,
     forward_logprobs,
     split_microbatches,
     supports_logits_to_keep,
 )
+from baselines.training.layout import choose_layout
 from baselines.training.losses import get_loss
 from baselines.types import Datum, Trajectory, Transition
 

@@ -69,11 +69,11 @@ from baselines.training.checkpoints import (
 )
 from baselines.training.forward import (
     Layout,
-    choose_layout,
     forward_logprobs,
     split_microbatches,
     supports_logits_to_keep,
 )
+from baselines.training.layout import choose_layout
 from baselines.training.lora import add_lora, is_lora, require_peft
 from baselines.training.losses import LossFn, get_loss, kl_sample_train, per_strategy_metrics
 from baselines.training.run import (

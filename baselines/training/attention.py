@@ -96,6 +96,33 @@ def segment_lengths(
     return torch.diff(bounds).tolist()
 
 
+def _packed_lengths(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    kwargs: dict[str, Any],
+) -> list[int] | None:
+    """The sequence lengths of one causal row without a mask or cache; None for anything else."""
+    plain_row = (
+        attention_mask is None
+        and query.shape[0] == 1
+        and query.shape[2] == key.shape[2]
+        and getattr(module, "is_causal", True)
+        and kwargs.get("is_causal", True) is not False
+    )
+    if not plain_row:
+        return None
+    lengths = segment_lengths(kwargs.get("position_ids"), kwargs.get("cu_seq_lens_q"))
+    if lengths is None:
+        return [query.shape[2]]
+    if sum(lengths) != query.shape[2]:
+        raise ValueError(
+            f"packed sequence lengths sum to {sum(lengths)}; the row has {query.shape[2]} tokens"
+        )
+    return lengths
+
+
 def segment_sdpa_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -111,22 +138,9 @@ def segment_sdpa_forward(
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    lengths = None
-    packed = (
-        attention_mask is None
-        and query.shape[0] == 1
-        and query.shape[2] == key.shape[2]
-        and getattr(module, "is_causal", True)
-        and kwargs.get("is_causal", True) is not False
-    )
-    if packed:
-        lengths = segment_lengths(kwargs.get("position_ids"), kwargs.get("cu_seq_lens_q"))
+    lengths = _packed_lengths(module, query, key, attention_mask, kwargs)
     if lengths is None or len(lengths) < 2:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if sum(lengths) != query.shape[2]:
-        raise ValueError(
-            f"packed sequence lengths sum to {sum(lengths)}; the row has {query.shape[2]} tokens"
-        )
     kwargs["is_causal"] = True
     # torch.split has one backward node that concatenates the gradients; slicing
     # in a loop would allocate a row-sized gradient per Datum.
@@ -208,26 +222,11 @@ def segment_flex_forward(
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    lengths = None
-    packed = (
-        attention_mask is None
-        and query.shape[0] == 1
-        and query.shape[2] == key.shape[2]
-        and getattr(module, "is_causal", True)
-        and kwargs.get("is_causal", True) is not False
-        and not (module.training and float(getattr(module, "attention_dropout", 0) or 0) > 0)
-    )
-    if packed:
-        lengths = segment_lengths(kwargs.get("position_ids"), kwargs.get("cu_seq_lens_q"))
-        if lengths is None:
-            lengths = [query.shape[2]]
+    dropout = module.training and float(getattr(module, "attention_dropout", 0) or 0) > 0
+    lengths = None if dropout else _packed_lengths(module, query, key, attention_mask, kwargs)
     if lengths is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     total = query.shape[2]
-    if sum(lengths) != total:
-        raise ValueError(
-            f"packed sequence lengths sum to {sum(lengths)}; the row has {total} tokens"
-        )
     padded = -(-total // FLEX_BUCKET_TOKENS) * FLEX_BUCKET_TOKENS
     if padded != total:
         pad = (0, 0, 0, padded - total)

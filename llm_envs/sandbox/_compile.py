@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from llm_envs.sandbox._judge import COMPARE_NAME, COMPARISONS
+from llm_envs.sandbox._judge import COMPARE_NAME, COMPARISONS, JUDGE_NAMES
 
 __all__ = [
     "COMPILE_IN_WORKER_LIMIT",
@@ -27,6 +27,7 @@ __all__ = [
     "PreparedTests",
     "check_test_syntax",
     "compile_program",
+    "helper_names",
     "prepare_tests",
 ]
 
@@ -208,3 +209,37 @@ def prepare_tests(setup: str, tests: Sequence[str]) -> PreparedTests:
     for code in test_codes:
         names |= _names(code)
     return PreparedTests(setup=setup_code, tests=test_codes, names=frozenset(names))
+
+
+def helper_names(
+    code: str | types.CodeType, builtin_names: frozenset[str], parse_limit: int
+) -> frozenset[str]:
+    """The names a helper's module code binds or uses that may be its functions.
+
+    The helper's run reports which of them it defines as functions; those are
+    bound in the program's run. A helper its run compiles (one with a
+    ``finally``) is parsed here instead, which takes time in proportion to its
+    length; one longer than ``parse_limit`` offers none.
+    """
+    if isinstance(code, str):
+        if len(code) > parse_limit:
+            return frozenset()
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return frozenset()  # (its run reports why)
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        names |= {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        }
+        names |= {
+            (alias.asname or alias.name).split(".")[0]
+            for node in tree.body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+    else:
+        names = set(code.co_names)
+    return frozenset(names) - builtin_names - JUDGE_NAMES

@@ -32,17 +32,25 @@ from __future__ import annotations
 
 import builtins
 import operator
-import os
 import random
-import select
-import struct
 import sys
-import time
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from llm_envs.sandbox import _wire
+from llm_envs.sandbox._channel import (
+    CONTROL_FLOW_ERRORS,
+    DIED,
+    MESSAGE_LIMIT,
+    ORIGIN,
+    REQUEST,
+    Channel,
+    ProgramError,
+    RunEnded,
+    RunTimeout,
+    UntrustedValue,
+)
 
 __all__ = [
     "COMPARE_NAME",
@@ -76,281 +84,6 @@ _OPERATORS: tuple[Callable[[Any, Any], Any], ...] = (
     lambda item, container: item in container,
     lambda item, container: item not in container,
 )
-#: What :attr:`Channel.ended` says when the run died by itself (not a broken channel).
-DIED = "the run ended"
-#: The largest message a run may send (a call's result, with its changed arguments).
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-_MESSAGE_LIMIT = 1000
-_REPR_LIMIT = 200
-_FRAME = struct.Struct("<cI")
-_REQUEST = struct.Struct("<I?")
-_READ_BYTES = 1 << 16
-_MUTABLE = _wire.MUTABLE
-
-
-class RunTimeout(BaseException):
-    """The run's wall-clock deadline passed (a BaseException: tests cannot catch it)."""
-
-
-class RunEnded(BaseException):
-    """The run died, or broke its channel; it can answer no more calls."""
-
-
-class UntrustedValue(Exception):
-    """A value the program produced, or a test tried to pass it, that cannot cross."""
-
-
-class ProgramError(Exception):
-    """An exception the program raised that has no builtin counterpart (or must not be raised).
-
-    Attributes:
-        type_name: the name of the program's exception type.
-    """
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
-
-
-#: Exceptions that steer Python's own control flow: raised inside an iteration
-#: (``all(map(candidate, xs))``, ``iter(f, sentinel)``) they end it early instead
-#: of failing the test. A program's exception of one of these names becomes a
-#: :class:`ProgramError`, which fails the test like any other error.
-CONTROL_FLOW_ERRORS = frozenset(
-    {"StopIteration", "StopAsyncIteration", "GeneratorExit", "SystemExit", "KeyboardInterrupt"}
-)
-# Builtin exceptions a program's exception becomes, by name, so that a test's
-# `except ValueError` still works: Exception subclasses only (never SystemExit),
-# and none that steers control flow, built with the program's message alone.
-_BUILTIN_ERRORS = {
-    name: kind
-    for name, kind in vars(builtins).items()
-    if isinstance(kind, type)
-    and issubclass(kind, Exception)
-    and not name.endswith("Group")
-    and name not in CONTROL_FLOW_ERRORS
-}
-_ORIGIN = "_sandbox_origin"
-
-
-def _program_error(type_name: object, message: object) -> Exception:
-    name = type_name if type(type_name) is str else "<unnamed>"
-    text = message if type(message) is str else ""
-    kind = _BUILTIN_ERRORS.get(name)
-    error: Exception
-    try:
-        error = kind(text) if kind is not None else ProgramError(name, text)
-    except Exception:  # (UnicodeDecodeError and friends want more arguments)
-        error = ProgramError(name, text)
-    setattr(error, _ORIGIN, (name, text))
-    return error
-
-
-# --- the channel to a run -----------------------------------------------------------------
-
-
-class Channel:
-    """The judge's end of one run: its job and calls go out, its messages come in.
-
-    Args:
-        job_fd: the write end of the run's job pipe (made non-blocking here).
-        reply_fd: the read end of the run's reply pipe (non-blocking).
-        exit_fd: a descriptor that becomes readable when the run exits (its pidfd).
-        deadline: the run's wall-clock deadline (``time.monotonic()``).
-        kill: kills the run (called on a timeout or a broken channel).
-    """
-
-    def __init__(
-        self, job_fd: int, reply_fd: int, exit_fd: int, deadline: float, kill: Callable[[], None]
-    ) -> None:
-        self.job_fd = job_fd
-        self.reply_fd = reply_fd
-        self.exit_fd = exit_fd
-        self.deadline = deadline
-        self.kill = kill
-        self.buffer = bytearray()
-        self.poller = select.poll()
-        self.poller.register(exit_fd, select.POLLIN)
-        self.polled: int | None = None  # the descriptor registered beside exit_fd
-        #: Why the run can answer no more (None while it can).
-        self.ended: str | None = None
-        self.timed_out = False
-        self.exited = False
-        #: How many calls of its program's functions the run answered.
-        self.calls = 0
-        #: Answers the run's calls of another run's functions (a ``C`` message's
-        #: payload -> the frame to send back); None: the run may make none.
-        self.outside: Callable[[bytes], bytes] | None = None
-
-    # --- failure states ---
-
-    def _timeout(self) -> RunTimeout:
-        if not self.timed_out:
-            self.timed_out = True
-            self.kill()
-        return RunTimeout()
-
-    def _broken(self, why: str) -> RunEnded:
-        if self.ended is None:
-            self.ended = why
-            self.kill()
-        return RunEnded(why)
-
-    def check(self) -> None:
-        """Raise if the run timed out or ended (a test may have swallowed the exception)."""
-        if self.timed_out or time.monotonic() >= self.deadline:
-            raise self._timeout()
-        if self.ended is not None:
-            raise RunEnded(self.ended)
-
-    # --- transport ---
-
-    def _poll(self, fd: int, events: int) -> bool:
-        """Wait until ``fd`` is ready or the run exits; whether ``fd`` is ready."""
-        if self.polled != fd:
-            if self.polled is not None:
-                self.poller.unregister(self.polled)
-            self.poller.register(fd, events)
-            self.polled = fd
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise self._timeout()
-        ready = self.poller.poll(max(1, int(remaining * 1000) + 1))
-        if not ready and time.monotonic() >= self.deadline:
-            raise self._timeout()
-        found = False
-        for ready_fd, _ in ready:
-            if ready_fd == fd:
-                found = True
-            elif ready_fd == self.exit_fd:
-                self.exited = True
-        return found
-
-    def send(self, data: bytes) -> None:
-        """Write ``data`` to the run (RunTimeout at the deadline, RunEnded if it exits)."""
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.job_fd, view) :]
-                continue
-            except BlockingIOError:
-                pass
-            except BrokenPipeError:  # (only the run reads its pipe: it is gone)
-                self.exited = True
-                raise self._broken(DIED) from None
-            if self.exited:
-                raise self._broken(DIED)
-            self._poll(self.job_fd, select.POLLOUT)
-
-    def _pop(self) -> tuple[bytes, bytes] | None:
-        if len(self.buffer) < _FRAME.size:
-            return None
-        kind, size = _FRAME.unpack_from(self.buffer)
-        if size > MAX_MESSAGE_BYTES:
-            raise self._broken(
-                f"the program sent a message of {size} bytes; the limit is {MAX_MESSAGE_BYTES}"
-            )
-        end = _FRAME.size + size
-        if len(self.buffer) < end:
-            return None
-        payload = bytes(self.buffer[_FRAME.size : end])
-        del self.buffer[:end]
-        return kind, payload
-
-    def _read_available(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.reply_fd, _READ_BYTES)
-            except BlockingIOError:
-                return
-            if not chunk:
-                return
-            self.buffer += chunk
-            if len(self.buffer) > MAX_MESSAGE_BYTES + _FRAME.size:
-                self._pop()  # raises for an oversized message
-
-    def receive(self) -> tuple[bytes, bytes]:
-        """The run's next message (RunTimeout at the deadline, RunEnded if it exits first)."""
-        if self.ended is not None:
-            raise RunEnded(self.ended)
-        while True:
-            message = self._pop()
-            if message is not None:
-                return message
-            if self.exited:
-                self._read_available()
-                message = self._pop()
-                if message is not None:
-                    return message
-                raise self._broken(DIED)
-            if self._poll(self.reply_fd, select.POLLIN):
-                self._read_available()
-
-    def answer(self) -> tuple[bytes, bytes]:
-        """The run's next message but its calls of another run's functions, which are answered."""
-        kind, payload = self.receive()
-        while kind == b"C":
-            if self.outside is None:
-                raise self._broken("the program called a function of another run; there is none")
-            self.send(self.outside(payload))
-            kind, payload = self.receive()
-        return kind, payload
-
-    # --- calls ---
-
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call the program's ``name`` with plain-data arguments; its result, rebuilt here."""
-        self.check()
-        mutable: tuple[int | str, ...] = ()
-        exact = False
-        for index, arg in enumerate(args):
-            if type(arg) in _MUTABLE:
-                mutable += (index,)
-                exact = exact or type(arg) is bytearray
-        for key, arg in kwargs.items():
-            if type(arg) in _MUTABLE:
-                mutable += (key,)
-                exact = exact or type(arg) is bytearray
-        try:
-            # (Marshal alone writes a bytearray as bytes: a bytearray argument, which
-            # the call may change in place, goes through the exact encoding.)
-            payload, tagged = _wire.encode((name, args, kwargs, mutable), exact=exact)
-        except _wire.Unsupported as error:
-            raise UntrustedValue(
-                f"the test passed the program {error}; only plain data can cross"
-            ) from None
-        self.send(_REQUEST.pack(len(payload), tagged) + payload)
-        kind, reply = self.answer()
-        if kind in (b"R", b"X", b"U"):
-            self.calls += 1
-        try:
-            value = _wire.decode(reply)
-        except _wire.WireError as error:
-            if kind == b"R":
-                why = f"the program returned a value that is not plain data: {error}"
-                raise UntrustedValue(why) from None
-            raise self._broken(f"the program sent a malformed message: {error}") from None
-        if kind == b"R":
-            if not (type(value) is tuple and len(value) == 2 and type(value[1]) is tuple):
-                raise self._broken("the program sent a malformed result")
-            result, changed = value
-            for item in changed:
-                if not (type(item) is tuple and len(item) == 2 and item[0] in mutable):
-                    raise self._broken("the program sent a malformed result")
-                slot = item[0]
-                _wire.refresh(args[slot] if type(slot) is int else kwargs[slot], item[1])
-            return result
-        if kind == b"X":
-            if type(value) is tuple and len(value) == 2:
-                raise _program_error(value[0], value[1])
-            raise self._broken("the program sent a malformed exception")
-        if kind == b"U":
-            why = value[:_MESSAGE_LIMIT] if type(value) is str else "a value that cannot cross"
-            raise UntrustedValue(
-                f"the program returned {why}; only plain data (None, bool, int, float, "
-                "complex, str, bytes, and lists, tuples, dicts and sets of them) reaches the tests"
-            )
-        raise self._broken(f"the program sent an unexpected message ({kind!r})")
 
 
 def _proxy(call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any], name: str) -> Any:
@@ -360,6 +93,9 @@ def _proxy(call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any], name: st
     proxy.__name__ = proxy.__qualname__ = name
     proxy.__doc__ = f"The program's {name}, called in its sandboxed run."
     return proxy
+
+
+_REPR_LIMIT = 200
 
 
 # --- judging a run ------------------------------------------------------------------------
@@ -386,7 +122,7 @@ def _compare(left: object, right: object, op: int) -> bool:
 
 def _describe(error: BaseException) -> tuple[str, str]:
     """The error's type name and a short message (the program's own, for its exceptions)."""
-    origin = getattr(error, _ORIGIN, None)
+    origin = getattr(error, ORIGIN, None)
     if origin is not None:
         name, message = origin
     elif isinstance(error, ProgramError):
@@ -399,7 +135,7 @@ def _describe(error: BaseException) -> tuple[str, str]:
             message = "<unprintable>"
         if not message and isinstance(error, AssertionError) and _last_failure[0] is not None:
             message = _last_failure[0]
-    return name, message[:_MESSAGE_LIMIT]
+    return name, message[:MESSAGE_LIMIT]
 
 
 class JudgeResult(NamedTuple):
@@ -538,16 +274,25 @@ def _forwarder(
             except RunTimeout:
                 raise program._timeout() from None
             except UntrustedValue as error:
-                reply = ("U", f"the helper's {name}: {error}"[:_MESSAGE_LIMIT])
+                reply = ("U", f"the helper's {name}: {error}"[:MESSAGE_LIMIT])
             except Exception as error:
                 reply = ("X", *_describe(error))
         try:
             data, tagged = _wire.encode(reply, exact=True)
         except _wire.Unsupported as error:  # (only plain data was decoded: not expected)
-            data, tagged = _wire.encode(("U", str(error)[:_MESSAGE_LIMIT]))
-        return _REQUEST.pack(len(data), tagged) + data
+            data, tagged = _wire.encode(("U", str(error)[:MESSAGE_LIMIT]))
+        return REQUEST.pack(len(data), tagged) + data
 
     return forward
+
+
+def _load_failure(kind: bytes, payload: bytes) -> tuple[str, str]:
+    """The status and error of a ``P`` (does not compile) or ``E`` (raised loading) message."""
+    try:
+        name, message = _wire.decode(payload)
+    except (_wire.WireError, TypeError, ValueError):
+        name, message = "Error", "<malformed>"
+    return ("syntax_error" if kind == b"P" else "load_error"), f"{name}: {message}"
 
 
 def _load_helper(helper: HelperRun) -> tuple[str, str] | frozenset[str]:
@@ -555,12 +300,8 @@ def _load_helper(helper: HelperRun) -> tuple[str, str] | frozenset[str]:
     helper.channel.send(helper.job)
     kind, payload = helper.channel.receive()
     if kind in (b"P", b"E"):
-        try:
-            name, message = _wire.decode(payload)
-        except (_wire.WireError, TypeError, ValueError):
-            name, message = "Error", "<malformed>"
-        status = "syntax_error" if kind == b"P" else "load_error"
-        return status, f"the helper program: {name}: {message}"
+        status, error = _load_failure(kind, payload)
+        return status, f"the helper program: {error}"
     if kind != b"L":
         raise helper.channel._broken("the helper sent an unexpected message while loading")
     try:
@@ -612,12 +353,7 @@ def judge(
         channel.send(job)
         kind, payload = channel.answer()
         if kind in (b"P", b"E"):
-            try:
-                name, message = _wire.decode(payload)
-            except (_wire.WireError, TypeError, ValueError):
-                name, message = "Error", "<malformed>"
-            status = "syntax_error" if kind == b"P" else "load_error"
-            return JudgeResult(status, f"{name}: {message}", outcomes)
+            return JudgeResult(*_load_failure(kind, payload), outcomes)
         if kind != b"L":
             raise channel._broken("the program sent an unexpected message while loading")
         try:

@@ -189,6 +189,7 @@ class Worker:
 
         self.prepare_tests: Callable[[str, tuple[str, ...]], PreparedTests] = _compile.prepare_tests
         self.compile_program: Callable[[str], CompiledProgram] = _compile.compile_program
+        self.helper_names = _compile.helper_names
         self.compile_limit = _compile.COMPILE_IN_WORKER_LIMIT
         #: Set when a run left a directory this worker could not clean: it answers
         #: that run, then exits, and the pool starts a fresh one.
@@ -392,7 +393,7 @@ class Worker:
         helper_run = None
         if helper is not None:
             helper_code, helper_notes = helper
-            helper_names = _helper_names(helper_code, _BUILTIN_NAMES, self.compile_limit)
+            helper_names = self.helper_names(helper_code, _BUILTIN_NAMES, self.compile_limit)
             helper_run = _judge.HelperRun(
                 channels[0],
                 _job(helper_code, helper_notes, helper_names, recursion_limit, timeout),
@@ -555,42 +556,6 @@ class Worker:
         size = os.fstat(fd).st_size
         data = os.pread(fd, min(size, self.output_limit), 0)
         return data.decode("utf-8", "replace"), size > self.output_limit
-
-
-def _helper_names(
-    code: str | types.CodeType, builtin_names: frozenset[str], parse_limit: int
-) -> frozenset[str]:
-    """The names a helper's module code binds or uses that may be its functions.
-
-    The helper's run reports which of them it defines as functions; those are
-    bound in the program's run. A helper its run compiles (one with a
-    ``finally``) is parsed here instead, which takes time in proportion to its
-    length; one longer than ``parse_limit`` offers none.
-    """
-    if isinstance(code, str):
-        if len(code) > parse_limit:
-            return frozenset()
-        import ast
-
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return frozenset()  # (its run reports why)
-        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        names |= {
-            node.name
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        }
-        names |= {
-            (alias.asname or alias.name).split(".")[0]
-            for node in tree.body
-            if isinstance(node, ast.Import | ast.ImportFrom)
-            for alias in node.names
-        }
-    else:
-        names = set(code.co_names)
-    return frozenset(names) - builtin_names - _judge.JUDGE_NAMES
 
 
 def main(config_json: str) -> None:

@@ -17,7 +17,8 @@ from baselines.data.datums import trajectory_to_data
 from baselines.env_families import DebateFamily
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import _shard_by_tokens
-from baselines.training.forward import forward_logprobs, packing_error, split_microbatches
+from baselines.training.forward import forward_logprobs, split_microbatches
+from baselines.training.layout import packing_error
 from baselines.types import Trajectory, Transition
 
 torch = pytest.importorskip("torch")

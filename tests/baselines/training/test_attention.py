@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from baselines.data.datums import trajectory_to_data  # noqa: E402
-from baselines.training import forward  # noqa: E402
+from baselines.training import layout as layout_module  # noqa: E402
 from baselines.training.attention import (  # noqa: E402
     FLEX_SEGMENT_ATTENTION,
     SEGMENT_ATTENTION,
@@ -29,9 +29,11 @@ from baselines.training.attention import (  # noqa: E402
     segment_lengths,
 )
 from baselines.training.forward import (  # noqa: E402
+    forward_logprobs,
+)
+from baselines.training.layout import (  # noqa: E402
     PackingProbe,
     choose_layout,
-    forward_logprobs,
 )
 from baselines.types import Trajectory, Transition  # noqa: E402
 
@@ -173,8 +175,8 @@ def test_choose_layout_pads_when_packing_is_wrong_or_slow(
     monkeypatch, packing, probe, layout, reason
 ):
     # The probe's verdicts, without a model: packed only when right, segment-aware and fast.
-    monkeypatch.setattr(forward, "segment_attention", lambda model: "sdpa")
-    monkeypatch.setattr(forward, "probe_packing", probe)
+    monkeypatch.setattr(layout_module, "segment_attention", lambda model: "sdpa")
+    monkeypatch.setattr(layout_module, "probe_packing", probe)
     model = torch.nn.Linear(1, 1)
     if layout is ValueError:
         with pytest.raises(ValueError, match=reason):
@@ -210,8 +212,8 @@ def test_cuda_pads_unless_flash_attention_packs(monkeypatch, attention, packing,
         calls.append(args)
         return _probe(attention)()
 
-    monkeypatch.setattr(forward, "segment_attention", lambda model: attention)
-    monkeypatch.setattr(forward, "probe_packing", probe)
+    monkeypatch.setattr(layout_module, "segment_attention", lambda model: attention)
+    monkeypatch.setattr(layout_module, "probe_packing", probe)
     choice = choose_layout(torch.nn.Linear(1, 1), torch.device("cuda"), packing)
     assert choice.layout == layout
     assert bool(calls) == probed
