@@ -56,6 +56,7 @@ from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
 from baselines.env_families import EpisodeBatch, derive_seed, make_family
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.warm_start import warm_start
 from baselines.models import resolve_model
 from baselines.policies.base import ChatRenderer, Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
@@ -83,27 +84,15 @@ from baselines.training.run import (
     gather_lists,
     limit_threads,
     make_accelerator,
-    say,
     seed_everything,
 )
 from baselines.training.trackers import require_tracker
-from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
 
 __all__ = ["ISTrainer", "main", "train"]
 
 _EVAL_SEED = 7919  # evaluation episodes are the same at every evaluation, so they compare
-
-
-def _imitation(
-    training_logprobs: torch.Tensor,
-    sampling_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    weights: torch.Tensor,
-) -> torch.Tensor:
-    """The warm start's loss in the signature of the policy losses (it needs no sampler)."""
-    return imitation_loss(training_logprobs, weights)
 
 
 def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int]]:
@@ -517,63 +506,9 @@ class ISTrainer(TrainingRun):
     def warm_start(self) -> dict[str, float]:
         """Imitate the environment family's scripted teacher before the first iteration.
 
-        ``warm_start_steps`` optimizer steps of supervised fine-tuning (at
-        ``warm_start_learning_rate``) on ``warm_start_groups`` episodes played
-        by the teacher; see :mod:`baselines.training.warm_start`.
+        See :func:`baselines.is_trainer.warm_start.warm_start`.
         """
-        from baselines.policies.scripted import ScriptedPolicy
-
-        config = self.config
-        start = time.perf_counter()
-        tell = config.progress and self.run_dir.writer
-        if tell:
-            say(
-                f"warm start: playing {config.warm_start_groups} teacher episodes, then "
-                f"{config.warm_start_steps} imitation steps"
-            )
-        first = 1_000_000_000  # group indices of their own, far from the training ones
-        indices = list(range(first, first + config.warm_start_groups))
-        batch, teachers = self.family.demonstrations(
-            indices, derive_seed(config.seed, first), broken_rate=config.warm_start_broken_rate
-        )
-        teacher = ScriptedPolicy(teachers, tokenizer=self.tokenizer)
-        data = demonstration_data(batch.to_groups(self._play(batch, teacher, first, "teacher")))
-        rates = [group["lr"] for group in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group["lr"] = config.warm_start_learning_rate
-        timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
-        losses = []
-        try:
-            steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
-            every = max(1, config.warm_start_steps // 8)  # a line every eighth of the steps
-            for step, chunk in enumerate(steps, 1):
-                weight = sum(float(data[i].weights.sum()) for i in chunk)
-                loss, _, _ = self._optimizer_step(
-                    data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
-                )
-                losses.append(loss)
-                if tell and step % every == 0 and step < config.warm_start_steps:
-                    say(
-                        f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
-                        f"({time.perf_counter() - start:.0f} s)"
-                    )
-        finally:
-            for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
-                group["lr"] = rate
-        self._refresh_sampler()
-        seconds = time.perf_counter() - start
-        if tell:
-            say(
-                f"warm start: {len(losses)} steps on {len(data)} teacher answers, "
-                f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({seconds:.0f} s)"
-            )
-        return {
-            "warm_start/loss_first": losses[0],
-            "warm_start/loss_last": losses[-1],
-            "warm_start/steps": float(len(losses)),
-            "warm_start/datums": float(len(data)),
-            "time/warm_start": seconds,
-        }
+        return warm_start(self)
 
     def train_iteration(self, iteration: int) -> dict[str, Any]:
         """Sample the iteration's groups, assemble Datums, optimize; return the metrics."""

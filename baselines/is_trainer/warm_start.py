@@ -1,0 +1,95 @@
+"""The IS trainer's warm start: supervised steps on a scripted teacher's games.
+
+Before the first iteration, :func:`warm_start` plays ``warm_start_groups``
+episodes with the environment family's teacher and takes ``warm_start_steps``
+optimizer steps of imitation on its answers, at ``warm_start_learning_rate``
+(see :mod:`baselines.training.warm_start` for the data and the loss).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from baselines.env_families import derive_seed
+from baselines.training.run import say
+from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
+
+if TYPE_CHECKING:
+    from baselines.is_trainer.trainer import ISTrainer
+
+__all__ = ["warm_start"]
+
+
+def _imitation(
+    training_logprobs: torch.Tensor,
+    sampling_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    weights: torch.Tensor,
+) -> torch.Tensor:
+    """The warm start's loss in the signature of the policy losses (it needs no sampler)."""
+    return imitation_loss(training_logprobs, weights)
+
+
+def warm_start(trainer: ISTrainer) -> dict[str, float]:
+    """Imitate the environment family's scripted teacher before the first iteration.
+
+    ``warm_start_steps`` optimizer steps of supervised fine-tuning (at
+    ``warm_start_learning_rate``) on ``warm_start_groups`` episodes played
+    by the teacher; see :mod:`baselines.training.warm_start`.
+    """
+    from baselines.policies.scripted import ScriptedPolicy
+
+    config = trainer.config
+    start = time.perf_counter()
+    tell = config.progress and trainer.run_dir.writer
+    if tell:
+        say(
+            f"warm start: playing {config.warm_start_groups} teacher episodes, then "
+            f"{config.warm_start_steps} imitation steps"
+        )
+    first = 1_000_000_000  # group indices of their own, far from the training ones
+    indices = list(range(first, first + config.warm_start_groups))
+    batch, teachers = trainer.family.demonstrations(
+        indices, derive_seed(config.seed, first), broken_rate=config.warm_start_broken_rate
+    )
+    teacher = ScriptedPolicy(teachers, tokenizer=trainer.tokenizer)
+    data = demonstration_data(batch.to_groups(trainer._play(batch, teacher, first, "teacher")))
+    rates = [group["lr"] for group in trainer.optimizer.param_groups]
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = config.warm_start_learning_rate
+    timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
+    losses = []
+    try:
+        steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
+        every = max(1, config.warm_start_steps // 8)  # a line every eighth of the steps
+        for step, chunk in enumerate(steps, 1):
+            weight = sum(float(data[i].weights.sum()) for i in chunk)
+            loss, _, _ = trainer._optimizer_step(
+                data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
+            )
+            losses.append(loss)
+            if tell and step % every == 0 and step < config.warm_start_steps:
+                say(
+                    f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
+                    f"({time.perf_counter() - start:.0f} s)"
+                )
+    finally:
+        for group, rate in zip(trainer.optimizer.param_groups, rates, strict=True):
+            group["lr"] = rate
+    trainer._refresh_sampler()
+    seconds = time.perf_counter() - start
+    if tell:
+        say(
+            f"warm start: {len(losses)} steps on {len(data)} teacher answers, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f} ({seconds:.0f} s)"
+        )
+    return {
+        "warm_start/loss_first": losses[0],
+        "warm_start/loss_last": losses[-1],
+        "warm_start/steps": float(len(losses)),
+        "warm_start/datums": float(len(data)),
+        "time/warm_start": seconds,
+    }
