@@ -27,6 +27,7 @@ from baselines.config import (
     UnitFraction,
     check_value,
 )
+from llm_envs.registration import family_class
 
 __all__ = [
     "PLAN_FIELDS",
@@ -38,17 +39,15 @@ __all__ = [
     "parse_eval_args",
 ]
 
-EvalEnvName = Literal["debate", "expert_iteration", "code_collab"]
-"""The environments an evaluation plays."""
-EvalTaskName = Literal["default", "arithmetic", "gsm8k", "coophumaneval", "humaneval", "mbpp"]
-"""Where problems come from; see :attr:`EvalSettings.task`."""
+EvalEnvName = str
+"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
+EvalTaskName = str
+"""Where problems come from: one of the family's ``tasks``; see :attr:`EvalSettings.task`."""
 SeatingChoice = Literal["auto", "self", "rotations", "permutations"]
 """How models are seated; see :mod:`baselines.eval.seating`."""
 Coverage = Annotated[float, Range(gt=0, lt=1)]
 """An interval's coverage, in ``(0, 1)``."""
 
-_MATH_TASKS: Final = ("default", "arithmetic", "gsm8k")
-_CODE_TASKS: Final = ("default", "coophumaneval", "humaneval", "mbpp")
 
 PLAN_FIELDS: Final = (
     "models",
@@ -181,18 +180,10 @@ class EvalConfig(EvalSettings):
                 f"baseline {self.baseline!r} is none of the models {names}; name one of them "
                 "(NAME=MODEL names a model)"
             )
-        tasks = _CODE_TASKS if self.env == "code_collab" else _MATH_TASKS
+        tasks = family_class(self.env).tasks  # an unknown env names the registered ones
         if self.task not in tasks:
             raise ValueError(
                 f"task {self.task!r} is not for env={self.env!r}; choose one of {tasks}"
-            )
-        arithmetic = self.task == "arithmetic" or (
-            self.task == "default" and self.env == "expert_iteration"
-        )
-        if self.task_kwargs and not arithmetic:
-            raise ValueError(
-                f"task_kwargs are settings of the arithmetic task, got {self.task_kwargs} "
-                f"with task={self.task!r}; use task='arithmetic' or drop them"
             )
         if self.api_key_env is not None and not self.api_key_env.strip():
             raise ValueError("api_key_env must name an environment variable, or be none")

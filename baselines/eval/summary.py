@@ -40,10 +40,10 @@ from typing import Any, Final
 
 from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
+from llm_envs.registration import family_class, family_names
 from llm_envs.rewards.pairwise import Vote, is_valid_vote
 
 __all__ = [
-    "HEADLINE_METRICS",
     "METRIC_TITLES",
     "SUMMARY_FILE",
     "EvalSummary",
@@ -54,13 +54,6 @@ __all__ = [
     "summarize",
     "unjudged_pairs",
 ]
-
-HEADLINE_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
-    "debate": ("solution_correct", "answer_in_text"),
-    "expert_iteration": ("correct", "formatted"),
-    "code_collab": ("pass_rate", "total"),
-}
-"""The metrics shown next to the scores in the tables, per environment (all are in the JSON)."""
 
 SUMMARY_FILE: Final = "summary.json"
 """The file :meth:`EvalSummary.to_json` goes to in an evaluation's folder (the report reads it)."""
@@ -502,7 +495,7 @@ def summarize(
         )
     tournament = None
     mixed = any(len(set(line["seats"].values())) > 1 for line in lines)
-    if env == "debate" and mixed:
+    if mixed and any("votes" in line for line in lines):  # a family that records votes
         tournament = _tournament(lines, scores, num_bootstrap, confidence, prior_wins, seed)
     return EvalSummary(
         env=env,
@@ -512,7 +505,7 @@ def summarize(
         num_problems=len(problems),
         scores=tuple(scores),
         tournament=tournament,
-        headline=HEADLINE_METRICS.get(env, ()),
+        headline=family_class(env).headline_metrics if env in family_names() else (),
     )
 
 

@@ -28,6 +28,7 @@ from baselines.config import (
 )
 from baselines.policies.server_pool import Routing
 from baselines.policies.server_weights import WeightTransfer
+from llm_envs.registration import family_class, family_names
 
 __all__ = [
     "DeviceName",
@@ -41,10 +42,10 @@ __all__ = [
     "TaskName",
 ]
 
-EnvName = Literal["debate", "expert_iteration"]
-"""The environment families the trainer knows."""
-TaskName = Literal["default", "arithmetic", "gsm8k"]
-"""Where problems come from; see :attr:`ISTrainerConfig.task`."""
+EnvName = str
+"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
+TaskName = str
+"""Where problems come from: one of the family's ``tasks``; see :attr:`ISTrainerConfig.task`."""
 SamplerName = Literal["auto", "vllm", "transformers", "openai"]
 """Which sampler backend samples the training episodes."""
 Packing = Literal["auto", "packed", "padded"]
@@ -239,15 +240,30 @@ class ISTrainerConfig(TrainerConfig):
                     "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
                     "sampler_weight_transfer='folder' with sampler_weights_dir"
                 )
-        if self.warm_start_broken_rate > 0 and self.env != "debate":
+        family = family_class(self.env)  # an unknown env names the registered ones
+        if self.task not in family.tasks:
             raise ValueError(
-                "warm_start_broken_rate is for --env debate (its teachers vote on broken "
-                f"answers), got env={self.env!r}; leave it at 0"
+                f"--env {self.env} takes --task {' | '.join(family.tasks)}, got {self.task!r}"
+            )
+        if self.warm_start_steps > 0 and family.teacher_options is None:
+            raise ValueError(
+                f"--env {self.env} has no scripted teacher for a warm start; "
+                "use --warm-start-steps 0"
+            )
+        if self.warm_start_broken_rate > 0 and "broken_rate" not in (family.teacher_options or ()):
+            takers = [
+                name
+                for name in family_names()
+                if "broken_rate" in (family_class(name).teacher_options or ())
+            ]
+            raise ValueError(
+                f"warm_start_broken_rate is for --env {' or '.join(takers)} (a teacher that "
+                f"breaks a seat's answers), got env={self.env!r}; leave it at 0"
             )
         mix = self.strategy_mix
         if sum(mix.values()) < 1:
             raise ValueError(f"strategy_mix must ask for at least one episode, got {mix!r}")
-        if self.strategy_weights is not None and self.env == "expert_iteration":
+        if self.strategy_weights is not None and "strategy_mix" in family.run_options:
             unweighted = sorted(s for s, n in mix.items() if n and s not in self.strategy_weights)
             if unweighted:
                 raise ValueError(

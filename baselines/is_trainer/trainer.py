@@ -54,7 +54,7 @@ import torch
 from baselines.data.advantages import trajectory_return
 from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
-from baselines.env_families import EpisodeBatch, derive_seed, make_family
+from baselines.env_families import EpisodeBatch, batch_of, derive_seed
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.warm_start import warm_start
 from baselines.models import resolve_model
@@ -89,6 +89,7 @@ from baselines.training.run import (
 from baselines.training.trackers import require_tracker
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
+from llm_envs.registration import make_family
 
 __all__ = ["ISTrainer", "main", "train"]
 
@@ -136,10 +137,10 @@ class ISTrainer(TrainingRun):
         self.family = make_family(
             config.env,
             config.env_kwargs,
-            config.task,
-            config.seed,
-            config.strategy_mix,
-            config.task_kwargs,
+            task=config.task,
+            seed=config.seed,
+            task_kwargs=config.task_kwargs,
+            strategy_mix=config.strategy_mix,
         )
         model = self._load_model()
         if is_lora(model):
@@ -268,7 +269,7 @@ class ISTrainer(TrainingRun):
         indices = list(range(first, first + config.groups_per_batch))[self.rank :: self.world]
         groups: list[TrajectoryGroup] = []
         if indices:
-            batch = self.family.training(indices, derive_seed(config.seed, iteration))
+            batch = batch_of(self.family.training(indices, derive_seed(config.seed, iteration)))
             results = self._play(batch, self.sampler.policy, iteration, "sample")
             groups = batch.to_groups(results)
             self._save_episodes(iteration, batch.envs)
@@ -478,8 +479,8 @@ class ISTrainer(TrainingRun):
         indices = list(range(config.eval_groups))[self.rank :: self.world]
         rows: list[tuple[bool, float, dict[str, float]]] = []
         if indices:
-            batch = self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED))
-            opponent = self._fixed_opponent() if self.family.needs_fixed_opponent else None
+            batch = batch_of(self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED)))
+            opponent = self._fixed_opponent() if self.family.fixed_opponent else None
             policy = batch.assignment(self.sampler.policy, opponent)
             for result in self._play(batch, policy, _EVAL_SEED, "eval"):
                 trained = batch.trained_agents[result.env_index]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from baselines.env_families import derive_seed
+from baselines.env_families import batch_of, derive_seed
 from baselines.training.run import say
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 
@@ -52,9 +52,10 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
         )
     first = 1_000_000_000  # group indices of their own, far from the training ones
     indices = list(range(first, first + config.warm_start_groups))
-    batch, teachers = trainer.family.demonstrations(
+    plan, teachers = trainer.family.demonstrations(
         indices, derive_seed(config.seed, first), broken_rate=config.warm_start_broken_rate
     )
+    batch = batch_of(plan)
     teacher = ScriptedPolicy(teachers, tokenizer=trainer.tokenizer)
     data = demonstration_data(batch.to_groups(trainer._play(batch, teacher, first, "teacher")))
     rates = [group["lr"] for group in trainer.optimizer.param_groups]

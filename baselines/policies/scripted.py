@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from baselines.policies.base import ChatRenderer, Completion, SampleRequest, SamplingParams
-from llm_envs.agents import TextAgent
+from llm_envs.family import Agent as TextAgent
 
 __all__ = ["ScriptedPolicy", "byte_render"]
 

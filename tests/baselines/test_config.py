@@ -405,8 +405,16 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         values["strategy_mix"] = {**values["strategy_mix"], "iid": 1}
     if values.get("strategy_weights") is not None:
         values["strategy_weights"] = {s: 1.0 for s in values["strategy_mix"]}
-    if values.get("warm_start_broken_rate") and values["env"] != "debate":
-        values["warm_start_broken_rate"] = 0.0
+    if "warm_start_steps" in values:  # the IS trainer: a task, a teacher of the family
+        from llm_envs.registration import family_class
+
+        family = family_class(values["env"])
+        if values["task"] not in family.tasks:
+            values["task"] = "default"
+        if family.teacher_options is None:
+            values["warm_start_steps"] = 0
+        if "broken_rate" not in (family.teacher_options or ()):
+            values["warm_start_broken_rate"] = 0.0
     if values.get("external_mode") == "expert_edits":
         values["external_mode"] = "plain"
     if not values["project"].strip():  # every config: a tracker project has a name
@@ -428,7 +436,11 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
 
 def _configs(cls: type) -> st.SearchStrategy[Any]:
     hints = typing.get_type_hints(cls, include_extras=True)
+    from llm_envs.registration import family_names
+
     fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(cls)}
+    if hints.get("env") is str:  # a registered family's name
+        fields["env"] = st.sampled_from(family_names())
     return st.fixed_dictionaries(fields).map(_is_valid).map(lambda values: cls(**values))
 
 

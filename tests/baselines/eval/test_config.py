@@ -39,10 +39,7 @@ def test_flags_build_the_config():
             {"models": ("tiny",), "env": "code_collab", "task": "gsm8k"},
             "task 'gsm8k' is not for env='code_collab'",
         ),
-        (
-            {"models": ("tiny",), "task_kwargs": {"max_digits": 1}},
-            "task_kwargs are settings of the arithmetic task",
-        ),
+        ({"models": ("tiny",), "env": "chess"}, "unknown env 'chess'; the registered ones are"),
         ({"models": ("tiny@temperature=-1",)}, "temperature must be > 0"),
     ],
 )
@@ -78,3 +75,12 @@ def test_the_docs_show_the_current_flags():
         "docs/evaluate.md is out of date: paste `python -m baselines.cli "
         "baselines.eval.config:EvalConfig` into its Flags section"
     )
+
+
+def test_task_kwargs_for_a_task_without_settings_name_the_fix():
+    from baselines.eval.arenas import make_arena
+
+    with pytest.raises(ValueError, match="task_kwargs are settings of the arithmetic task"):
+        make_arena("debate", {}, "default", 0, {"max_digits": 1})
+    with pytest.raises(ValueError, match="task_kwargs are settings of the arithmetic task"):
+        make_arena("expert_iteration", {}, "gsm8k", 0, {"max_digits": 1})

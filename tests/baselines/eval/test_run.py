@@ -335,7 +335,7 @@ def test_the_reference_entrant_answers_right_and_judges_every_pair_by_the_answer
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        ({"env": "expert_iteration", "env_kwargs": {}}, "reference entrant is a debater"),
+        ({"env": "expert_iteration", "env_kwargs": {}}, "has no reference players"),
         ({"task": "default"}, "has none; use --task arithmetic or gsm8k"),
         ({"env_kwargs": {**DEBATE, "observation_mode": "chat"}}, "observation_mode at 'prompt'"),
         ({"models": ("reference@temperature=0.5", "a")}, "is scripted and samples nothing"),

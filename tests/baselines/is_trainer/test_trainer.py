@@ -14,7 +14,8 @@ import pytest
 
 from baselines.cli import attribute_docs, config_table, parse_config
 from baselines.data.datums import trajectory_to_data
-from baselines.env_families import DebateFamily
+from baselines.env_families import batch_of
+from llm_envs.debate.family import DebateFamily
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import _shard_by_tokens
 from baselines.training.forward import forward_logprobs, split_microbatches
@@ -122,7 +123,8 @@ def test_every_config_field_is_documented_once_and_in_the_docs():
         "baselines.cli",
         "baselines.training.forward",
         "baselines.data.episode_metrics",
-        "baselines.env_families",
+        "llm_envs.family",
+        "llm_envs.tasks.math_sources",
     ],
 )
 def test_docstring_examples(module):
@@ -204,8 +206,8 @@ def test_microbatches_and_process_shards():
 
 
 def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
-    family = DebateFamily({"num_agents": 3, "max_rounds": 1}, "arithmetic", seed=0)
-    batch = family.evaluation([0, 1], seed=5)
+    family = DebateFamily({"num_agents": 3, "max_rounds": 1}, task="arithmetic", seed=0)
+    batch = batch_of(family.evaluation([0, 1], seed=5))
     assert [sorted(r) for r in batch.trained_agents] == [
         ["agent_0"],
         ["agent_1"],
@@ -246,7 +248,7 @@ def play_teachers(batch, teachers):
 def test_the_debate_teacher_answers_with_the_reference_and_sometimes_one_more():
     from llm_envs.debate.protocol import contract_score
 
-    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
+    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, task="arithmetic", seed=0)
     batch, teachers = family.demonstrations(list(range(40)), seed=3, mistake_rate=0.25)
     results, records = play_teachers(batch, teachers)
     assert len(results) == 40
@@ -263,7 +265,7 @@ def test_broken_seats_are_masked_voted_last_and_not_imitated():
     from baselines.training.warm_start import demonstration_data
     from llm_envs.debate import parse_response
 
-    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, "arithmetic", seed=0)
+    family = DebateFamily({"num_agents": 3, "max_rounds": 2}, task="arithmetic", seed=0)
     batch, teachers = family.demonstrations(list(range(40)), seed=3, broken_rate=0.5)
     assert {e.unwrapped.config.on_parse_error for e in batch.envs} == {"mask"}
     results, records = play_teachers(batch, teachers)
@@ -289,20 +291,20 @@ def test_broken_seats_are_masked_voted_last_and_not_imitated():
     )
     # The broken turns weigh nothing: their Datums are left out of the imitation data.
     # (Each turn is a Datum here: a debate's prompts do not extend one another.)
-    data = demonstration_data(batch.to_groups(results))
+    data = demonstration_data(batch_of(batch).to_groups(results))
     turns = [t for r in records for t in r["turns"]]
     assert len(data) == sum(not t["details"]["parse_error"] for t in turns) < len(turns)
     assert all(float(d.weights.sum()) > 0 for d in data)
 
 
 def test_a_warm_start_without_reference_answers_is_a_clear_error():
-    from baselines.env_families import ExpertIterationFamily
+    from llm_envs.expert_iteration.family import ExpertIterationFamily
 
     # the built-in questions: one of the six has no reference answer
     with pytest.raises(ValueError, match=r"reference answers.*--task arithmetic"):
-        DebateFamily({"num_agents": 3}, "default", seed=0).demonstrations(list(range(6)), seed=0)
-    family = ExpertIterationFamily({}, "arithmetic", {"iid": 1}, seed=0)
-    with pytest.raises(ValueError, match="--env debate only"):
+        DebateFamily({"num_agents": 3}, task="default").demonstrations(list(range(6)), seed=0)
+    family = ExpertIterationFamily({}, task="arithmetic", strategy_mix={"iid": 1})
+    with pytest.raises(ValueError, match="no scripted teacher for a warm start"):
         family.demonstrations([0], seed=0)
 
 
