@@ -23,12 +23,13 @@ from baselines.config import (
 )
 from baselines.policies.server_pool import Routing, split_urls
 from baselines.policies.server_weights import WeightTransfer
+from llm_envs.registration import family_class
 
 __all__ = ["DeviceName", "EnvName", "GRPORunConfig", "LossType", "Switch", "TaskName"]
 
-EnvName = Literal["debate", "expert_iteration", "code_collab"]
-"""The environment families the TRL adapters know."""
-TaskName = Literal["default", "arithmetic", "gsm8k", "humaneval", "mbpp", "coophumaneval"]
+EnvName = str
+"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
+TaskName = str
 """Where questions or problems come from; see :attr:`GRPORunConfig.task`."""
 LossType = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's ``loss_type`` values."""
@@ -36,10 +37,15 @@ Switch = Literal["auto", "on", "off"]
 """Whether to use something: ``auto`` decides from what is installed and where."""
 
 _TASKS: dict[str, tuple[str, ...]] = {
-    "debate": ("default", "arithmetic", "gsm8k"),
+    # The TRL adapters of the first families read more tasks than their family object.
     "expert_iteration": ("default", "arithmetic", "gsm8k", "humaneval", "mbpp", "coophumaneval"),
     "code_collab": ("default", "humaneval", "mbpp", "coophumaneval"),
 }
+
+
+def tasks_of(env: str) -> tuple[str, ...]:
+    """The ``task`` values of ``env`` here (ValueError naming the registered envs if unknown)."""
+    return _TASKS.get(env) or family_class(env).tasks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,9 +138,9 @@ class GRPORunConfig(RunConfig):
     save_model: bool = True
 
     def _check_rules(self) -> None:
-        if self.task not in _TASKS[self.env]:
+        if self.task not in tasks_of(self.env):
             raise ValueError(
-                f"task for env={self.env!r} must be one of {_TASKS[self.env]}, got {self.task!r}"
+                f"task for env={self.env!r} must be one of {tasks_of(self.env)}, got {self.task!r}"
             )
         if self.task_kwargs and self.task != "arithmetic":
             raise ValueError(f"task_kwargs are for task='arithmetic', got task={self.task!r}")

@@ -51,6 +51,7 @@ from baselines.cli import parse_config
 from baselines.grpo.adapters import (
     DebateRollout,
     EnvRollout,
+    FamilyRollout,
     code_collab_rollout,
     env_reward,
     expert_iteration_rollout,
@@ -62,6 +63,7 @@ from baselines.run_directory import RunDirectory
 from baselines.training.lora import lora_config, require_peft
 from baselines.training.run import setup_errors_exit
 from baselines.training.trackers import require_tracker
+from llm_envs.registration import make_family
 
 __all__ = ["build_rollout", "build_trainer", "grpo_config", "grpo_config_kwargs", "main"]
 
@@ -116,9 +118,18 @@ def build_rollout(cfg: GRPORunConfig) -> EnvRollout:
             env_kwargs=cfg.env_kwargs,
             **common,
         )
-    return code_collab_rollout(
-        _problems(cfg), num_generations=cfg.num_generations, env_kwargs=cfg.env_kwargs, **common
+    if cfg.env == "code_collab":
+        return code_collab_rollout(
+            _problems(cfg),
+            num_generations=cfg.num_generations,
+            env_kwargs=cfg.env_kwargs,
+            **common,
+        )
+    # Any other registered family: its own training plan, one data-set row per group.
+    family = make_family(
+        cfg.env, cfg.env_kwargs, task=cfg.task, seed=cfg.seed, task_kwargs=cfg.task_kwargs
     )
+    return FamilyRollout(family, **common)
 
 
 def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -> dict[str, Any]:

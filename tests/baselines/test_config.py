@@ -425,9 +425,9 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         owned = {"problems", "num_agents", "num_turns", "external_mode", "termination_threshold"}
         values["env_kwargs"] = {k: v for k, v in values["env_kwargs"].items() if k not in owned}
     if "loss_type" in values:  # GRPO: a task of the env, task_kwargs for arithmetic only
-        from baselines.grpo.config import _TASKS
+        from baselines.grpo.config import tasks_of
 
-        if values["task"] not in _TASKS[values["env"]]:
+        if values["task"] not in tasks_of(values["env"]):
             values["task"] = "default"
         if values["task"] != "arithmetic":
             values["task_kwargs"] = {}

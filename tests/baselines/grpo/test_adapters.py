@@ -74,3 +74,51 @@ def test_two_problems_with_one_prompt_and_different_answers_are_refused():
 def test_a_group_needs_two_generations():
     with pytest.raises(ValueError, match="num_generations must be >= 2"):
         expert_iteration_rollout("iid", num_generations=1)
+
+
+def test_any_family_plays_one_training_group_per_block_of_prompts():
+    from baselines.grpo.adapters import FamilyRollout
+    from llm_envs.family import derive_seed
+    from llm_envs.registration import make_family
+
+    family = make_family("expert_iteration", {}, task="arithmetic", strategy_mix={"iid": 3})
+    rollout = FamilyRollout(family, num_groups=5, seed=7)
+    assert rollout.num_generations == 3  # three episodes, the solver's trajectory each
+    assert rollout.dataset_prompts() == [f"expert_iteration group {g}" for g in range(5)]
+    plan = rollout._plan(["expert_iteration group 4"] * 3 + ["expert_iteration group 1"] * 3)
+    assert plan.rows == [(i, "solver") for i in range(6)]
+    # The family's own plan for each group, seeds included: the same group plays the same.
+    expected = family.training([4], derive_seed(7, 4))
+    assert plan.seeds[:3] == expected.seeds
+    assert [o["problem"] for o in plan.options[:3]] == [o["problem"] for o in expected.options]
+    assert len({o["problem"] for o in plan.options[:3]}) == 1  # one problem per group
+    with pytest.raises(KeyError, match="not a group of this rollout"):
+        rollout._plan(["What is 1 + 1?"] * 3)
+    with pytest.raises(ValueError, match=r"num_generations=3"):
+        rollout._plan(["expert_iteration group 1"] * 2 + ["expert_iteration group 2"])
+
+
+def test_a_family_rollout_rows_are_every_seat_of_a_self_play_episode():
+    from baselines.grpo.adapters import FamilyRollout
+    from llm_envs.registration import make_family
+
+    rollout = FamilyRollout(make_family("debate", {"num_agents": 3}), num_groups=2)
+    assert rollout.num_generations == 3
+    plan = rollout._plan(["debate group 0"] * 3)
+    assert plan.rows == [(0, "agent_0"), (0, "agent_1"), (0, "agent_2")]
+
+
+def test_a_family_whose_group_holds_one_trajectory_is_refused():
+    from baselines.grpo.adapters import FamilyRollout
+    from llm_envs.registration import make_family
+
+    family = make_family("expert_iteration", {}, strategy_mix={"iid": 1})
+    with pytest.raises(ValueError, match="needs at least two"):
+        FamilyRollout(family)
+
+
+def test_grpo_takes_any_registered_env_and_names_them_when_unknown():
+    from baselines.grpo.config import GRPORunConfig
+
+    with pytest.raises(ValueError, match="unknown env 'chess'; the registered ones are: debate"):
+        GRPORunConfig(env="chess")

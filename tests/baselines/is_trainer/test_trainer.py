@@ -15,12 +15,12 @@ import pytest
 from baselines.cli import attribute_docs, config_table, parse_config
 from baselines.data.datums import trajectory_to_data
 from baselines.env_families import batch_of
-from llm_envs.debate.family import DebateFamily
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import _shard_by_tokens
 from baselines.training.forward import forward_logprobs, split_microbatches
 from baselines.training.layout import packing_error
 from baselines.types import Trajectory, Transition
+from llm_envs.debate.family import DebateFamily
 
 torch = pytest.importorskip("torch")
 
