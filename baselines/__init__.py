@@ -20,9 +20,6 @@ Importing ``baselines`` or its data modules (:mod:`baselines.types`,
 
 from __future__ import annotations
 
-from baselines import _moved
 from baselines.types import Datum, Trajectory, TrajectoryGroup, Transition
-
-_moved.install()  # the module paths of 0.1 still import, with a DeprecationWarning
 
 __all__ = ["Datum", "Trajectory", "TrajectoryGroup", "Transition"]

@@ -43,8 +43,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from baselines.is_trainer import train
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, load_metrics, write_report
 

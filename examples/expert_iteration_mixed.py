@@ -52,8 +52,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.is_trainer import train
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.report import EPISODES_DIR, first_and_last, load_metrics, write_report
 

@@ -47,8 +47,9 @@ from collections.abc import Sequence
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
-from baselines.grpo import GRPORunConfig, build_rollout, build_trainer
+from baselines.grpo import GRPORunConfig
 from baselines.grpo.assembly import format_completion
+from baselines.grpo.run import build_rollout, build_trainer
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
 

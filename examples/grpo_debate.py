@@ -11,7 +11,7 @@ What it shows:
   debate by TRL with ``scale_rewards="none"`` (the mean baseline of the Tinker
   Cookbook's multi-agent debate recipe, seed 001);
 * the Python API: :class:`~baselines.grpo.GRPORunConfig` ->
-  :func:`~baselines.grpo.build_trainer` -> ``trainer.train()``, then
+  :func:`~baselines.grpo.run.build_trainer` -> ``trainer.train()``, then
   :func:`~baselines.report.write_report` for the plots and the transcript
   viewer (the first debate of every step).
 
@@ -42,7 +42,8 @@ from collections.abc import Sequence
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
-from baselines.grpo import GRPORunConfig, build_trainer
+from baselines.grpo import GRPORunConfig
+from baselines.grpo.run import build_trainer
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
 

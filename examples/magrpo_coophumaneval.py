@@ -50,7 +50,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from baselines.magrpo import MAGRPOConfig, train
+from baselines.magrpo import MAGRPOConfig
+from baselines.magrpo.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, load_metrics, write_report
 

@@ -1,4 +1,4 @@
-"""The importance-sampling trainer (seed 001"s loop, run locally in torch).
+"""The importance-sampling trainer (the debate recipe's loop, run locally in torch).
 
 * :mod:`baselines.is_trainer.config`: :class:`ISTrainerConfig`, every setting
   documented once (the command line and the docs table are built from it).
@@ -10,22 +10,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from baselines.is_trainer.config import ISTrainerConfig
 
-from baselines._lazy import lazy_attributes
-
-if TYPE_CHECKING:
-    from baselines.is_trainer.config import ISTrainerConfig
-    from baselines.is_trainer.trainer import ISTrainer, main, train
-
-__all__ = ["ISTrainer", "ISTrainerConfig", "main", "train"]
-
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "ISTrainer": ".trainer",
-        "ISTrainerConfig": ".config",
-        "main": ".trainer",
-        "train": ".trainer",
-    },
-)
+__all__ = ["ISTrainerConfig"]

@@ -10,26 +10,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from baselines.magrpo.config import MAGRPOConfig
 
-from baselines._lazy import lazy_attributes
-
-if TYPE_CHECKING:
-    from baselines.magrpo.config import MAGRPOConfig
-    from baselines.magrpo.trainer import MAGRPOTrainer, main, train
-
-__all__ = ["MAGRPOConfig", "MAGRPOTrainer", "main", "train"]
-
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "MAGRPOConfig": ".config",
-        "MAGRPOTrainer": ".trainer",
-        "main": ".trainer",
-        "train": ".trainer",
-    },
-    moved={
-        "policy_gradient_loss": "baselines.training.losses:reinforce_loss",
-        "shared_prompt_logprobs": "baselines.training.forward:shared_prompt_logprobs",
-    },
-)
+__all__ = ["MAGRPOConfig"]

@@ -28,8 +28,8 @@ the rest, the same for every trainer:
   optimizer step (:func:`accumulating`) and the lists every process sends to
   every other (:func:`gather_lists`).
 
-:class:`~baselines.is_trainer.ISTrainer` (one model, ``accelerate``) and
-:class:`~baselines.magrpo.MAGRPOTrainer` (a model per agent) are the two
+:class:`~baselines.is_trainer.trainer.ISTrainer` (one model, ``accelerate``) and
+:class:`~baselines.magrpo.trainer.MAGRPOTrainer` (a model per agent) are the two
 examples to follow.
 """
 
