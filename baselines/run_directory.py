@@ -34,6 +34,7 @@ __all__ = [
     "EPISODES_DIR",
     "FINAL_MODEL_DIR",
     "METRICS_FILE",
+    "SUMMARY_FILE",
     "RunDirectory",
     "read_metrics",
 ]
@@ -48,6 +49,8 @@ CHECKPOINTS_DIR = "checkpoints"
 """Checkpoint folders, ``iteration_NNNNNN``."""
 FINAL_MODEL_DIR = "final_model"
 """The trained model and tokenizer, saved at the end."""
+SUMMARY_FILE = "summary.json"
+"""An evaluation's results (:meth:`baselines.eval.summary.EvalSummary.to_json`), for the report."""
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import random
 import time
 
-from llm_envs.agents import format_answer
-from llm_envs.debate import DebateEnv, parse_response
-from llm_envs.rewards.pairwise import Vote, win_minus_loss, win_rate
+from llm_envs.debate import DebateEnv, format_answer, parse_response
+from llm_envs.debate.rewards import Vote, win_minus_loss, win_rate
 
 
 def scripted_answers(num_agents: int, count: int, seed: int = 0) -> list[str]:

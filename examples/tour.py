@@ -1,7 +1,9 @@
 """A model-free tour of the three environment families, played by scripted agents.
 
 No model, no GPU, no data download: each section plays one episode with the
-scripted agents of :mod:`llm_envs.agents` and prints what a trainer would see.
+scripted agents of its family (:mod:`llm_envs.debate.agents`,
+:mod:`llm_envs.expert_iteration.agents`, :mod:`llm_envs.code_collab.agents`)
+and prints what a trainer would see.
 
 1. Debate: three agents answer, judge and vote; the final reward is each
    agent's leave-one-out win rate.
@@ -20,7 +22,9 @@ import textwrap
 from typing import Any
 
 from llm_envs import code_collab, debate, expert_iteration
-from llm_envs.agents import ScriptedCoder, ScriptedMathSolver, scripted_debaters
+from llm_envs.code_collab import ScriptedCoder
+from llm_envs.debate import scripted_debaters
+from llm_envs.expert_iteration import ScriptedMathSolver
 from llm_envs.tasks import CodeProblem, MathProblem
 
 

@@ -44,7 +44,7 @@ __all__ = [
 
 
 class Agent(Protocol):
-    """A scripted player: ``(observation, info) -> text``, as :mod:`llm_envs.agents` writes them."""
+    """A scripted player: ``(observation, info) -> text``, the text of its next move."""
 
     def __call__(self, observation: Any, info: Mapping[str, Any], /) -> str:
         """The player's raw text for this turn."""
@@ -188,6 +188,8 @@ class Family(Protocol):
     """The ``task`` values it accepts; the first is the default."""
     headline_metrics: ClassVar[tuple[str, ...]]
     """The info metrics an evaluation's tables show next to the scores."""
+    metric_titles: ClassVar[Mapping[str, str]]
+    """Column titles of headline metrics whose name is not their title (``pass_rate``)."""
     fixed_opponent: ClassVar[bool]
     """Whether evaluation plays the trained policy against a fixed one in the other seats."""
     teacher_options: ClassVar[tuple[str, ...] | None]
@@ -251,6 +253,7 @@ class FamilyBase:
     run_options: ClassVar[tuple[str, ...]] = ()
     tasks: ClassVar[tuple[str, ...]] = ("default",)
     headline_metrics: ClassVar[tuple[str, ...]] = ()
+    metric_titles: ClassVar[Mapping[str, str]] = {}
     fixed_opponent: ClassVar[bool] = False
     teacher_options: ClassVar[tuple[str, ...] | None] = None
 

@@ -27,6 +27,7 @@ __all__ = [
     "family_class",
     "family_names",
     "make_family",
+    "metric_title",
     "register_all",
 ]
 
@@ -107,6 +108,17 @@ def family_class(name: str) -> type[Family]:
             return cls
     known = ", ".join(family_names())
     raise ValueError(f"unknown env {name!r}; the registered ones are: {known}")
+
+
+def metric_title(env: str, metric: str) -> str:
+    """The column title of a headline metric of ``env``: its family's title, else its name.
+
+    Example:
+        >>> metric_title("code_collab", "pass_rate"), metric_title("unknown", "win_rate")
+        ('pass rate', 'win rate')
+    """
+    titles = family_class(env).metric_titles if env in family_names() else {}
+    return titles.get(metric, metric.replace("_", " "))
 
 
 def make_family(

@@ -14,7 +14,6 @@ plain ``str`` observation trips PettingZoo's ``api_test`` (it reads
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,15 +22,12 @@ from gymnasium.spaces import Dict, Space, Text
 
 from llm_envs.arguments import check_int
 
-__all__ = ["ROLES", "ChatMessages", "UnicodeText", "chat_observation_space"]
+__all__ = ["ROLES", "SAMPLE_FRAGMENTS", "ChatMessages", "UnicodeText", "chat_observation_space"]
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 """The chat roles an observation may contain."""
 
-# Fragments mixed into samples so that random actions exercise the parsers
-# (unclosed tags, stray closers, entities, code) rather than only plain words:
-# the debate contract's tags (see _sample_fragments), then these.
-_OTHER_FRAGMENTS: tuple[str, ...] = (
+SAMPLE_FRAGMENTS: tuple[str, ...] = (
     "Agent 0 > Agent 1",
     "Agent 1 = Agent 2",
     "```",
@@ -42,20 +38,13 @@ _OTHER_FRAGMENTS: tuple[str, ...] = (
     " é ü 😀 ",
     "\n",
 )
+"""The fragments :meth:`UnicodeText.sample` mixes in unless given others.
 
-
-@functools.cache
-def _sample_fragments() -> tuple[str, ...]:
-    # Imported on first use: the debate package imports this module.
-    from llm_envs.debate.protocol import CONSENSUS, TAGS
-
-    tags: list[str] = []
-    for tag in TAGS:
-        tags.append(f"<{tag}>")
-        if tag == CONSENSUS:
-            tags += ["YES", "NO"]
-        tags.append(f"</{tag}>")
-    return (*tags, *_OTHER_FRAGMENTS)
+Random actions then exercise the parsers (unclosed tags, stray closers,
+entities, code) rather than only plain words. An environment whose agents write
+a format of their own puts its pieces first (the debate: its XML tags, see
+:attr:`~llm_envs.text_env.TextEnvMixin.sample_fragments`).
+"""
 
 
 _SAMPLE_ALPHABET = "abcdefghijklmnopqrstuvwxyz ABC0123456789.,;:!?-_=+*/()[]{}'\"\n\t"
@@ -67,6 +56,18 @@ def _has_lone_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def _check_fragments(fragments: Sequence[str]) -> tuple[str, ...]:
+    if (
+        not isinstance(fragments, Sequence)
+        or isinstance(fragments, str)
+        or not all(isinstance(f, str) for f in fragments)
+    ):
+        raise TypeError(f"fragments must be a sequence of strings, got {fragments!r:.80}")
+    if not fragments:
+        raise ValueError("fragments must hold at least one string")
+    return tuple(fragments)
 
 
 class UnicodeText(Text):
@@ -81,6 +82,8 @@ class UnicodeText(Text):
         max_length: longest accepted string, in characters.
         sample_max_length: longest string :meth:`sample` returns.
         seed: seed for :meth:`sample`.
+        fragments: the pieces :meth:`sample` mixes in (default
+            :data:`SAMPLE_FRAGMENTS`); at least one string.
 
     Example:
         >>> space = UnicodeText(max_length=10)
@@ -94,9 +97,11 @@ class UnicodeText(Text):
         *,
         sample_max_length: int = 64,
         seed: int | np.random.Generator | None = None,
+        fragments: Sequence[str] = SAMPLE_FRAGMENTS,
     ) -> None:
         check_int("max_length", max_length, minimum=0)
         check_int("sample_max_length", sample_max_length, minimum=0)
+        self.fragments = _check_fragments(fragments)
         # Text's own charset machinery is bypassed by contains/sample below; a
         # tiny charset keeps its constructor cheap.
         super().__init__(max_length=max_length, min_length=0, charset="a", seed=seed)
@@ -115,8 +120,7 @@ class UnicodeText(Text):
         target = int(rng.integers(0, self.sample_max_length + 1))
         while sum(map(len, parts)) < target:
             if rng.random() < 0.4:
-                fragments = _sample_fragments()
-                parts.append(fragments[int(rng.integers(len(fragments)))])
+                parts.append(self.fragments[int(rng.integers(len(self.fragments)))])
             else:
                 n = int(rng.integers(1, 8))
                 idx = rng.integers(0, len(_SAMPLE_ALPHABET), size=n)
@@ -149,6 +153,7 @@ class ChatMessages(Space[list[dict[str, str]]]):
         max_messages: longest accepted list.
         max_content_length: longest accepted message content, in characters.
         seed: seed for :meth:`sample`.
+        fragments: the pieces the sampled contents mix in (see :class:`UnicodeText`).
 
     Example:
         >>> ChatMessages().contains([{"role": "user", "content": "2 + 2?"}])
@@ -162,10 +167,12 @@ class ChatMessages(Space[list[dict[str, str]]]):
         max_messages: int = 10_000,
         max_content_length: int = 1_000_000,
         seed: int | np.random.Generator | None = None,
+        *,
+        fragments: Sequence[str] = SAMPLE_FRAGMENTS,
     ) -> None:
         check_int("max_messages", max_messages, minimum=0)
         self.max_messages = max_messages
-        self.content = UnicodeText(max_content_length)
+        self.content = UnicodeText(max_content_length, fragments=fragments)
         super().__init__(shape=None, dtype=None, seed=seed)
 
     def seed(self, seed: int | None = None) -> list[int]:
@@ -220,6 +227,9 @@ class ChatMessages(Space[list[dict[str, str]]]):
         return hash(("ChatMessages", self.max_messages, self.content.max_length))
 
 
-def chat_observation_space() -> Dict:
-    """Return the observation space of every environment: ``{"messages": ChatMessages}``."""
-    return Dict({"messages": ChatMessages()})
+def chat_observation_space(fragments: Sequence[str] = SAMPLE_FRAGMENTS) -> Dict:
+    """Return the observation space of every environment: ``{"messages": ChatMessages}``.
+
+    ``fragments`` are the pieces its sampled message contents mix in (see :class:`UnicodeText`).
+    """
+    return Dict({"messages": ChatMessages(fragments=fragments)})

@@ -31,12 +31,12 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from gymnasium.utils import seeding
 
 from llm_envs.records import EpisodeRecord, TurnRecord, episode_record
-from llm_envs.spaces import UnicodeText, chat_observation_space
+from llm_envs.spaces import SAMPLE_FRAGMENTS, UnicodeText, chat_observation_space
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -182,6 +182,10 @@ class TextEnvMixin:
     with :meth:`_episode_record`; and implement :meth:`transcript`.
     """
 
+    sample_fragments: ClassVar[tuple[str, ...]] = SAMPLE_FRAGMENTS
+    """The pieces the spaces' ``sample()`` mixes into random text: an environment
+    whose agents write a format of their own puts its pieces first."""
+
     render_mode: str | None
     np_random: Any
     np_random_seed: Any
@@ -211,7 +215,7 @@ class TextEnvMixin:
         space = self._observation_spaces.get(agent)
         if space is None:
             self._check_agent(agent)
-            space = self._observation_spaces[agent] = chat_observation_space()
+            space = self._observation_spaces[agent] = chat_observation_space(self.sample_fragments)
         return space
 
     def action_space(self, agent: str) -> Any:
@@ -219,7 +223,7 @@ class TextEnvMixin:
         space = self._action_spaces.get(agent)
         if space is None:
             self._check_agent(agent)
-            space = self._action_spaces[agent] = UnicodeText()
+            space = self._action_spaces[agent] = UnicodeText(fragments=self.sample_fragments)
         return space
 
     def _check_agent(self, agent: str) -> None:

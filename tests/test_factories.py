@@ -8,8 +8,8 @@ import pickle
 import pytest
 from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 
+from llm_envs.debate import WinMinusLossReward, WinRateReward
 from llm_envs.factories import wrap_aec
-from llm_envs.wrappers import WinMinusLossReward, WinRateReward
 from tests.code_collab.cases import F_PROBLEM
 
 # The env modules (each package's attribute `env` is the factory, not the module).

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_envs.spaces import ChatMessages, UnicodeText, chat_observation_space
+from llm_envs.spaces import SAMPLE_FRAGMENTS, ChatMessages, UnicodeText, chat_observation_space
 
 
 @pytest.mark.parametrize(
@@ -38,6 +38,23 @@ def test_unicode_text_samples_are_short_seeded_and_contained():
     assert all(a.contains(s) and len(s) <= 32 for s in samples)
     assert any("<" in s for s in samples), "samples should mix in tag fragments"
     assert "" in samples or min(map(len, samples)) < 5
+
+
+def test_unicode_text_mixes_in_the_fragments_it_is_given():
+    space = UnicodeText(sample_max_length=32, fragments=["<x>", "</x>"])
+    space.seed(3)
+    samples = [space.sample() for _ in range(200)]
+    assert any("<x>" in s for s in samples)
+    assert not any("<think>" in s or "```" in s for s in samples)  # not the default ones
+    assert UnicodeText().fragments == SAMPLE_FRAGMENTS
+    assert ChatMessages(fragments=("<x>",)).content.fragments == ("<x>",)
+    assert chat_observation_space(["<x>"])["messages"].content.fragments == ("<x>",)
+    with pytest.raises(ValueError, match="at least one string"):
+        UnicodeText(fragments=())
+    with pytest.raises(TypeError, match="a sequence of strings"):
+        UnicodeText(fragments="<x>")
+    with pytest.raises(TypeError, match="a sequence of strings"):
+        UnicodeText(fragments=["<x>", 3])  # type: ignore[list-item]
 
 
 def test_unicode_text_rejects_bad_arguments():

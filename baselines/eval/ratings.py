@@ -10,7 +10,7 @@ a :class:`Judgement` between *models* (:func:`judgements_from_votes`), and
 What counts
     * A judgement whose judge is one of the two models compared is dropped and
       counted in ``self_judgements_dropped``. This is the leave-one-out rule of
-      the debate reward (:func:`llm_envs.rewards.pairwise.win_rate`: a vote
+      the debate reward (:func:`llm_envs.debate.rewards.win_rate`: a vote
       never counts for the side its author is on) lifted from seats to models:
       a model judging a copy of itself in another seat is as interested as an
       agent judging its own answer. The reward still counts such a vote for the
@@ -69,7 +69,7 @@ Shapes in names: ``K`` models, ``D`` debates, ``B`` bootstrap replicates.
 This module is pure: no torch, no files, no randomness but the seed given.
 
 Example:
-    >>> from llm_envs.rewards import Vote
+    >>> from llm_envs.debate import Vote
     >>> seats = ("alpha", "beta", "gamma")  # the model in each agent's seat
     >>> votes = [Vote(2, 0, ">", 1), Vote(1, 0, ">", 2), Vote(0, 1, "=", 2)]
     >>> board = rate_models(judgements_from_votes(votes, seats, debate=0), num_bootstrap=0)
@@ -91,7 +91,7 @@ import numpy.typing as npt
 
 from baselines.eval.bradley_terry import Float64Array, bradley_terry, check_prior
 from baselines.eval.scores import check_bootstrap
-from llm_envs.rewards.pairwise import Vote, is_valid_vote
+from llm_envs.debate.rewards import Vote, is_valid_vote
 
 __all__ = [
     "ELO_SCALE",
@@ -286,7 +286,7 @@ def judgements_from_votes(
     Vote ``(author, a, op, b)`` becomes ``Judgement(debate, seats[author],
     seats[a], seats[b], outcome)`` with outcome ``1.0`` for ``">"`` and ``0.5``
     for ``"="``. Votes the debate reward counts as malformed
-    (:func:`~llm_envs.rewards.pairwise.is_valid_vote`) and votes whose author
+    (:func:`~llm_envs.debate.rewards.is_valid_vote`) and votes whose author
     is no seat are skipped. Nothing is dropped for self-interest here:
     :func:`rate_models` does that, and counts it.
 

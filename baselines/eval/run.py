@@ -37,10 +37,10 @@ from baselines.eval.config import EvalConfig
 from baselines.eval.entrants import REFERENCE, Entrant, build_policies, parse_entrants
 from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
-from baselines.eval.summary import SUMMARY_FILE, EvalSummary, summarize
+from baselines.eval.summary import EvalSummary, summarize
 from baselines.policies.base import Policy, SamplingParams
 from baselines.rollouts import rollout
-from baselines.run_directory import RunDirectory
+from baselines.run_directory import SUMMARY_FILE, RunDirectory
 from baselines.training.run import in_terminal, say
 
 __all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]

@@ -36,16 +36,14 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
-from llm_envs.registration import family_class, family_names
-from llm_envs.rewards.pairwise import Vote, is_valid_vote
+from llm_envs.debate.rewards import Vote, is_valid_vote
+from llm_envs.registration import family_class, family_names, metric_title
 
 __all__ = [
-    "METRIC_TITLES",
-    "SUMMARY_FILE",
     "EvalSummary",
     "ModelScore",
     "Tournament",
@@ -54,19 +52,6 @@ __all__ = [
     "summarize",
     "unjudged_pairs",
 ]
-
-SUMMARY_FILE: Final = "summary.json"
-"""The file :meth:`EvalSummary.to_json` goes to in an evaluation's folder (the report reads it)."""
-
-METRIC_TITLES: Final = {
-    "solution_correct": "correct",
-    "answer_in_text": "answer in text",
-    "correct": "correct",
-    "formatted": "formatted",
-    "pass_rate": "pass rate",
-    "total": "code reward",
-}
-"""Column titles of the headline metrics, in the printed tables and the report."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +175,7 @@ class EvalSummary:
             "episodes",
             f"score [{coverage} interval]",
             f"minus {self.baseline} [{coverage} interval]",
-            *(METRIC_TITLES.get(m, m) for m in self.headline),
+            *(metric_title(self.env, m) for m in self.headline),
             "parse errors",
         ]
         lines = [_row(head), _row(["---", "---:", "---", "---", *["---:"] * (len(head) - 4)])]
@@ -224,7 +209,7 @@ class EvalSummary:
             "W/T/L",
             "votes cast",
             "parse errors",
-            *(METRIC_TITLES.get(m, m) for m in self.headline),
+            *(metric_title(self.env, m) for m in self.headline),
         ]
         lines = [
             _row(head),

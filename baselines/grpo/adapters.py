@@ -324,8 +324,7 @@ class DebateRollout(EnvRollout):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from llm_envs.debate import DebateConfig
-        from llm_envs.wrappers import REWARD_WRAPPERS
+        from llm_envs.debate import REWARD_WRAPPERS, DebateConfig
 
         if reward not in REWARD_WRAPPERS:
             raise ValueError(f"reward must be one of {sorted(REWARD_WRAPPERS)}, got {reward!r}")

@@ -162,7 +162,7 @@ class ISTrainerConfig(TrainerConfig):
             server; None uses ``model``.
         warm_start_steps: before the first iteration, this many optimizer steps of
             supervised fine-tuning on episodes played by a scripted teacher
-            (debate: :class:`llm_envs.agents.JudgingDebater`, which needs
+            (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which needs
             questions with reference answers, e.g. ``--task arithmetic``), so a
             model that never writes the output contract has something to
             improve on; 0 skips it (see :mod:`baselines.training.warm_start`).

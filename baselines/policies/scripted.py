@@ -1,4 +1,4 @@
-"""A policy that answers with scripted text agents (:mod:`llm_envs.agents`), no model.
+"""A policy that answers with scripted text agents (a family's ``agents`` module), no model.
 
 Useful for tests, demos and fixed opponents. With a tokenizer, prompts and
 answers are tokenized like a model's would be; without one, UTF-8 bytes stand
@@ -27,7 +27,7 @@ class ScriptedPolicy:
     """Answers each request with the text agent assigned to its agent name.
 
     Args:
-        agents: one :class:`~llm_envs.agents.TextAgent` for every agent, or a
+        agents: one :class:`~llm_envs.family.Agent` for every agent, or a
             mapping from agent name to agent.
         tokenizer: a Hugging Face tokenizer with a chat template, or ``None``
             for byte tokens.

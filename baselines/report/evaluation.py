@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from baselines.eval.summary import METRIC_TITLES, SUMMARY_FILE
+from baselines.run_directory import SUMMARY_FILE
+from llm_envs.registration import metric_title
 
 __all__ = ["evaluation_html", "read_summary"]
 
@@ -66,6 +67,7 @@ def _estimate(e: Mapping[str, Any] | None) -> str:
 
 def _scores_html(summary: Mapping[str, Any]) -> str:
     headline = [str(h) for h in summary.get("headline", [])]
+    env = str(summary.get("env", ""))
     baseline = html.escape(str(summary.get("baseline", "")))
     rows = []
     for s in summary["scores"]:
@@ -80,7 +82,7 @@ def _scores_html(summary: Mapping[str, Any]) -> str:
         )
     confidence = summary["scores"][0].get("score", {}).get("confidence", 0.95) if rows else 0.95
     coverage = f"{confidence * 100:g}%"
-    head = "".join(f"<th>{html.escape(METRIC_TITLES.get(h, h))}</th>" for h in headline)
+    head = "".join(f"<th>{html.escape(metric_title(env, h))}</th>" for h in headline)
     return (
         f"<h2>Evaluation: scores</h2><p class='muted'>{html.escape(str(summary.get('env')))}: "
         f"{summary.get('num_episodes')} episodes on {summary.get('num_problems')} problems. "
@@ -116,6 +118,7 @@ def _interval_bar(row: Mapping[str, Any], lo: float, hi: float, width: int = 160
 
 def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any]) -> str:
     headline = [str(h) for h in summary.get("headline", [])]
+    env = str(summary.get("env", ""))
     scores = {s.get("model"): s for s in summary["scores"]}
     rows = tournament.get("rows") or []
     ends = [
@@ -148,7 +151,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
             + "".join(f"<td class='n'>{_number(metrics.get(h), 2)}</td>" for h in headline)
             + "</tr>"
         )
-    head = "".join(f"<th>{html.escape(METRIC_TITLES.get(h, h))}</th>" for h in headline)
+    head = "".join(f"<th>{html.escape(metric_title(env, h))}</th>" for h in headline)
     notes = "".join(
         f"<p class='note'>{html.escape(str(n))}</p>" for n in tournament.get("notes", [])
     )

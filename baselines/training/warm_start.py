@@ -4,10 +4,11 @@ A small model that never writes an environment's output contract gets the same
 reward for every answer, and a policy gradient has nothing to follow (the
 SmolLM2-135M debate: every answer a parse error, reward flat at -1/3). A few
 steps of supervised fine-tuning on episodes played by a scripted teacher
-(:mod:`llm_envs.agents`) teach the format; reinforcement learning then takes
-over. The teacher plays the environment for real, so its Datums are built by
-the same pipeline as the trained policy's (observations are context, its
-answers the targets), and nothing here reads the environment's text.
+(a family's scripted agents, e.g. :mod:`llm_envs.debate.agents`) teach the
+format; reinforcement learning then takes over. The teacher plays the
+environment for real, so its Datums are built by the same pipeline as the
+trained policy's (observations are context, its answers the targets), and
+nothing here reads the environment's text.
 
 The loss is the mean negative log-likelihood of the teacher's action tokens
 (each weighted by the environment's ``loss_weight``).

@@ -4,6 +4,12 @@
 >>> game = parallel_env(problems="coophumaneval", num_turns=2)  # doctest: +SKIP
 """
 
+from llm_envs.code_collab.agents import (
+    CanonicalCoder,
+    GarbageCoder,
+    ScriptedCoder,
+    reference_solution,
+)
 from llm_envs.code_collab.env import (
     DATASETS,
     CodeCollabAECEnv,
@@ -36,22 +42,27 @@ from llm_envs.code_collab.feedback import (
     shown_tests,
 )
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, first_prompt, revise_instruction
+from llm_envs.code_collab.rewards import CodeRewardBreakdown, team_reward
 
 __all__ = [
     "DATASETS",
     "EXTERNAL_MODES",
     "HELPER",
     "MAIN",
+    "CanonicalCoder",
     "CodeCollabAECEnv",
     "CodeCollabConfig",
     "CodeCollabEnv",
+    "CodeRewardBreakdown",
     "Expert",
     "ExpertEdits",
     "ExpertError",
     "ExternalMode",
+    "GarbageCoder",
     "OpenAIChatExpert",
     "Role",
     "SandboxSlice",
+    "ScriptedCoder",
     "TurnRecord",
     "edits_for",
     "env",
@@ -65,7 +76,9 @@ __all__ = [
     "parse_expert_reply",
     "plain_feedback",
     "raw_env",
+    "reference_solution",
     "revise_instruction",
     "shown_tests",
     "step_batch",
+    "team_reward",
 ]

@@ -16,7 +16,7 @@ from llm_envs.code_collab.feedback import (
     SandboxSlice,
     validate_sandbox_slice,
 )
-from llm_envs.rewards.code import AuxBonus, check_aux_bonus
+from llm_envs.code_collab.rewards import AuxBonus, check_aux_bonus
 from llm_envs.tasks.code_datasets import CODE_DATASETS, load_code_problems
 from llm_envs.tasks.problems import CodeProblem
 
@@ -47,7 +47,7 @@ class CodeCollabConfig:
             read from main's syntax tree, so a call that never runs
             (``if False: aux(n)``) earns it. ``"when_called"`` (opt-in): the bonus
             also needs ``aux`` to have run while the tests ran, as counted by the
-            sandbox's judge (see :func:`~llm_envs.rewards.code.evaluate_many`).
+            sandbox's judge (see :func:`~llm_envs.code_collab.rewards.evaluate_many`).
     """
 
     problems: tuple[CodeProblem, ...]

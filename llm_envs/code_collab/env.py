@@ -23,11 +23,11 @@ Observation
 
 Action
     The agent's raw text. Any string is legal: fences and prose are cleaned
-    away, and whatever is left is scored (see :mod:`llm_envs.rewards.code`).
+    away, and whatever is left is scored (see :mod:`llm_envs.code_collab.rewards`).
 
 Reward
     Every turn, every agent gets the team reward of the joint action
-    (:func:`llm_envs.rewards.code.team_reward`, at most 4.0) plus ``reward_shift``.
+    (:func:`llm_envs.code_collab.rewards.team_reward`, at most 4.0) plus ``reward_shift``.
 
 Termination
     ``terminations`` when a turn's reward (shift included) exceeds
@@ -73,11 +73,11 @@ from llm_envs.code_collab.feedback import (
     plain_feedback,
 )
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, first_prompt
+from llm_envs.code_collab.rewards import CodeEvaluation, clean_code, evaluate_many
 from llm_envs.contract import STOP, TURN, Message, Observation, copy_messages
 from llm_envs.factories import parallel_factories
 from llm_envs.parallel_aec import ParallelAECView
 from llm_envs.records import EpisodeRecord, turn_record
-from llm_envs.rewards.code import CodeEvaluation, clean_code, evaluate_many
 from llm_envs.sandbox import Sandbox, TestReport, TestStatus
 from llm_envs.tasks.code_datasets import CODE_DATASETS, CodeDatasetName, load_code_problems
 from llm_envs.tasks.problems import CodeProblem

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from llm_envs.arguments import check_int, check_number
 from llm_envs.code_collab.feedback import ExpertEdits
-from llm_envs.rewards.code import AUX_NAME
+from llm_envs.code_collab.rewards import AUX_NAME
 from llm_envs.tasks.problems import CodeProblem
 
 __all__ = ["Expert", "ExpertError", "OpenAIChatExpert", "expert_prompt", "parse_expert_reply"]

@@ -31,6 +31,7 @@ class CodeCollabFamily(FamilyBase):
     name: ClassVar[str] = "code_collab"
     tasks: ClassVar[tuple[str, ...]] = ("default", "coophumaneval", "humaneval", "mbpp")
     headline_metrics: ClassVar[tuple[str, ...]] = ("pass_rate", "total")
+    metric_titles: ClassVar[Mapping[str, str]] = {"pass_rate": "pass rate", "total": "code reward"}
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ Three external modes (seed 004, "External Modes"):
 - ``expert_edits``: an expert's proposed edits, then the revise instruction.
 
 The functions here are pure: they format an already evaluated joint action
-(:class:`~llm_envs.rewards.code.CodeEvaluation`) and never run code.
+(:class:`~llm_envs.code_collab.rewards.CodeEvaluation`) and never run code.
 
 Program text is quoted
     The program under test chooses its exceptions' messages and class names,
@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from typing import Final, Literal
 
 from llm_envs.code_collab.prompts import HELPER, MAIN, Role, revise_instruction
+from llm_envs.code_collab.rewards import AUX_NAME, CodeEvaluation, ExtractedFunction
 from llm_envs.parsing import quoting
-from llm_envs.rewards.code import AUX_NAME, CodeEvaluation, ExtractedFunction
 from llm_envs.sandbox import ProgramStatus, TestStatus
 from llm_envs.tasks.problems import CodeProblem
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from llm_envs.rewards.code import AUX_NAME
+from llm_envs.code_collab.rewards import AUX_NAME
 from llm_envs.tasks.problems import CodeProblem
 
 __all__ = ["HELPER", "MAIN", "Role", "first_prompt", "revise_instruction"]

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from llm_envs.arguments import check_int, describe
 from llm_envs.debate.questions import DEFAULT_QUESTIONS, DebateQuestion, as_question
-from llm_envs.rewards.pairwise import VoteCounting
+from llm_envs.debate.rewards import VoteCounting
 
 __all__ = ["DebateConfig", "ObservationMode", "OnParseError", "VoteCounting"]
 
@@ -47,7 +47,7 @@ class DebateConfig:
             (opt-in): an agent's comparisons of one pair of agents count once
             per round, the first one written (a repeat, or a contradiction,
             later in the same answer is dropped); see
-            :func:`~llm_envs.rewards.pairwise.once_per_voter_and_pair`.
+            :func:`~llm_envs.debate.rewards.once_per_voter_and_pair`.
     """
 
     num_agents: int = 3

@@ -36,8 +36,8 @@ Action
 Reward
     The base environment gives only the parse-error penalty. The debate's real
     signal is the final group reward from peer votes, added by the wrappers
-    :class:`~llm_envs.wrappers.WinRateReward` and
-    :class:`~llm_envs.wrappers.WinMinusLossReward` from the vote ledger
+    :class:`~llm_envs.debate.wrappers.WinRateReward` and
+    :class:`~llm_envs.debate.wrappers.WinMinusLossReward` from the vote ledger
     :attr:`DebateEnv.votes` (every valid comparison of every round, with its
     author). :func:`env` applies one of them. With ``vote_counting="once_per_pair"``
     (opt-in, not in the seed) the ledger holds each agent's comparison of a
@@ -77,7 +77,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from functools import partial
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pettingzoo import AECEnv
 
@@ -90,18 +90,19 @@ from llm_envs.debate.prompts import (
     round_instruction,
     system_prompt,
 )
+from llm_envs.debate.protocol import CONSENSUS, TAGS, DebateResponse, ParseError, parse_response
 from llm_envs.debate.protocol import STOP as STOP_STRING
-from llm_envs.debate.protocol import DebateResponse, ParseError, parse_response
 from llm_envs.debate.questions import DebateQuestion, as_question
-from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
-from llm_envs.records import EpisodeRecord, turn_record
-from llm_envs.rewards.pairwise import (
+from llm_envs.debate.rewards import (
     RewardMode,
     Vote,
     once_per_voter_and_pair,
     win_minus_loss,
     win_rate,
 )
+from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
+from llm_envs.records import EpisodeRecord, turn_record
+from llm_envs.spaces import SAMPLE_FRAGMENTS
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
 
 __all__ = [
@@ -115,6 +116,17 @@ __all__ = [
 ]
 
 _KNOWN_OPTIONS = frozenset({"question"})
+
+
+def _sample_fragments() -> tuple[str, ...]:
+    # The contract's tags (YES and NO inside <consensus>), then the generic fragments.
+    tags: list[str] = []
+    for tag in TAGS:
+        tags.append(f"<{tag}>")
+        if tag == CONSENSUS:
+            tags += ["YES", "NO"]
+        tags.append(f"</{tag}>")
+    return (*tags, *SAMPLE_FRAGMENTS)
 
 
 class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
@@ -137,6 +149,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
     """
 
     metadata = env_metadata("debate_v0", is_parallelizable=False)
+    sample_fragments: ClassVar[tuple[str, ...]] = _sample_fragments()
 
     def __init__(
         self,
@@ -450,18 +463,18 @@ def env(
     Args:
         config: see :class:`DebateEnv`.
         reward: ``"win_rate"`` (default) or ``"win_minus_loss"`` adds the final group
-            reward through :class:`~llm_envs.wrappers.WinRateReward` or
-            :class:`~llm_envs.wrappers.WinMinusLossReward`; ``None`` leaves only
+            reward through :class:`~llm_envs.debate.wrappers.WinRateReward` or
+            :class:`~llm_envs.debate.wrappers.WinMinusLossReward`; ``None`` leaves only
             the parse-error penalty.
         shaping: opt-in partial credit added to every answer's reward by
-            :class:`~llm_envs.wrappers.DebateShaping`: weights of its terms,
+            :class:`~llm_envs.debate.shaping.DebateShaping`: weights of its terms,
             ``{"contract": 0.5, "correct": 0.5, "judge": 0.5}`` (a term left
             out weighs 0).
             None (the default) keeps the seed's reward alone.
         **overrides: :class:`DebateEnv` arguments.
     """
-    from llm_envs.wrappers.pairwise import REWARD_WRAPPERS
-    from llm_envs.wrappers.shaping import DebateShaping, check_shaping
+    from llm_envs.debate.shaping import DebateShaping, check_shaping
+    from llm_envs.debate.wrappers import REWARD_WRAPPERS
 
     if reward is not None and reward not in REWARD_WRAPPERS:
         raise ValueError(f"reward must be one of {sorted(REWARD_WRAPPERS)} or None, got {reward!r}")

@@ -8,7 +8,7 @@
   trained policy in role ``i`` of debate ``i`` and a fixed policy in the other
   roles (the debate recipe's "role-averaged vs fixed opponents").
 * The teacher for a warm start and the evaluator's ``reference`` entrant are
-  :class:`~llm_envs.agents.JudgingDebater` seats that know each answer.
+  :class:`~llm_envs.debate.agents.JudgingDebater` seats that know each answer.
 * The report adds a record's rewards up as :func:`~llm_envs.debate.env` pays
   them: parse-error penalties, the pairwise reward, and the shaping.
 """
@@ -48,6 +48,10 @@ class DebateFamily(FamilyBase):
     name: ClassVar[str] = "debate"
     tasks: ClassVar[tuple[str, ...]] = ("default", "arithmetic", "gsm8k")
     headline_metrics: ClassVar[tuple[str, ...]] = ("solution_correct", "answer_in_text")
+    metric_titles: ClassVar[Mapping[str, str]] = {
+        "solution_correct": "correct",
+        "answer_in_text": "answer in text",
+    }
     fixed_opponent: ClassVar[bool] = True
     teacher_options: ClassVar[tuple[str, ...] | None] = ("mistake_rate", "broken_rate")
 
@@ -123,13 +127,13 @@ class DebateFamily(FamilyBase):
         mistake_rate: float = 0.25,
         broken_rate: float = 0.0,
     ) -> tuple[EpisodePlan, dict[str, Agent]]:
-        """Training debates and a teacher per agent (:class:`~llm_envs.agents.JudgingDebater`).
+        """Training debates and a teacher per agent (:class:`~llm_envs.debate.JudgingDebater`).
 
         Each teacher answers with the question's reference answer, or (with
         probability ``mistake_rate``, seeded) that answer plus one, so the
         debates hold disagreements to judge and vote on. With probability
         ``broken_rate`` a debate has one seat (seeded) whose answers break the
-        contract (:class:`~llm_envs.agents.MalformedDebater`): those debates
+        contract (:class:`~llm_envs.debate.agents.MalformedDebater`): those debates
         mask parse errors, so the seat's turns weigh nothing (it is not
         imitated) and the teachers see "no valid answer" and vote it last.
 
@@ -137,7 +141,7 @@ class DebateFamily(FamilyBase):
             ValueError: if a question has no reference answer (the built-in
                 questions): the teacher could not answer it.
         """
-        from llm_envs.agents import JudgingDebater
+        from llm_envs.debate.agents import JudgingDebater
         from llm_envs.tasks.math_answers import format_number, parse_number
 
         plan = self.training(group_indices, seed)
@@ -178,7 +182,7 @@ class DebateFamily(FamilyBase):
         seat is a teacher that writes prose in the debates chosen for it and
         defers to the judging teacher elsewhere.
         """
-        from llm_envs.agents import MalformedDebater
+        from llm_envs.debate.agents import MalformedDebater
 
         rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xB40C])
         broken: dict[str, set[str]] = {agent: set() for agent in teachers}
@@ -250,7 +254,7 @@ class DebateFamily(FamilyBase):
     def reference_players(self) -> dict[str, Agent]:
         """A debater in every seat that knows each question's reference answer and votes by it.
 
-        Each seat is a :class:`~llm_envs.agents.JudgingDebater` whose solver is the
+        Each seat is a :class:`~llm_envs.debate.agents.JudgingDebater` whose solver is the
         question's reference answer: it answers that, and ranks the others'
         answers in three levels (agrees with the reference, differs, broke the
         contract). In a tournament it is an anchor of known strength and a judge
@@ -261,7 +265,7 @@ class DebateFamily(FamilyBase):
             ValueError: a question without a reference answer (the built-in
                 questions), or chat observations (it reads the answers from the prompt).
         """
-        from llm_envs.agents import JudgingDebater
+        from llm_envs.debate.agents import JudgingDebater
 
         if self.env_kwargs.get("observation_mode", "prompt") != "prompt":
             raise ValueError(
@@ -275,7 +279,7 @@ class DebateFamily(FamilyBase):
                     "the reference entrant answers with each question's reference answer, and "
                     f"{question.text!r} has none; use --task arithmetic or gsm8k"
                 )
-            # (Agents find the question by its first line: llm_envs.agents.question_in.)
+            # (Agents find the question by its first line: llm_envs.debate.agents.question_in.)
             answers[question.text.split("\n", 1)[0]] = question.answer
         seats = len(self.agents)
         return {
@@ -328,7 +332,7 @@ def _shaping(
 ) -> dict[int, float]:
     """debate.env(shaping=...): each answer's partial credit, recomputed by the env's own rules."""
     from llm_envs.debate.protocol import parse_comparisons
-    from llm_envs.wrappers.shaping import judge_score, shaping_reward, visible_correctness
+    from llm_envs.debate.shaping import judge_score, shaping_reward, visible_correctness
 
     reference = record["summary"].get("reference_answer") is not None
     seen: list[tuple[int, bool]] = []  # (author, solution_correct) of the answers so far
@@ -360,7 +364,7 @@ class _BrokenIn:
         self.questions, self.broken, self.teacher = questions, broken, teacher
 
     def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
-        from llm_envs.agents import question_in
+        from llm_envs.debate.agents import question_in
 
         agent = self.broken if question_in(observation) in self.questions else self.teacher
         return str(agent(observation, info))

@@ -71,8 +71,8 @@ import re
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from llm_envs.debate.rewards import Vote
 from llm_envs.parsing.tags import normalize, scan_tags
-from llm_envs.rewards.pairwise import Vote
 
 __all__ = [
     "COMPARISON",
@@ -196,7 +196,7 @@ class DebateResponse:
 
     @property
     def votes(self) -> tuple[Vote, ...]:
-        """The comparisons as :class:`~llm_envs.rewards.pairwise.Vote`, authored by ``author``."""
+        """The comparisons as :class:`~llm_envs.debate.rewards.Vote`, authored by ``author``."""
         return tuple(Vote(self.author, a, op, b) for a, op, b in self.comparisons)
 
     def fields(self) -> dict[str, str | bool]:
@@ -302,7 +302,7 @@ def contract_score(text: str) -> float:
     0.8, however many parts are right.
 
     This is a *shaping* signal (partial credit that a small model can climb),
-    not the debate's reward: see :class:`llm_envs.wrappers.DebateShaping`.
+    not the debate's reward: see :class:`llm_envs.debate.shaping.DebateShaping`.
 
     Example:
         >>> contract_score("<solution>4</solution><evaluation>N/A</evaluation>")

@@ -4,6 +4,13 @@
 >>> ei = env(strategy="two_turn_feedback", training_context="problem+attempt1")
 """
 
+from llm_envs.expert_iteration.agents import (
+    ScriptedCodeSolver,
+    ScriptedCritic,
+    ScriptedMathSolver,
+    evaluate_arithmetic,
+    is_negative_feedback,
+)
 from llm_envs.expert_iteration.env import (
     CRITIC,
     SOLVER,
@@ -46,13 +53,18 @@ __all__ = [
     "HintMode",
     "OnFirstCorrect",
     "PromptSettings",
+    "ScriptedCodeSolver",
+    "ScriptedCritic",
+    "ScriptedMathSolver",
     "Strategy",
     "StrategyMix",
     "TrainingContext",
     "TurnContext",
     "Verdict",
     "env",
+    "evaluate_arithmetic",
     "first_attempt_context",
+    "is_negative_feedback",
     "normalize_mix",
     "plan_group",
     "plan_groups",

@@ -1,34 +1,7 @@
-"""Hypothesis strategies, invariant checks and conformance tests users can run on their own envs.
+"""Conformance tests users can run on their own envs (:mod:`llm_envs.testing.conformance`).
 
-Importing this package never needs hypothesis: only the strategies do, when called.
+A family's own strategies and invariant checks live in its folder: the pairwise
+(vote-based) reward strategies and checks are :mod:`llm_envs.debate.testing`.
 """
 
-from llm_envs.testing.rewards import (
-    agents_and_vote_lists,
-    check_invalid_votes_ignored,
-    check_leave_one_out,
-    check_no_valid_votes,
-    check_pairwise_invariants,
-    check_range,
-    check_relabelling,
-    check_tie_symmetry,
-    check_win_minus_loss_relation,
-    invalid_votes,
-    vote_lists,
-    votes,
-)
-
-__all__ = [
-    "agents_and_vote_lists",
-    "check_invalid_votes_ignored",
-    "check_leave_one_out",
-    "check_no_valid_votes",
-    "check_pairwise_invariants",
-    "check_range",
-    "check_relabelling",
-    "check_tie_symmetry",
-    "check_win_minus_loss_relation",
-    "invalid_votes",
-    "vote_lists",
-    "votes",
-]
+__all__: list[str] = []

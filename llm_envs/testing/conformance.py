@@ -30,7 +30,6 @@ from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 from llm_envs.contract import STOP
-from llm_envs.debate.protocol import CONSENSUS, SOLUTION
 
 __all__ = ["check_aec_env", "check_parallel_env", "play_aec", "registered_env_factories"]
 
@@ -112,7 +111,8 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
 
     # Infos are deterministic: replaying the same actions gives equal infos.
     actions = {"i": 0}
-    texts = [f"<{SOLUTION}>1</{SOLUTION}>", "", "garbage ü <", f"<{CONSENSUS}>YES</{CONSENSUS}>"]
+    # Any text is a legal action: tag-like text, empty, garbage (no family's tags needed).
+    texts = ["<solution>1</solution>", "", "garbage ü <", "<consensus>YES</consensus>"]
 
     def replay(agent: str, observation: Any, info: dict[str, Any]) -> Any:
         actions["i"] += 1

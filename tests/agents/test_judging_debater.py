@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_envs import debate
-from llm_envs.agents import JudgingDebater
-from llm_envs.debate import DebateQuestion, parse_response
+from llm_envs.debate import DebateQuestion, JudgingDebater, parse_response
 from llm_envs.debate.protocol import contract_score
 
 

@@ -29,14 +29,9 @@ from baselines.report import (
     write_report,
 )
 from llm_envs import code_collab, debate, expert_iteration
-from llm_envs.agents import (
-    JudgingDebater,
-    MalformedDebater,
-    ScriptedCoder,
-    ScriptedMathSolver,
-    scripted_debaters,
-)
-from llm_envs.debate import DebateQuestion
+from llm_envs.code_collab import ScriptedCoder
+from llm_envs.debate import DebateQuestion, JudgingDebater, MalformedDebater, scripted_debaters
+from llm_envs.expert_iteration import ScriptedMathSolver
 from llm_envs.tasks import CodeProblem, MathProblem
 from llm_envs.testing.conformance import play_aec
 

@@ -12,7 +12,7 @@ from baselines.data.datums import assemble_training_data
 from baselines.policies import SampleRequest, SamplingParams, ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, group_episodes, rollout
-from llm_envs.agents import MalformedDebater, format_answer, scripted_debaters
+from llm_envs.debate import MalformedDebater, format_answer, scripted_debaters
 from llm_envs.debate import env as debate_env
 from llm_envs.spaces import UnicodeText, chat_observation_space
 from llm_envs.testing.conformance import play_aec

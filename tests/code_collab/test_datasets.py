@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from llm_envs.agents import CanonicalCoder, GarbageCoder, ScriptedCoder, reference_solution
-from llm_envs.code_collab import parallel_env, step_batch
+from llm_envs.code_collab import (
+    CanonicalCoder,
+    GarbageCoder,
+    ScriptedCoder,
+    parallel_env,
+    reference_solution,
+    step_batch,
+)
 from llm_envs.code_collab.env import load_problems
 from llm_envs.tasks import CodeProblem, load_humaneval
 

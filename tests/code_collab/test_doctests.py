@@ -8,14 +8,14 @@ import importlib
 import pytest
 
 MODULES = [
-    "llm_envs.agents.coders",
     "llm_envs.code_collab",
+    "llm_envs.code_collab.agents",
     "llm_envs.code_collab.env",
     "llm_envs.code_collab.experts",
     "llm_envs.code_collab.feedback",
     "llm_envs.code_collab.prompts",
+    "llm_envs.code_collab.rewards",
     "llm_envs.parsing.python_code",
-    "llm_envs.rewards.code",
 ]
 
 

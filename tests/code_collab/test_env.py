@@ -8,10 +8,10 @@ import pettingzoo
 import pytest
 
 import llm_envs  # noqa: F401  (registers the environments)
-from llm_envs.agents import ScriptedCoder
 from llm_envs.code_collab import (
     CodeCollabAECEnv,
     CodeCollabEnv,
+    ScriptedCoder,
     env,
     level_feedback,
     parallel_env,

@@ -19,7 +19,7 @@ from llm_envs.code_collab import (
     shown_tests,
 )
 from llm_envs.code_collab.feedback import quote_program_text
-from llm_envs.rewards.code import CodeEvaluation, evaluate_many
+from llm_envs.code_collab.rewards import CodeEvaluation, evaluate_many
 from llm_envs.sandbox import ProgramStatus, TestOutcome, TestReport, TestStatus
 from tests.code_collab.cases import INLINE, IS_BIG, IS_PRIME, USES_AUX
 

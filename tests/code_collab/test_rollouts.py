@@ -12,8 +12,7 @@ import pytest
 from baselines.data.datums import trajectory_to_data
 from baselines.policies import ScriptedPolicy
 from baselines.rollouts import rollout
-from llm_envs.agents import ScriptedCoder
-from llm_envs.code_collab import env, parallel_env
+from llm_envs.code_collab import ScriptedCoder, env, parallel_env
 from tests.code_collab.cases import IS_BIG, IS_PRIME, USES_AUX
 
 AGENTS = {"helper": ScriptedCoder([IS_BIG, IS_PRIME]), "main": ScriptedCoder(USES_AUX)}

@@ -9,18 +9,23 @@ import pettingzoo
 import pytest
 
 import llm_envs  # noqa: F401  (registers the environments)
-from llm_envs.agents import (
+from llm_envs.debate import (
+    DebateEnv,
+    DebateQuestion,
     MalformedDebater,
     ScriptedDebater,
     StubbornDebater,
+    WinMinusLossReward,
+    WinRateReward,
+    env,
     format_answer,
+    raw_env,
     scripted_debaters,
 )
-from llm_envs.debate import DebateEnv, DebateQuestion, env, raw_env
 from llm_envs.debate.prompts import round_instruction, system_prompt
-from llm_envs.rewards.pairwise import Vote
+from llm_envs.debate.rewards import Vote
+from llm_envs.spaces import SAMPLE_FRAGMENTS, UnicodeText
 from llm_envs.testing.conformance import check_aec_env, play_aec
-from llm_envs.wrappers import WinMinusLossReward, WinRateReward
 
 
 def answer(solution="x", comparisons=(), consensus=False, evaluation="N/A", reason="r"):
@@ -61,6 +66,27 @@ def test_registered_with_pettingzoo():
     debate.reset(seed=0)
     assert debate.possible_agents == ["agent_0", "agent_1"]
     assert isinstance(debate.unwrapped, DebateEnv)
+
+
+def test_the_spaces_sample_the_contract_tags_then_the_generic_fragments():
+    # The debate's own pieces, in the order the shared spaces mixed them in
+    # before the debate passed them (so seeded samples are unchanged).
+    tags = (
+        "<solution>", "</solution>", "<evaluation>", "</evaluation>", "<comparison>",
+        "</comparison>", "<consensus>", "YES", "NO", "</consensus>", "<consensus_reason>",
+        "</consensus_reason>",
+    )  # fmt: skip
+    assert DebateEnv.sample_fragments == (*tags, *SAMPLE_FRAGMENTS)
+    debate = env(num_agents=3)
+    action = debate.action_space("agent_1")
+    content = debate.observation_space("agent_1")["messages"].content
+    assert action.fragments == content.fragments == DebateEnv.sample_fragments
+    same = UnicodeText(fragments=DebateEnv.sample_fragments)
+    action.seed(5)
+    same.seed(5)
+    samples = [action.sample() for _ in range(50)]
+    assert samples == [same.sample() for _ in range(50)]
+    assert any("<solution>" in text or "</consensus>" in text for text in samples)
 
 
 # ------------------------------------------------------------------ configuration

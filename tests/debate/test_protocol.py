@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llm_envs.debate import Vote
 from llm_envs.debate.protocol import (
     STOP,
     TAGS,
@@ -18,7 +19,6 @@ from llm_envs.debate.protocol import (
     parse_comparisons,
     parse_response,
 )
-from llm_envs.rewards import Vote
 
 
 def answer(

@@ -9,11 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llm_envs import debate
-from llm_envs.debate import DebateQuestion
+from llm_envs.debate import (
+    DebateQuestion,
+    DebateShaping,
+    WinRateReward,
+    judge_score,
+    shaping_reward,
+)
 from llm_envs.debate.protocol import TAGS, ParseError, contract_score, format_response
 from llm_envs.debate.protocol import parse_response as parse
-from llm_envs.wrappers import DebateShaping, WinRateReward, judge_score, shaping_reward
-from llm_envs.wrappers.shaping import visible_correctness
+from llm_envs.debate.shaping import visible_correctness
 
 GOOD = format_response(solution="4", evaluation="N/A", consensus=False, consensus_reason="r")
 

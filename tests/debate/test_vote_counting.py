@@ -15,9 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_envs.agents import format_answer
-from llm_envs.debate import DebateConfig, DebateEnv, env, parse_response, raw_env
-from llm_envs.rewards import PAIRWISE_REWARDS, Vote, once_per_voter_and_pair, win_rate
+from llm_envs.debate import (
+    PAIRWISE_REWARDS,
+    DebateConfig,
+    DebateEnv,
+    Vote,
+    env,
+    format_answer,
+    once_per_voter_and_pair,
+    parse_response,
+    raw_env,
+    win_rate,
+)
 from llm_envs.testing.conformance import check_aec_env, play_aec
 
 

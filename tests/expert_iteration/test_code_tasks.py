@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_envs.agents import ScriptedCodeSolver
 from llm_envs.contract import LOSS_WEIGHT, TRAINING_MESSAGES
-from llm_envs.expert_iteration import raw_env
+from llm_envs.expert_iteration import ScriptedCodeSolver, raw_env
 from llm_envs.expert_iteration.prompts import default_revise_message, problem_text
 from llm_envs.tasks import CodeProblem, load_humaneval, load_mbpp
 from llm_envs.testing.conformance import check_aec_env, play_aec

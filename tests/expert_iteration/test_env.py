@@ -11,9 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import llm_envs  # noqa: F401  (registers the environments)
-from llm_envs.agents import ScriptedCritic, ScriptedMathSolver
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, STRATEGY, TRAINING_MESSAGES, TURN
-from llm_envs.expert_iteration import ExpertIterationEnv, Strategy, env, raw_env
+from llm_envs.expert_iteration import (
+    ExpertIterationEnv,
+    ScriptedCritic,
+    ScriptedMathSolver,
+    Strategy,
+    env,
+    raw_env,
+)
 from llm_envs.tasks import ArithmeticTask, MathProblem
 from llm_envs.testing.conformance import check_aec_env, play_aec
 

@@ -19,8 +19,7 @@ from baselines.data.datums import (
 from baselines.policies import ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, rollout
-from llm_envs.agents import ScriptedCritic, ScriptedMathSolver
-from llm_envs.expert_iteration import plan_groups
+from llm_envs.expert_iteration import ScriptedCritic, ScriptedMathSolver, plan_groups
 from llm_envs.tasks import ArithmeticTask
 
 MIX = {"iid": 2, "prompt_augmentation": 1, "answer_hint": 1, "two_turn_feedback": 2}

@@ -1,4 +1,4 @@
-"""Scripted solvers and critic (llm_envs.agents.solvers)."""
+"""Scripted solvers and critic (llm_envs.expert_iteration.agents)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from llm_envs.agents import (
+from llm_envs.expert_iteration import (
     ScriptedCodeSolver,
     ScriptedCritic,
     ScriptedMathSolver,

@@ -12,7 +12,7 @@ import pytest
 
 from llm_envs.code_collab import CodeCollabConfig
 from llm_envs.code_collab.env import parallel_env
-from llm_envs.rewards.code import evaluate_many
+from llm_envs.code_collab.rewards import evaluate_many
 from llm_envs.sandbox import Sandbox
 from llm_envs.tasks import CodeProblem
 

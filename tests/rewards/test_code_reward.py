@@ -1,7 +1,7 @@
 """The team reward of code collaboration (seed 004) on real CoopHumanEval problems.
 
 Every case is a hand-written (helper, main) pair; the expected numbers are
-worked out in the comments from the rule table of llm_envs.rewards.code:
+worked out in the comments from the rule table of llm_envs.code_collab.rewards:
 level 1 = 0.4 (aux with return) + 0.6 (entry point with return), level 2 = 0.5
 (compiles), level 3 = passed / total, bonus = +0.5 (main calls aux) + 1.0 (not
 a thin wrapper) - 0.5 (a discarded call), only when a test passed and aux exists.
@@ -15,7 +15,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from llm_envs.rewards.code import (
+from llm_envs.code_collab.rewards import (
     MAX_TEAM_REWARD,
     CodeRewardBreakdown,
     analyze_aux_usage,

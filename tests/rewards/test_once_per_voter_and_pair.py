@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_envs.rewards import Vote, is_valid_vote, once_per_voter_and_pair, win_minus_loss, win_rate
-from llm_envs.testing import vote_lists
+from llm_envs.debate import Vote, is_valid_vote, once_per_voter_and_pair, win_minus_loss, win_rate
+from llm_envs.debate.testing import vote_lists
 
 V = Vote
 

@@ -1,7 +1,7 @@
 """Pairwise rewards: seed 001's leave-one-out win rate and win minus loss.
 
 Table tests carry hand-computed numbers (the working is in the comments);
-property tests run the reusable invariant checks of llm_envs.testing and
+property tests run the reusable invariant checks of llm_envs.debate.testing and
 compare against a literal, slow transcription of the seed's formulas. Mutation
 tests make sure the tables and the checks would catch a wrong formula.
 """
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_envs.rewards import (
+from llm_envs.debate import (
     PAIRWISE_REWARDS,
     PairwiseResult,
     Vote,
@@ -25,7 +25,7 @@ from llm_envs.rewards import (
     win_minus_loss,
     win_rate,
 )
-from llm_envs.testing import (
+from llm_envs.debate.testing import (
     agents_and_vote_lists,
     check_invalid_votes_ignored,
     check_leave_one_out,

@@ -16,7 +16,7 @@ import pytest
 from baselines.eval.__main__ import main
 from baselines.policies import SampleRequest, SamplingParams
 from baselines.policies.openai_policy import OpenAIPolicy, ServerError
-from llm_envs.agents import format_answer
+from llm_envs.debate import format_answer
 from tests.loopback import JSON, LoopbackServer
 
 CHAT = [SampleRequest([{"role": "user", "content": "What is 1 + 1?"}])]

@@ -15,9 +15,10 @@ from baselines.eval.run import Evaluation
 from baselines.eval.summary import summarize
 from baselines.policies.scripted import ScriptedPolicy
 from baselines.report import write_report
-from llm_envs.agents import ScriptedMathSolver, scripted_debaters
-from llm_envs.agents.coders import CanonicalCoder, GarbageCoder
-from llm_envs.agents.debaters import MalformedDebater
+from llm_envs.code_collab.agents import CanonicalCoder, GarbageCoder
+from llm_envs.debate import scripted_debaters
+from llm_envs.debate.agents import MalformedDebater
+from llm_envs.expert_iteration import ScriptedMathSolver
 
 DEBATE = {"num_agents": 3, "max_rounds": 2, "on_parse_error": "mask"}
 

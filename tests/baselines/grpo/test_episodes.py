@@ -16,7 +16,8 @@ from baselines.grpo.adapters import DebateRollout, expert_iteration_rollout
 from baselines.grpo.run import GRPORunConfig
 from baselines.policies import ScriptedPolicy
 from baselines.report import write_report
-from llm_envs.agents import ScriptedMathSolver, scripted_debaters
+from llm_envs.debate import scripted_debaters
+from llm_envs.expert_iteration import ScriptedMathSolver
 from llm_envs.tasks import ArithmeticTask
 
 

@@ -20,7 +20,8 @@ from baselines.grpo.adapters import (
     expert_iteration_rollout,
 )
 from baselines.policies import ScriptedPolicy
-from llm_envs.agents import ScriptedMathSolver, scripted_debaters
+from llm_envs.debate import scripted_debaters
+from llm_envs.expert_iteration import ScriptedMathSolver
 from llm_envs.tasks import ArithmeticTask
 
 torch = pytest.importorskip("torch")

@@ -14,7 +14,7 @@ from baselines.policies import (
     ScriptedPolicy,
     cut_at_stop,
 )
-from llm_envs.agents import scripted_debaters
+from llm_envs.debate import scripted_debaters
 
 torch = pytest.importorskip("torch")
 

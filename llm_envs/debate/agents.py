@@ -1,7 +1,7 @@
 """Scripted debaters: text agents without a model, for demos, tests and benchmarks.
 
 Each agent is a callable ``agent(observation, info) -> str`` (the
-:class:`TextAgent` protocol) that reads only what a model would get plus the
+:class:`~llm_envs.family.Agent` protocol) that reads only what a model would get plus the
 env's context infos (``round``, ``turn``). They are deterministic for a seed.
 """
 
@@ -11,7 +11,7 @@ import itertools
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from llm_envs.arguments import check_int, check_number
 from llm_envs.contract import Observation
@@ -22,6 +22,7 @@ from llm_envs.debate.protocol import (
     SOLUTION,
     format_response,
 )
+from llm_envs.family import Agent
 from llm_envs.tasks.math_answers import check_answer
 from llm_envs.text_env import numbered_agents
 
@@ -30,7 +31,6 @@ __all__ = [
     "MalformedDebater",
     "ScriptedDebater",
     "StubbornDebater",
-    "TextAgent",
     "format_answer",
     "question_in",
     "scripted_debaters",
@@ -48,14 +48,6 @@ def question_in(observation: Observation) -> str:
         if message["role"] == "user" and message["content"].startswith("Question: "):
             return str(message["content"]).split("\n", 1)[0].removeprefix("Question: ")
     return ""
-
-
-class TextAgent(Protocol):
-    """Anything that answers an observation with text."""
-
-    def __call__(self, observation: Observation, info: Mapping[str, Any]) -> str:
-        """Return the agent's raw text for this turn."""
-        ...
 
 
 def format_answer(
@@ -286,7 +278,7 @@ class MalformedDebater:
         )
 
 
-def scripted_debaters(num_agents: int, seed: int = 0, **kwargs: Any) -> dict[str, TextAgent]:
+def scripted_debaters(num_agents: int, seed: int = 0, **kwargs: Any) -> dict[str, Agent]:
     """One :class:`ScriptedDebater` per agent, keyed ``"agent_i"`` like the environment's agents."""
     return {
         agent: ScriptedDebater(i, num_agents, seed=seed, **kwargs)

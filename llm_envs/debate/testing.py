@@ -1,7 +1,7 @@
 """Property-test any pairwise (vote-based) reward function against seed 001's invariants.
 
 Two kinds of helpers, for our own tests and for users who write their own
-reward over :class:`~llm_envs.rewards.pairwise.Vote` lists:
+reward over :class:`~llm_envs.debate.rewards.Vote` lists:
 
 * Hypothesis strategies: :func:`votes`, :func:`invalid_votes`,
   :func:`vote_lists` and :func:`agents_and_vote_lists`.
@@ -13,14 +13,14 @@ reward over :class:`~llm_envs.rewards.pairwise.Vote` lists:
   and :func:`check_pairwise_invariants` to run the first six at once.
 
 A reward function is called as ``reward_fn(votes, num_agents)`` and may return
-a :class:`~llm_envs.rewards.pairwise.PairwiseResult` or a plain sequence of
+a :class:`~llm_envs.debate.rewards.PairwiseResult` or a plain sequence of
 floats (then the checks of ``total_votes``, ``malformed`` and ``any_votes``
 are skipped). Rewards are compared with a tolerance (``tol``), so a function
 that sums floats in another order still passes.
 
 Example:
     >>> from hypothesis import given
-    >>> from llm_envs.rewards import win_rate
+    >>> from llm_envs.debate import win_rate
     >>> @given(vote_lists(num_agents=4, allow_invalid=True))
     ... def test_win_rate(votes):
     ...     check_pairwise_invariants(win_rate, votes, 4, low=0.0, high=1.0)
@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from llm_envs.rewards.pairwise import PairwiseResult, Vote, is_valid_vote
+from llm_envs.debate.rewards import PairwiseResult, Vote, is_valid_vote
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -84,7 +84,7 @@ def votes(
         allow_ties: Draw ``"="`` votes; when ``False`` every valid vote is ``">"``.
 
     Returns:
-        A hypothesis strategy of :class:`~llm_envs.rewards.pairwise.Vote`.
+        A hypothesis strategy of :class:`~llm_envs.debate.rewards.Vote`.
     """
     st = _strategies()
     _check_num_agents(num_agents)

@@ -1,6 +1,6 @@
 r"""Scripted coders for the code-collaboration environment: no model, deterministic.
 
-Each agent is a :class:`~llm_envs.agents.TextAgent` (``agent(observation, info)
+Each agent is a :class:`~llm_envs.family.Agent` (``agent(observation, info)
 -> str``) that reads only the chat a model would get. They drive
 :mod:`llm_envs.code_collab` end to end in tests, demos and benchmarks:
 

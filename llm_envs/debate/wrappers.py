@@ -1,7 +1,7 @@
 """Reward wrappers that turn a vote ledger into final group rewards (seed 001).
 
 A wrapped environment must expose its votes on ``env.unwrapped.votes``: a
-sequence of :class:`~llm_envs.rewards.pairwise.Vote` whose agent ids index
+sequence of :class:`~llm_envs.debate.rewards.Vote` whose agent ids index
 ``env.unwrapped.possible_agents``. When the episode ends (every agent
 terminated or truncated), the wrapper computes the pairwise reward once and
 adds it to each agent's reward, so each agent's final ``last()`` returns its
@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from pettingzoo import AECEnv
 from pettingzoo.utils import BaseWrapper
 
-from llm_envs.rewards.pairwise import PAIRWISE_REWARDS, RewardMode
+from llm_envs.debate.rewards import PAIRWISE_REWARDS, RewardMode
 
 __all__ = ["REWARD_WRAPPERS", "PairwiseRewardWrapper", "WinMinusLossReward", "WinRateReward"]
 
