@@ -76,6 +76,13 @@ ENVIRONMENTS: tuple[EnvEntry, ...] = (
         "code_collab",
         "llm_envs.code_collab.family:CodeCollabFamily",
     ),
+    EnvEntry(
+        "aec",
+        "llm_envs/TextArena-v0",
+        "llm_envs.textarena.env:env",
+        "textarena",
+        "llm_envs.textarena.family:TextArenaFamily",
+    ),
 )
 """Every registered environment, in the order the docs list them."""
 

@@ -1,0 +1,70 @@
+"""The configuration of the TextArena environment: every setting, validated at construction.
+
+:class:`TextArenaConfig` is what ``TextArenaEnv(config)`` takes; its fields are
+also the environment's keyword arguments (``TextArenaEnv(game="KuhnPoker-v0")``).
+
+This module never imports :mod:`textarena` (it imports in seconds and pulls
+``openai`` and ``nltk``): whether ``game`` names a registered TextArena game,
+and whether the game takes ``num_players`` players and ``game_kwargs``, is
+checked when an environment is built (:mod:`llm_envs.textarena.game`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_envs.arguments import check_int, describe
+
+__all__ = ["DEFAULT_GAME", "TextArenaConfig"]
+
+DEFAULT_GAME = "TicTacToe-v0"
+"""The game of ``TextArenaEnv()`` without arguments."""
+
+
+@dataclass(frozen=True)
+class TextArenaConfig:
+    """Configuration of a TextArena game as a PettingZoo environment; validated at construction.
+
+    Attributes:
+        game: a TextArena environment id, e.g. ``"TicTacToe-v0"``,
+            ``"KuhnPoker-v0"``, ``"SimpleNegotiation-v0"``. The id picks the
+            game's arguments and its *action* wrappers as TextArena registers
+            them (``"TicTacToe-v0"`` brackets a bare move, ``4`` -> ``[4]``);
+            the ``-raw`` form of an id (``"TicTacToe-v0-raw"``) sends the text
+            verbatim. An id TextArena does not know is refused when the
+            environment is built, with a list of close ids.
+        num_players: the game's players, at least 1; they are the agents
+            ``agent_0 ... agent_{N-1}`` (TextArena's player ``i`` is ``agent_i``).
+            A game that does not take this many players is refused when the
+            environment is built.
+        game_kwargs: keyword arguments of ``textarena.make(game, **game_kwargs)``,
+            on top of those the id registers (``{"max_rounds": 5}`` for Kuhn
+            Poker). Copied at construction.
+        max_turns: the most actions (invalid ones included) an episode takes:
+            a game still running after ``max_turns`` actions is cut off
+            (``truncations``) with reward 0 for every agent, so an episode
+            always ends. At least 1.
+    """
+
+    game: str = DEFAULT_GAME
+    num_players: int = 2
+    game_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_turns: int = 200
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.game, str) or not self.game.strip():
+            raise TypeError(
+                f"game must be a TextArena environment id (a non-empty str), got "
+                f"{describe(self.game)}; e.g. game={DEFAULT_GAME!r}"
+            )
+        check_int("num_players", self.num_players, minimum=1)
+        check_int("max_turns", self.max_turns, minimum=1)
+        kwargs = {} if self.game_kwargs is None else self.game_kwargs
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise TypeError(
+                "game_kwargs must be a dict of keyword arguments of textarena.make (str keys), "
+                f"got {describe(self.game_kwargs)}; e.g. game_kwargs={{'max_rounds': 5}}"
+            )
+        object.__setattr__(self, "game_kwargs", dict(kwargs))

@@ -1,0 +1,127 @@
+"""TextArena games as a family (:mod:`llm_envs.family`): what trainers and the evaluator play.
+
+* Training: one self-play episode per group index; the group is that episode
+  (its agents' returns are centred against each other), every seat is
+  trained, and the reset seed is ``derive_seed(seed, g)``.
+* Evaluation: each group is played once per seat, with the trained policy in
+  that seat alone and a fixed opponent in the others (``fixed_opponent``), on
+  the same game seed: seat advantages (moving first in Tic Tac Toe) average out.
+* The evaluator's problem ``p`` is one game on the seed it is given.
+* Reference players: :class:`~llm_envs.textarena.players.MinimaxTicTacToePlayer`
+  in every seat of Tic Tac Toe; other games have none.
+
+There is one task, ``default``: the game (``env_kwargs["game"]``) is the task,
+and its seeds are the problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from llm_envs.family import Agent, EpisodePlan, FamilyBase, derive_seed
+from llm_envs.textarena.env import env, raw_env
+from llm_envs.textarena.players import game_name, strong_player
+
+__all__ = ["TextArenaFamily"]
+
+
+class TextArenaFamily(FamilyBase):
+    """Any TextArena game: self-play training, seat-by-seat evaluation against a fixed opponent.
+
+    Args:
+        env_kwargs: :class:`~llm_envs.textarena.TextArenaEnv` arguments
+            (``game``, ``num_players``, ``game_kwargs``, ``max_turns``);
+            checked here, so a bad one fails before a model is loaded.
+        task: ``"default"`` (the only task: the game is the task).
+        seed: the run's seed (unused: the plans' seeds come from the seeds
+            their callers pass).
+        task_kwargs: must be empty: a game's settings go in ``env_kwargs``.
+
+    Raises:
+        ValueError: another task, task_kwargs, or arguments the environment refuses.
+
+    Example:
+        >>> family = TextArenaFamily({"game": "TicTacToe-v0"}, task="default", seed=0)
+        >>> plan = family.evaluation([0], seed=1)
+        >>> plan.group_keys, [sorted(seats) for seats in plan.trained_agents]
+        ([0, 0], [['agent_0'], ['agent_1']])
+    """
+
+    name: ClassVar[str] = "textarena"
+    tasks: ClassVar[tuple[str, ...]] = ("default",)
+    headline_metrics: ClassVar[tuple[str, ...]] = ("win", "draw", "loss", "invalid_moves")
+    fixed_opponent: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        env_kwargs: Mapping[str, Any],
+        *,
+        task: str = "default",
+        seed: int = 0,
+        task_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if task not in self.tasks:
+            raise ValueError(
+                f"--env textarena takes --task default (the game is the task), got {task!r}; "
+                'choose the game with --env-kwargs \'{"game": "KuhnPoker-v0"}\''
+            )
+        if task_kwargs:
+            raise ValueError(
+                f"--env textarena takes no task_kwargs, got {dict(task_kwargs)}; pass the "
+                "game's settings in env_kwargs: game, num_players, game_kwargs, max_turns"
+            )
+        self.env_kwargs = dict(env_kwargs)
+        probe = raw_env(**self.env_kwargs)  # a bad argument fails here, before a model is loaded
+        self.agents = tuple(probe.possible_agents)
+        self.game: str = probe.config.game
+        self.seed = seed
+
+    def _plan(self, keys: list[int], seeds: list[int], seats: list[frozenset[str]]) -> EpisodePlan:
+        return EpisodePlan(
+            envs=[env(**self.env_kwargs) for _ in keys],
+            seeds=seeds,
+            options=[{} for _ in keys],
+            group_keys=list(keys),
+            trained_agents=seats,
+        )
+
+    def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
+        """One self-play game per group index, every seat trained."""
+        keys = [int(g) for g in group_indices]
+        everyone = frozenset(self.agents)
+        return self._plan(keys, [derive_seed(seed, g) for g in keys], [everyone] * len(keys))
+
+    def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
+        """Each group's game once per seat, the trained policy in that seat alone."""
+        keys: list[int] = []
+        seeds: list[int] = []
+        seats: list[frozenset[str]] = []
+        for g in map(int, group_indices):
+            for agent in self.agents:
+                keys.append(g)
+                seeds.append(derive_seed(seed, g))  # the same game for every seat
+                seats.append(frozenset({agent}))
+        return self._plan(keys, seeds, seats)
+
+    def eval_episode(self, problem: int, seed: int) -> tuple[Any, int, dict[str, Any]]:
+        """A fresh game, reset with ``seed`` (the evaluator derives it from the problem)."""
+        return env(**self.env_kwargs), seed, {}
+
+    def default_seating(self, num_models: int) -> str:
+        """``rotations`` for several models (each plays every seat), ``self`` for one."""
+        return "rotations" if num_models > 1 else "self"
+
+    def reference_players(self) -> dict[str, Agent]:
+        """The minimax player in every seat of Tic Tac Toe.
+
+        Raises:
+            ValueError: another game (it has no strong scripted player).
+        """
+        if game_name(self.game) != "TicTacToe":
+            raise ValueError(
+                f"--env textarena has reference players for TicTacToe only, and the game is "
+                f"{self.game!r}: name a model for every seat, or pass --env-kwargs "
+                '\'{"game": "TicTacToe-v0"}\''
+            )
+        return {agent: strong_player(self.game) for agent in self.agents}

@@ -1,0 +1,266 @@
+"""Scripted players of TextArena games: no model, deterministic for a seed.
+
+Each player is an ``(observation, info) -> text`` callable (an
+:data:`~llm_envs.family.Agent`, like every family's scripted agents) that
+reads only the chat a model would get from
+:class:`~llm_envs.textarena.env.TextArenaEnv`: the board, its cards, the
+actions it may take. They drive the environment in tests, demos and
+tournaments:
+
+* :class:`RandomTicTacToePlayer`, :class:`RandomKuhnPokerPlayer`,
+  :class:`RandomNegotiationPlayer` (Simple Negotiation) and
+  :class:`RandomPrisonersDilemmaPlayer`: a legal move drawn uniformly from a
+  seeded stream (the n-th call of a player made with seed ``s`` is always the
+  same given the same observations).
+* :class:`MinimaxTicTacToePlayer`: perfect Tic Tac Toe (full game-tree search,
+  memoized): it never loses, and it wins as soon as it can.
+
+:func:`random_player` and :func:`strong_player` pick the player of a game id.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "MinimaxTicTacToePlayer",
+    "RandomKuhnPokerPlayer",
+    "RandomNegotiationPlayer",
+    "RandomPrisonersDilemmaPlayer",
+    "RandomTicTacToePlayer",
+    "game_name",
+    "random_player",
+    "strong_player",
+    "tictactoe_board",
+]
+
+_LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+_BOARD = re.compile(r"Current Board:\n\n(.*?)\n\nAvailable Moves", re.DOTALL)
+_MARK = re.compile(r"you will be '([XO])'")
+_KUHN_ACTIONS = re.compile(r"Your available actions are: ([^\n]*)")
+_RESOURCE = re.compile(r"\[(\w+)\]\s+Qty:\s*(\d+)")
+
+
+def game_name(game: str) -> str:
+    """The game of a TextArena id, without version and variant.
+
+    Example:
+        >>> game_name("TicTacToe-v0-raw"), game_name("KuhnPoker-v0-short")
+        ('TicTacToe', 'KuhnPoker')
+    """
+    return game.split("-v", 1)[0]
+
+
+def _text(observation: Any) -> str:
+    messages = observation["messages"] if isinstance(observation, Mapping) else observation
+    return "\n".join(str(m["content"]) for m in messages)
+
+
+def tictactoe_board(observation: Any) -> tuple[tuple[str, ...], str]:
+    r"""The latest board of a Tic Tac Toe observation and the reader's mark.
+
+    Returns:
+        ``(cells, mark)``: nine cells, each ``"X"``, ``"O"`` or ``""`` (empty),
+        in TextArena's numbering (0-2 the top row), and ``"X"`` or ``"O"``.
+
+    Raises:
+        ValueError: the observation holds no Tic Tac Toe board or mark.
+
+    Example:
+        >>> text = ("As Player 0, you will be 'O', while your opponent is 'X'.\n"
+        ...         "Current Board:\n\n X | 1 | 2 \n---+---+---\n 3 | O | 5 \n---+---+---\n"
+        ...         " 6 | 7 | 8 \n\nAvailable Moves: '[1]'")
+        >>> tictactoe_board({"messages": [{"role": "user", "content": text}]})
+        (('X', '', '', '', 'O', '', '', '', ''), 'O')
+    """
+    text = _text(observation)
+    boards, mark = _BOARD.findall(text), _MARK.search(text)
+    if not boards or mark is None:
+        raise ValueError(
+            "no Tic Tac Toe board in the observation: this player reads the chat of "
+            "TextArenaEnv(game='TicTacToe-v0')"
+        )
+    cells: list[str] = []
+    for row in boards[-1].split("\n---+---+---\n"):
+        cells += [c.strip() if c.strip() in ("X", "O") else "" for c in row.split("|")]
+    if len(cells) != 9:
+        raise ValueError(f"a Tic Tac Toe board has 9 cells, read {len(cells)}: {boards[-1]!r:.200}")
+    return tuple(cells), mark.group(1)
+
+
+def _winner(board: tuple[str, ...]) -> str:
+    for a, b, c in _LINES:
+        if board[a] and board[a] == board[b] == board[c]:
+            return board[a]
+    return ""
+
+
+@functools.cache
+def _value(board: tuple[str, ...], to_move: str) -> int:
+    """The game's value for ``to_move`` under perfect play: > 0 a win (sooner is more), 0 a draw."""
+    empty = [i for i, c in enumerate(board) if not c]
+    if _winner(board):  # the previous mover completed a line
+        return -(len(empty) + 1)
+    if not empty:
+        return 0
+    other = "O" if to_move == "X" else "X"
+    return max(-_value(_play(board, i, to_move), other) for i in empty)
+
+
+def _play(board: tuple[str, ...], cell: int, mark: str) -> tuple[str, ...]:
+    return (*board[:cell], mark, *board[cell + 1 :])
+
+
+class MinimaxTicTacToePlayer:
+    r"""Perfect Tic Tac Toe: the move of best value under full search, the lowest cell on ties.
+
+    Never loses; among winning moves it takes the fastest. Deterministic (no seed).
+
+    Example:
+        >>> text = ("As Player 0, you will be 'O', while your opponent is 'X'.\n"
+        ...         "Current Board:\n\n O | O | 2 \n---+---+---\n X | X | 5 \n---+---+---\n"
+        ...         " 6 | 7 | 8 \n\nAvailable Moves: '[2]'")
+        >>> MinimaxTicTacToePlayer()({"messages": [{"role": "user", "content": text}]}, {})
+        '[2]'
+    """
+
+    def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
+        """Return the best move as ``[cell]``."""
+        board, mark = tictactoe_board(observation)
+        other = "O" if mark == "X" else "X"
+        empty = [i for i, c in enumerate(board) if not c]
+        if not empty or _winner(board):
+            return "[0]"  # nothing to play: the game is over
+        best = max(empty, key=lambda i: (-_value(_play(board, i, mark), other), -i))
+        return f"[{best}]"
+
+
+class _RandomPlayer:
+    """A seeded stream of uniform choices; subclasses list the legal moves."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def moves(self, text: str) -> list[str]:
+        """The legal moves the observation text offers."""
+        raise NotImplementedError
+
+    def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
+        """Return one legal move, drawn uniformly."""
+        return self.rng.choice(self.moves(_text(observation)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed})"
+
+
+class RandomTicTacToePlayer(_RandomPlayer):
+    r"""A uniformly random free cell of the latest board.
+
+    Example:
+        >>> text = ("As Player 1, you will be 'X', while your opponent is 'O'.\n"
+        ...         "Current Board:\n\n X | O | X \n---+---+---\n O | O | X \n---+---+---\n"
+        ...         " 6 | X | O \n\nAvailable Moves: '[6]'")
+        >>> RandomTicTacToePlayer(seed=3)({"messages": [{"role": "user", "content": text}]}, {})
+        '[6]'
+    """
+
+    def moves(self, text: str) -> list[str]:
+        """``[cell]`` for every empty cell."""
+        board, _ = tictactoe_board({"messages": [{"role": "user", "content": text}]})
+        return [f"[{i}]" for i, c in enumerate(board) if not c] or ["[0]"]
+
+
+class RandomKuhnPokerPlayer(_RandomPlayer):
+    """A uniformly random action of those the game last offered (``[check]``, ``[bet]``...).
+
+    Example:
+        >>> text = "[GAME] Your available actions are: '[fold]', '[call]'"
+        >>> RandomKuhnPokerPlayer(seed=0)({"messages": [{"role": "user", "content": text}]}, {})
+        '[call]'
+    """
+
+    def moves(self, text: str) -> list[str]:
+        """The actions of the latest "Your available actions are" line."""
+        offers = _KUHN_ACTIONS.findall(text)
+        actions = re.findall(r"\[(\w+)\]", offers[-1]) if offers else []
+        return [f"[{a}]" for a in actions] or ["[check]"]
+
+
+class RandomNegotiationPlayer(_RandomPlayer):
+    r"""Simple Negotiation: ``[Accept]``, ``[Deny]`` or an offer of one unit for one, uniformly.
+
+    The offer gives one unit of a resource the player's prompt lists and asks
+    for one unit of another (each player starts with at least 5 of each, so
+    the offer and its acceptance are almost always affordable).
+
+    Example:
+        >>> text = "[Wheat]   Qty: 5    Value: 5\n[Wood]    Qty: 7    Value: 10"
+        >>> player = RandomNegotiationPlayer(seed=0)
+        >>> sorted(set(player.moves(text)))
+        ['[Accept]', '[Deny]', '[Offer: 1 Wheat -> 1 Wood]', '[Offer: 1 Wood -> 1 Wheat]']
+    """
+
+    def moves(self, text: str) -> list[str]:
+        """Accept, deny, and every one-for-one offer of the listed resources."""
+        resources = list(dict.fromkeys(name for name, _ in _RESOURCE.findall(text)))
+        offers = [
+            f"[Offer: 1 {give} -> 1 {want}]"
+            for give in resources
+            for want in resources
+            if give != want
+        ]
+        return ["[Accept]", "[Deny]", *offers]
+
+
+class RandomPrisonersDilemmaPlayer(_RandomPlayer):
+    """Iterated Prisoner's Dilemma: ``[Cooperate]`` or ``[Defect]`` (talk in the conversation)."""
+
+    def moves(self, text: str) -> list[str]:
+        """Cooperate or defect."""
+        return ["[Cooperate]", "[Defect]"]
+
+
+_RANDOM: dict[str, Callable[[int], _RandomPlayer]] = {
+    "TicTacToe": RandomTicTacToePlayer,
+    "KuhnPoker": RandomKuhnPokerPlayer,
+    "SimpleNegotiation": RandomNegotiationPlayer,
+    "IteratedPrisonersDilemma": RandomPrisonersDilemmaPlayer,
+}
+
+
+def random_player(game: str, seed: int = 0) -> Callable[[Any, Mapping[str, Any]], str]:
+    """The seeded random legal-move player of a TextArena id.
+
+    Raises:
+        ValueError: a game without one; the message lists those with one.
+
+    Example:
+        >>> random_player("KuhnPoker-v0", seed=1)
+        RandomKuhnPokerPlayer(seed=1)
+    """
+    maker = _RANDOM.get(game_name(game))
+    if maker is None:
+        raise ValueError(
+            f"no scripted random player for {game!r}; there are players for "
+            f"{', '.join(f'{name}-v0' for name in _RANDOM)}"
+        )
+    return maker(seed)
+
+
+def strong_player(game: str) -> Callable[[Any, Mapping[str, Any]], str]:
+    """The strong scripted player of a TextArena id (Tic Tac Toe's minimax).
+
+    Raises:
+        ValueError: a game without one.
+    """
+    if game_name(game) != "TicTacToe":
+        raise ValueError(
+            f"no strong scripted player for {game!r}: only TicTacToe-v0 has one "
+            "(MinimaxTicTacToePlayer)"
+        )
+    return MinimaxTicTacToePlayer()
