@@ -342,7 +342,7 @@ def _make_group(results: Sequence[EpisodeResult], agents: Iterable[str]) -> Traj
 
 
 def group_episodes(results: Sequence[EpisodeResult]) -> list[TrajectoryGroup]:
-    """One group per episode, all its agents together (a debate: seed 001's groups)."""
+    """One group per episode, all its agents together (a debate: the debate recipe's groups)."""
     return [r.to_group() for r in results]
 
 

@@ -83,7 +83,7 @@ Message: TypeAlias = Mapping[str, str]
 ContextTransform: TypeAlias = Callable[[Tokens, int], Sequence[int]]
 """``(observation_tokens, turn_index) -> training observation tokens``.
 
-Applied to each turn's observation before the prefix check (seed 003, "Swap
+Applied to each turn's observation before the prefix check (the expert-iteration plan, "Swap
 context when building Datums"). It must never touch action tokens: it only sees
 the observation.
 """
@@ -214,13 +214,13 @@ class Trajectory:
 
     The final (group) reward is not stored here but in the
     :class:`TrajectoryGroup`, because the group computes it from all its members
-    (seed 001, "Final group reward").
+    (the debate recipe, "Final group reward").
 
     Attributes:
         transitions: the agent's turns, first to last.
         agent_id: the PettingZoo agent name (``"agent_0"``, ``"helper"``...), for logs.
         strategy: the search strategy that produced this trajectory (expert
-            iteration, seed 003), or None. Stratified weighting and per-strategy
+            iteration, the expert-iteration plan), or None. Stratified weighting and per-strategy
             metrics group by it.
     """
 
@@ -254,7 +254,7 @@ class Trajectory:
 
 @dataclass(frozen=True, init=False)
 class TrajectoryGroup:
-    """Trajectories whose returns are centred together (seed 001, "Advantage Computation").
+    """Trajectories whose returns are centred together (the debate recipe, "Advantage Computation").
 
     A debate episode (its N agents), G samples of one problem (expert
     iteration), or the siblings of a tree node.

@@ -1,7 +1,7 @@
 r"""Debate self-play with the importance-sampling trainer, then a report.
 
 One model plays every debater, as in the Tinker Cookbook's multi-agent debate
-recipe (seed 001). Each iteration it plays ``--groups`` debates with its
+recipe. Each iteration it plays ``--groups`` debates with its
 current weights; every agent gets its pairwise reward (the leave-one-out win
 rate of the votes the others cast, or win minus loss); rewards are centred
 within each debate; one importance-sampling step follows.

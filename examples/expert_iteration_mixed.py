@@ -1,6 +1,6 @@
 r"""Expert iteration with mixed search strategies: sample with help, train without it.
 
-An expert-iteration plan for the Tinker Cookbook (seed 003) with the
+An expert-iteration plan for the Tinker Cookbook with the
 importance-sampling trainer. Every problem is one group, played once per slot
 of the strategy mix:
 
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     index = write_report(config.output_dir)
 
     show_context_swap(Path(config.output_dir))
-    # Seed 003's stratified average: each trajectory's advantage is scaled by w_s / n_s.
+    # The plan's stratified average: each trajectory's advantage is scaled by w_s / n_s.
     weights = config.strategy_weights or {}
     print("\nadvantage scale w_s / n_s per strategy (n_s: its trajectories in a batch):")
     for strategy, count in config.strategy_mix.items():

@@ -9,7 +9,7 @@ What it shows:
 * the reward is the agent's pairwise reward from the votes (leave-one-out win
   rate; -1 for an answer that breaks the XML contract), centred within the
   debate by TRL with ``scale_rewards="none"`` (the mean baseline of the Tinker
-  Cookbook's multi-agent debate recipe, seed 001);
+  Cookbook's multi-agent debate recipe);
 * the Python API: :class:`~baselines.grpo.GRPORunConfig` ->
   :func:`~baselines.grpo.run.build_trainer` -> ``trainer.train()``, then
   :func:`~baselines.report.write_report` for the plots and the transcript
@@ -60,7 +60,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--on-parse-error",
         default="penalize",
         choices=["penalize", "mask"],
-        help="a broken answer ends the debate with -1 (seed 001), or is masked",
+        help="a broken answer ends the debate with -1 (the debate recipe), or is masked",
     )
     parser.add_argument("--output-dir", default="runs/grpo_debate")
     parser.add_argument("--seed", type=int, default=0)

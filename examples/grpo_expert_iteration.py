@@ -3,7 +3,7 @@ r"""Expert iteration with TRL's GRPOTrainer: attempt, feedback, attempt, in one 
 What it shows:
 
 * the ``two_turn_feedback`` strategy of an expert-iteration plan for the
-  Tinker Cookbook (seed 003) on arithmetic problems: the solver answers, the
+  Tinker Cookbook on arithmetic problems: the solver answers, the
   verifier's feedback follows, the solver answers again;
   ``--generations`` episodes per problem form TRL's group, and the reward is
   attempt 2's score (1.0 when correct);
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         model=args.model,
         env="expert_iteration",
         strategy="two_turn_feedback",
-        env_kwargs={"attempt1_loss_weight": 0.0},  # seed 003: only attempt 2 is trained
+        env_kwargs={"attempt1_loss_weight": 0.0},  # only attempt 2 is trained (the plan)
         task=args.task,
         task_kwargs={"max_digits": args.max_digits} if args.task == "arithmetic" else {},
         num_generations=args.generations,

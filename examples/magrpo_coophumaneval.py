@@ -1,7 +1,7 @@
 r"""MAGRPO on CoopHumanEval: a helper and a main model learn to write one program together.
 
 Two copies of the model train side by side with MAGRPO, from the paper "LLM
-Collaboration with Multi-Agent Reinforcement Learning" (seed 004): the
+Collaboration with Multi-Agent Reinforcement Learning": the
 ``helper`` writes a function ``aux``, the ``main`` agent writes the problem's
 entry point and may call it; both get the team reward of the program they make
 (definitions, syntax, tests passed, a bonus for really using ``aux``). Each

@@ -1,6 +1,7 @@
 """Returns, group-centred advantages and stratified strategy weights: pure functions.
 
-Formulas (seed 001, "Advantage Computation"; seed 003, "Stratified mixture of
+Formulas (the debate recipe, "Advantage Computation"; the expert-iteration
+plan, "Stratified mixture of
 experts"):
 
 * return of trajectory i: ``R_i = sum_t r_step[i, t] + r_final[i]``;
@@ -87,7 +88,7 @@ def center_advantages(
     Args:
         returns_G: the returns of one group's trajectories.
         normalize_std: also divide by the population standard deviation of the
-            group plus ``epsilon`` (GRPO-style). Off by default: seed 001 only
+            group plus ``epsilon`` (GRPO-style). Off by default: the debate recipe only
             subtracts the mean.
         epsilon: added to the std so that a constant group gives 0, not 0/0.
 
@@ -121,7 +122,7 @@ def drop_constant_groups(groups_P: Sequence[TrajectoryGroup]) -> list[Trajectory
     """Drop groups whose returns are all equal; if that drops every group, keep the first.
 
     A constant group has zero advantage everywhere and so zero policy gradient
-    (seed 001, "Key edge cases"); dropping it saves a forward pass. One group is
+    (the debate recipe, "Key edge cases"); dropping it saves a forward pass. One group is
     always kept so that a training step still has data to run on (and logs its
     KL and entropy) even when nothing in the batch has signal.
     """
@@ -145,7 +146,7 @@ def stratified_scales(
     strategies: Sequence[str | None],
     strategy_weights: Mapping[str, float],
 ) -> Float64Array:
-    """Return ``w_s / n_s`` for each trajectory, s being its strategy (seed 003).
+    """Return ``w_s / n_s`` for each trajectory, s being its strategy (the expert-iteration plan).
 
     Multiplying each trajectory's advantage by its scale makes the batch
     gradient ``sum_s w_s * mean_{i in s}(...)``: each strategy contributes in

@@ -1,7 +1,7 @@
 """Trajectories -> Datums: prefix merge, context swap, masks and weights; packing for the trainer.
 
-:func:`trajectory_to_data` is seed 001's algorithm ("Converting Trajectories to
-Token-Level Training Data"), with seed 003's context swap:
+:func:`trajectory_to_data` is the debate recipe's algorithm ("Converting Trajectories to
+Token-Level Training Data"), with the expert-iteration plan's context swap:
 
 1. For each turn i, the training observation is ``context_transform(o_i, i)``
    (or ``o_i`` without a transform).
@@ -20,7 +20,7 @@ Token-Level Training Data"), with seed 003's context swap:
 
 The context transform sees only observations: action tokens and their
 sampling logprobs pass through untouched, never re-tokenized, because they
-define the behaviour policy ``q`` in the importance ratio (seed 003,
+define the behaviour policy ``q`` in the importance ratio (the expert-iteration plan,
 "Invariants"). Observation tokens are context only: they are never trained on.
 
 This module never imports torch or a tokenizer (chat messages are rendered by a
@@ -106,7 +106,7 @@ def trajectory_to_data(
     advantage: float,
     context_transform: ContextTransform | None = None,
 ) -> list[Datum]:
-    """Convert one trajectory into Datums (seed 001, with seed 003's context swap).
+    """Convert one trajectory into Datums (the debate recipe, with the context swap).
 
     Args:
         trajectory: one agent's turns in one episode.
@@ -220,7 +220,7 @@ def assemble_training_data(
 ) -> TrainingBatch:
     """Advantages, stratification and Datum conversion for a batch of groups.
 
-    Steps (seed 001, "Advantage + data assembly"; seed 003, "Stratified
+    Steps (the debate recipe, "Advantage + data assembly"; the expert-iteration plan, "Stratified
     averaging"):
 
     1. ``n_s``: trajectories of each strategy over *all* groups given, dropped

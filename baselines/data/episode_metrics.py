@@ -1,4 +1,4 @@
-"""Episode statistics of a batch of trajectory groups (seed 001, "Metrics and Artifacts").
+"""Episode statistics of a batch of trajectory groups (the debate recipe, "Metrics and Artifacts").
 
 :func:`episode_metrics` reads only what the rollout recorded: token counts,
 rewards, the numeric values of each turn's ``info`` and each trajectory's final

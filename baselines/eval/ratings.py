@@ -21,7 +21,7 @@ What counts
       model is better: dropped and counted in ``same_model_dropped`` (this
       check comes first when both apply).
     * Every other judgement counts, repeats included (an agent votes again in
-      later rounds; seed 001 does not deduplicate, nor does the reward). The
+      later rounds; the debate recipe does not deduplicate, nor does the reward). The
       consensus YES/NO is not a comparison and is not used.
 
 The model

@@ -288,7 +288,7 @@ def _blocks(prompts: Sequence[Any], size: int, what: str) -> list[Any]:
 
 
 class DebateRollout(EnvRollout):
-    """Debate (seed 001) for TRL: one debate per question, one generation per agent.
+    """Debate (the debate recipe) for TRL: one debate per question, one generation per agent.
 
     TRL repeats each question ``num_generations`` times; every block of
     ``num_agents`` copies becomes one debate in ``observation_mode="chat"``,
@@ -298,7 +298,7 @@ class DebateRollout(EnvRollout):
     agent's return: step rewards (a parse-error penalty) plus the final
     pairwise reward of ``reward`` (leave-one-out win rate by default). The
     group is the debate, so TRL's group baseline is the debate's mean reward
-    (seed 001's baseline) when ``scale_rewards="none"``.
+    (the debate recipe's baseline) when ``scale_rewards="none"``.
 
     Args:
         questions: the questions to debate (``str`` or
@@ -546,7 +546,7 @@ def expert_iteration_rollout(
     env_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> SingleAgentRollout:
-    """Expert iteration (seed 003) for TRL: ``num_generations`` episodes per problem.
+    """Expert iteration for TRL: ``num_generations`` episodes per problem.
 
     ``"iid"``: one attempt per completion. ``"two_turn_feedback"``: attempt 1,
     the feedback and attempt 2 in one completion, the feedback masked; attempt
@@ -608,7 +608,7 @@ def code_collab_rollout(
     env_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> SingleAgentRollout:
-    """Code collaboration (seed 004), single-agent setting, for TRL: the ``main`` agent alone.
+    """Code collaboration, single-agent setting, for TRL: the ``main`` agent alone.
 
     Each generation is one episode of ``num_turns`` turns: the main agent's
     programs are trained tokens, the test feedback between them is masked

@@ -1,15 +1,15 @@
-"""The importance-sampling trainer: seed 001's training loop, run locally in torch.
+"""The importance-sampling trainer: the debate recipe's training loop, run locally in torch.
 
     python -m baselines.is_trainer --env debate          # SmolLM2-135M-Instruct, CPU or GPU
     accelerate launch --multi_gpu --num_processes 2 -m baselines.is_trainer --env debate
 
-One iteration (seed 001, "Training Loop"):
+One iteration (the debate recipe, "Training Loop"):
 
 1. *Sample* ``groups_per_batch`` groups with the current weights
    (:mod:`baselines.rollouts`; each process plays its share, then every process
    receives every group).
 2. *Assemble* Datums (:func:`baselines.data.datums.assemble_training_data`): returns
-   centred per group, the training context of seed 003 swapped in from
+   centred per group, the training context of the expert-iteration plan swapped in from
    ``info["training_messages"]`` with the sampler's own chat renderer, strategy
    weights ``w_s / n_s``.
 3. *Optimize*: the Datums are split into ``num_substeps`` consecutive chunks,
@@ -21,12 +21,12 @@ One iteration (seed 001, "Training Loop"):
    averaged across processes by DDP; since every process scales its loss by
    ``num_processes / total weight``, the step is the same for any number of
    processes.
-4. *Refresh* the sampler after every optimizer step (seed 001,
+4. *Refresh* the sampler after every optimizer step (the debate recipe,
    "Checkpointing and sampling-client refresh"), so the next batch is sampled
    on-policy: the first substep's ``optim/kl_sample_train_*`` stay at the
    sampler/trainer numerical noise, and are the check.
 5. *Log* one JSON line per iteration (``metrics.jsonl``), *checkpoint*, and
-   *evaluate* (debate: role-averaged against a fixed opponent, seed 001
+   *evaluate* (debate: role-averaged against a fixed opponent, the debate recipe
    "Evaluation mode"; expert iteration: ``iid`` accuracy on held-out problems).
 
 A run started again with the same ``output_dir`` resumes after its last

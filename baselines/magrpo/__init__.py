@@ -1,4 +1,4 @@
-"""MAGRPO: multi-agent GRPO on the code-collaboration env (seed 004).
+"""MAGRPO: multi-agent GRPO on the code-collaboration env (the MAGRPO paper).
 
 * :mod:`baselines.magrpo.config`: :class:`MAGRPOConfig`.
 * :mod:`baselines.magrpo.tree`: growing the trees of joint actions (no torch).

@@ -1,8 +1,8 @@
-"""MAGRPO credit assignment on a rollout tree: pure functions (seed 004).
+"""MAGRPO credit assignment on a rollout tree: pure functions (the MAGRPO paper).
 
 A MAGRPO *node* is one state of a multi-turn episode. At a node every agent
 samples ``G`` completions, and the agents' completions are combined into joint
-actions (seed 004, "Joint Action"):
+actions (the MAGRPO paper, "Joint Action"):
 
 * ``"align"`` pairs the g-th completion of every agent: ``G`` joint actions;
 * ``"cross"`` takes the Cartesian product: ``G**N`` joint actions for ``N`` agents.
@@ -11,7 +11,7 @@ Each joint action earns an immediate team reward ``r_j`` and, unless the node
 stops there, leads to a child node (the next turn). The joint actions of one node
 are *siblings*: they compete from the same state, so their mean is the baseline.
 
-Formulas (seed 004, "Advantage" and "Termination"; the reference code computes
+Formulas (the MAGRPO paper, "Advantage" and "Termination"; the reference code computes
 returns the same way):
 
 * return of joint action j: ``R_j = r_j + gamma * mean(R_child)`` where
@@ -24,7 +24,7 @@ returns the same way):
   completion is in ``G**(N-1)`` joint actions, so the sum is that constant times
   the mean: it scales every advantage, i.e. the learning rate, by ``G**(N-1)``;
 * advantage: ``A_g = R_g - mean_g' R_g'`` over the agent's G completions at the
-  node. No division by the standard deviation (seed 004 cites Dr. GRPO: the mean
+  node. No division by the standard deviation (the MAGRPO paper cites Dr. GRPO: the mean
   baseline keeps the gradient unbiased) and no importance ratio (on-policy);
 * termination: a node stops expanding when the mean immediate reward of its
   joint actions exceeds ``termination_threshold`` (strictly greater).
@@ -95,7 +95,7 @@ def joint_indices(num_agents: int, group_size: int, mode: JointMode) -> list[tup
 def should_expand(
     rewards_J: Sequence[float], turn: int, num_turns: int, threshold: float | None
 ) -> bool:
-    """Whether a node at 0-based ``turn`` gets children (seed 004, "Termination").
+    """Whether a node at 0-based ``turn`` gets children (the MAGRPO paper, "Termination").
 
     A node on the last turn has none; otherwise it expands unless the mean
     immediate reward of its joint actions is strictly above ``threshold``.
@@ -122,7 +122,7 @@ def tree_shape(
 
     A node has ``B = G`` (align) or ``G**N`` (cross) joint actions, so turn t has
     ``B**t`` nodes and the last turn ``B**T`` joint actions: ``G**T`` (align)
-    and ``G**(N*T)`` (cross), as seed 004's "Number of Samples" states.
+    and ``G**(N*T)`` (cross), as the MAGRPO paper's "Number of Samples" states.
 
     Example:
         >>> tree_shape(2, 2, 2, "align")

@@ -1,4 +1,4 @@
-"""MAGRPO: multi-agent GRPO on the code-collaboration env (seed 004).
+"""MAGRPO: multi-agent GRPO on the code-collaboration env (the MAGRPO paper).
 
     python -m baselines.magrpo --help
 

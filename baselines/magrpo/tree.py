@@ -1,4 +1,4 @@
-"""MAGRPO tree rollouts on any forkable PettingZoo ParallelEnv (seed 004), without torch.
+"""MAGRPO tree rollouts on any forkable PettingZoo ParallelEnv (the MAGRPO paper), without torch.
 
 :func:`grow_trees` expands one tree per root environment, level by level:
 

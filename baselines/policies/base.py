@@ -4,7 +4,7 @@ A policy turns chat observations into sampled completions: prompt tokens (the
 observation rendered with the chat template), the sampled completion tokens,
 the sampler's logprob of each of them, and the completion text. Completion
 tokens are the sampled ones: text is decoded from them, never the other way
-round (seed 003: "Completion tokens are reused verbatim").
+round (the expert-iteration plan: "Completion tokens are reused verbatim").
 
 Stop strings follow one rule in every backend: sampling ends at the first
 stop string, the completion keeps the token that completed it, and the text
@@ -179,7 +179,7 @@ class ChatRenderer:
     """Renders chat messages into prompt tokens with a tokenizer's chat template.
 
     The same renderer must render the sampling observation and the training
-    context (seed 003: "Renderer must match model family"), so trainers build
+    context (the expert-iteration plan: "Renderer must match model family"), so trainers build
     one and hand it to both the policy and the data pipeline.
 
     Args:

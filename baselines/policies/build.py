@@ -1,6 +1,6 @@
 """The trainer's samplers: which backend, and how each one gets the new weights.
 
-Seed 001 ("Checkpointing and sampling-client refresh"): a sampler does not see
+The debate recipe ("Checkpointing and sampling-client refresh"): a sampler does not see
 new weights by itself. After every optimizer step the trainer hands them over,
 so the next batch is sampled on-policy and the ``optim/kl_sample_train_*``
 metrics stay near zero:

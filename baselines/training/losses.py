@@ -7,22 +7,22 @@ per-token ratio ``r = exp(lp_train - lp_sample)``, and sums over tokens with eac
 token's loss weight ``w`` (0 on observation tokens and on ``loss_weight`` 0 turns):
 
 ==========================  ===================================================================
-``importance_sampling``     ``-sum(w * r * A)``  (seed 001, "RL Objective Used"; the default)
+``importance_sampling``     ``-sum(w * r * A)``  (the debate recipe's "RL Objective"; the default)
 ``ppo``                     ``-sum(w * min(r * A, clip(r, 1 - eps_low, 1 + eps_high) * A))``
 ``cispo``                   ``-sum(w * stopgrad(clip(r, clip_low, clip_high)) * lp_train * A)``
 ==========================  ===================================================================
 
 The gradient of the importance-sampling term is ``d/d lp_train (-w r A) = -w r A``:
 the REINFORCE gradient ``-A * grad log p`` reweighted by ``p / q``. When
-sampling and training contexts differ (seed 003's context swap), ``r`` is the
+sampling and training contexts differ (the expert-iteration plan's context swap), ``r`` is the
 ratio between the training context and the sampling context, which is exactly
 the correction the off-policy estimator needs.
 
-MAGRPO (seed 004) trains on-policy, without a ratio: :func:`reinforce_loss`
+MAGRPO (the MAGRPO paper) trains on-policy, without a ratio: :func:`reinforce_loss`
 is ``-(1/C) * sum_c A_c * sum_t lp_train``, the mean over a batch's C
 completions of each one's advantage times its summed token logprobs.
 
-Losses are sums, not means, as in seed 001: how to normalize (by tokens, by
+Losses are sums, not means, as in the debate recipe: how to normalize (by tokens, by
 Datums, by a constant) is the trainer's decision. They work on any shape
 (packed ``_N`` or padded ``_B_T``) because every operation is elementwise.
 Non-action positions are safe: their sampling logprob is 0 and a training
@@ -79,7 +79,7 @@ def importance_sampling_loss(
     advantages: torch.Tensor,
     weights: torch.Tensor,
 ) -> torch.Tensor:
-    """``-sum(w * r * A)`` with ``r = exp(lp_train - lp_sample)`` (seed 001, "RL Objective Used").
+    """``-sum(w * r * A)``, ``r = exp(lp_train - lp_sample)`` (the debate recipe's objective).
 
     Args:
         training_logprobs: logprob of each target under the model being trained
@@ -161,7 +161,7 @@ def reinforce_loss(
     weights: torch.Tensor,
     num_completions: int,
 ) -> torch.Tensor:
-    """``-(1/C) * sum_c A_c * sum_t lp_ct``: MAGRPO's on-policy loss (seed 004).
+    """``-(1/C) * sum_c A_c * sum_t lp_ct``: MAGRPO's on-policy loss (the MAGRPO paper).
 
     ``advantages`` holds each completion's advantage on its tokens, ``weights``
     1 on completion tokens and 0 on prompt and padding; any shape (rows of
@@ -235,7 +235,7 @@ def kl_sample_train(
     training_logprobs: torch.Tensor,
     mask: torch.Tensor,
 ) -> dict[str, float]:
-    """Sampler-vs-trainer diagnostics over action tokens (seed 001, "Mask handling").
+    """Sampler-vs-trainer diagnostics over action tokens (the debate recipe, "Mask handling").
 
     With ``d = lp_sample - lp_train`` over tokens where ``mask == 1``:
 
@@ -275,7 +275,7 @@ def per_strategy_metrics(
     data_D: Sequence[Datum],
     training_logprobs_D: Sequence[torch.Tensor],
 ) -> dict[str, float]:
-    """Counts and the mean log ratio ``lp_train - lp_sample`` per strategy (seed 003, "Metrics").
+    """Counts and the mean log ratio ``lp_train - lp_sample`` per strategy (expert iteration).
 
     For each strategy s (None logged as ``untagged``):
 

@@ -1,4 +1,4 @@
-"""Code collaboration: a helper writes ``aux``, a main agent writes the entry point (seed 004).
+"""Code collaboration (the MAGRPO paper): a helper writes ``aux``, a main agent the entry point.
 
 >>> from llm_envs.code_collab import parallel_env
 >>> game = parallel_env(problems="coophumaneval", num_turns=2)  # doctest: +SKIP

@@ -1,6 +1,6 @@
-"""Code collaboration: a helper and a main agent write one program together (seed 004).
+"""Code collaboration: a helper and a main agent write one program together (the MAGRPO paper).
 
-This is the MAGRPO setting of seed 004 as a PettingZoo ``ParallelEnv``
+This is the MAGRPO setting of the MAGRPO paper as a PettingZoo ``ParallelEnv``
 (:func:`parallel_env`), with its AEC form (:func:`env`) built by PettingZoo's
 ``parallel_to_aec`` conversion.
 
@@ -17,7 +17,7 @@ Observation
     ``{"messages": [...]}``, a growing chat per agent: its turn-1 prompt, then for
     each later turn its own previous answer (assistant) and a new user message
     with the feedback of ``external_mode`` and the revise instruction. An agent
-    never sees the other agent's prompts or answers (seed 004, "History"). Each
+    never sees the other agent's prompts or answers (the MAGRPO paper, "History"). Each
     observation extends the previous one plus the agent's answer, so a trainer
     can merge a trajectory into one sequence.
 
@@ -135,7 +135,7 @@ class TurnRecord:
 
 
 class CodeCollabEnv(TextEnvMixin, ParallelEnv[str, Observation, str]):
-    r"""The code-collaboration environment of seed 004; see the module docstring.
+    r"""The code-collaboration environment of the MAGRPO paper; see the module docstring.
 
     Args:
         config: a :class:`CodeCollabConfig`; None builds one from ``overrides``

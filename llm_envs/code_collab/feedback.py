@@ -1,6 +1,6 @@
 r"""The feedback of code collaboration: what each agent is told after a turn.
 
-Three external modes (seed 004, "External Modes"):
+Three external modes (the MAGRPO paper, "External Modes"):
 
 - ``level_feedback``: static and execution diagnostics of the joint action
   (which definitions were found, syntax with line and column, ``p/t`` tests

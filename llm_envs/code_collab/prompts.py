@@ -2,7 +2,7 @@
 
 A helper writes ``aux``; the main agent writes the problem's entry point and may
 call ``aux``; in the single-agent setting the main agent alone writes the entry
-point. Every prompt tells the agent what is kept of its answer (seed 004: only
+point. Every prompt tells the agent what is kept of its answer (the MAGRPO paper: only
 ``aux`` from the helper, only the entry point from the main agent, plus their
 imports) and to answer with code only. This module only formats text.
 """

@@ -1,4 +1,4 @@
-r"""The team reward of code collaboration (seed 004): levels, tests and a collaboration bonus.
+r"""The team reward of code collaboration (the MAGRPO paper): levels, tests, collaboration.
 
 A helper agent writes a function ``aux``; a main agent writes the problem's
 entry point, which may call ``aux``. Their texts become one program, the
@@ -118,7 +118,7 @@ AUX_BONUS_RULES: Final = ("as_written", "when_called")
 MAX_TEAM_REWARD: Final = 4.0
 """The largest team reward: 0.4 + 0.6 + 0.5 + 1.0 + 0.5 + 1.0."""
 
-# Points of each rule (seed 004; the table in the module docstring).
+# Points of each rule (the MAGRPO paper; the table in the module docstring).
 AUX_DEFINED_POINTS: Final = 0.4
 MAIN_DEFINED_POINTS: Final = 0.6
 SYNTAX_POINTS: Final = 0.5
@@ -188,7 +188,7 @@ class AssembledProgram:
 
 @dataclass(frozen=True)
 class CodeRewardBreakdown:
-    """The team reward and its parts (seed 004).
+    """The team reward and its parts (the MAGRPO paper).
 
     Attributes:
         level1: definitions, 0 to 1.0.
@@ -576,7 +576,7 @@ def team_reward(
     main_code: str,
     sandbox: Sandbox | None = None,
 ) -> CodeRewardBreakdown:
-    """The team reward of seed 004 for a helper's and a main agent's raw answers.
+    """The team reward of the MAGRPO paper for a helper's and a main agent's raw answers.
 
     With ``helper_code=""`` it scores single-agent code the same way (no
     ``aux``: at most 0.6 + 0.5 + 1.0 = 2.1).

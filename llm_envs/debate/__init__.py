@@ -1,4 +1,4 @@
-"""Multi-agent debate: N agents answer in turn, judge each other, and vote (seed 001).
+"""Multi-agent debate: N agents answer in turn, judge each other, and vote (the debate recipe).
 
 >>> from llm_envs.debate import env
 >>> debate = env(num_agents=3, max_rounds=2)

@@ -1,6 +1,6 @@
 """Multi-agent debate: N agents answer one question in turn, judge each other, and vote.
 
-This is seed 001 as a PettingZoo AEC environment.
+This is the debate recipe as a PettingZoo AEC environment.
 
 Agents
     ``"agent_0" ... "agent_{N-1}"``; agent ``agent_i`` is "Agent i" in prompts and
@@ -130,7 +130,7 @@ def _sample_fragments() -> tuple[str, ...]:
 
 
 class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
-    """The debate environment of seed 001; see the module docstring for the full contract.
+    """The debate environment of the debate recipe; see the module docstring for the full contract.
 
     Args:
         config: a :class:`DebateConfig`; None builds one from ``overrides``.

@@ -1,4 +1,4 @@
-"""Prompt text for the debate environment (seed 001, "Observation Construction").
+"""Prompt text for the debate environment (the debate recipe, "Observation Construction").
 
 Pure functions from debate state to strings. The environment decides *what* an
 agent sees (which rounds, which turns); this module decides *how* it reads.
@@ -82,7 +82,7 @@ def system_prompt(agent_id: int, num_agents: int) -> str:
 
 
 def clip(text: str, max_chars: int) -> str:
-    """Clip ``text`` to ``max_chars`` characters, marking the cut (seed 001: per-field clipping)."""
+    """Clip ``text`` to ``max_chars`` characters, marking the cut (per-field clipping)."""
     if len(text) <= max_chars:
         return text
     return text[:max_chars] + _CLIP_MARK
@@ -151,7 +151,7 @@ def round_instruction(
     max_rounds: int,
     spoken_this_round: Sequence[int],
 ) -> str:
-    """The instruction closing an agent's prompt (seed 001, round-1 bootstrapping and later rounds).
+    """The instruction closing an agent's prompt (the recipe's round 1 and later rounds).
 
     Round 1 has three cases so that nobody is asked to compare answers that do
     not exist yet: the first speaker only proposes; the second evaluates the

@@ -1,6 +1,6 @@
 """The debate's output contract: parse one agent's answer into fields and votes.
 
-Seed 001 ("Output Contract (XML Schema) and Parsing Details") asks every
+The debate recipe ("Output Contract (XML Schema) and Parsing Details") asks every
 debater to answer with five tags, in this order (:data:`TAGS`)::
 
     <solution>...</solution>
@@ -53,7 +53,7 @@ Comparisons
       (``---``, fences) and lines starting with ``N/A``, ``NA`` or ``None``
       are not counted.
     * A comparison with the author on either side is dropped and counted in
-      ``self_comparisons_dropped`` (seed 001: "no self-comparison").
+      ``self_comparisons_dropped`` (the debate recipe: "no self-comparison").
     * Out-of-range ids (``Agent 7`` among 3 agents) and ``Agent 1 = Agent 1``
       are kept: the parser does not know the number of agents, and the reward
       functions count such votes as malformed. Ids have at most 18 digits;
@@ -221,7 +221,7 @@ class DebateResponse:
 
 
 def parse_response(text: str, author: int) -> DebateResponse:
-    """Parse one debate answer written to the XML contract of seed 001.
+    """Parse one debate answer written to the XML contract of the debate recipe.
 
     The rules (normalization, comparisons, consensus values, the unclosed last
     field) are listed in the module docstring.

@@ -1,7 +1,7 @@
 """Debate questions, optionally with a reference answer and a checker.
 
 A reference answer never enters the reward: the debate reward comes only from
-peer votes (seed 001). When a question has one, the environment scores each
+peer votes (the debate recipe). When a question has one, the environment scores each
 agent's solution against it as a *metric*, so users can see whether debating
 makes agents more accurate.
 """

@@ -2,7 +2,7 @@
 
 Agents judge each other with comparisons such as ``Agent 0 > Agent 2``; each
 comparison, with the agent that wrote it, is a :class:`Vote`. This module turns
-every vote of an episode into one final reward per agent, exactly as seed 001
+every vote of an episode into one final reward per agent, exactly as the debate recipe
 defines it ("Pairwise Comparisons as Votes", "Reward Function 1: Win Rate" and
 "Reward Function 2: Win Minus Loss").
 
@@ -86,12 +86,12 @@ class PairwiseResult:
 
 
 RewardMode: TypeAlias = Literal["win_rate", "win_minus_loss"]
-"""The name of a pairwise reward function, as configs spell it (seed 001's ``reward_mode``)."""
+"""A pairwise reward function's name, as configs spell it (the recipe's ``reward_mode``)."""
 
 VoteCounting: TypeAlias = Literal["as_written", "once_per_pair"]
 """How an environment counts the comparisons its agents write (the debate's ``vote_counting``).
 
-``"as_written"`` (seed 001): every comparison is a vote, repeats included.
+``"as_written"`` (the debate recipe): every comparison is a vote, repeats included.
 ``"once_per_pair"`` (opt-in, not in the seed): one round's votes go through
 :func:`once_per_voter_and_pair` first.
 """
@@ -101,7 +101,7 @@ PairwiseRewardFn: TypeAlias = Callable[[Iterable[Vote], int], PairwiseResult]
 
 
 def is_valid_vote(vote: Vote, num_agents: int) -> bool:
-    """Whether a vote counts, by the validity checks of seed 001.
+    """Whether a vote counts, by the validity checks of the debate recipe.
 
     A vote is valid iff ``a`` and ``b`` are agent ids in ``range(num_agents)``,
     ``a != b`` and ``op`` is ``">"`` or ``"="``. The author is not checked: a
@@ -126,7 +126,7 @@ def is_valid_vote(vote: Vote, num_agents: int) -> bool:
 def once_per_voter_and_pair(votes: Iterable[Vote], num_agents: int) -> list[Vote]:
     """One round's votes with each voter's comparisons of one pair of agents counted once.
 
-    Not in seed 001, which counts every comparison as written: there, one agent
+    Not in the debate recipe, which counts every comparison as written: there, one agent
     that writes ``Agent 0 > Agent 1`` a hundred times outweighs every other
     voter, and decides the others' win rates (a reward hack under RL). Here, of
     the valid votes by one author about one *unordered* pair ``{a, b}``, only
@@ -185,7 +185,7 @@ def once_per_voter_and_pair(votes: Iterable[Vote], num_agents: int) -> list[Vote
 def win_rate(votes: Iterable[Vote], num_agents: int) -> PairwiseResult:
     """Each agent's leave-one-out win rate over the votes that involve it.
 
-    Seed 001, "Reward Function 1: Win Rate": for every valid vote
+    The debate recipe, "Reward Function 1: Win Rate": for every valid vote
     ``(u, a, op, b)`` and every target agent ``i in {a, b}`` with ``u != i``,
     ``V_i += 1``; ``W_a += 1`` when ``op`` is ``">"``, and ``W_a += 1/2``,
     ``W_b += 1/2`` when it is ``"="``. Then ``r_i = W_i / V_i`` (``0`` when
@@ -221,7 +221,7 @@ def win_rate(votes: Iterable[Vote], num_agents: int) -> PairwiseResult:
 def win_minus_loss(votes: Iterable[Vote], num_agents: int) -> PairwiseResult:
     """Each agent's leave-one-out average signed outcome per matchup.
 
-    Seed 001, "Reward Function 2: Win Minus Loss": for every valid vote
+    The debate recipe, "Reward Function 2: Win Minus Loss": for every valid vote
     ``(u, a, op, b)`` and every target agent ``i in {a, b}`` with ``u != i``,
     ``M_i += 1``; when ``op`` is ``">"``, ``S_a += 1`` and ``S_b -= 1``; a tie
     changes no score. Then ``r_i = S_i / M_i`` (``0`` when ``M_i = 0``), in
@@ -332,13 +332,13 @@ def _tally(votes: Iterable[Vote], num_agents: int) -> _Tally:
             continue
         a = ids.get(raw_a)
         b = ids.get(raw_b)
-        # Validity (seed 001, "Pairwise Comparisons as Votes"):
+        # Validity (the debate recipe, "Pairwise Comparisons as Votes"):
         # a, b in range(N), a != b, op in {>, =}.
         if a is None or b is None or a == b or op not in VALID_OPS:
             malformed += k
             continue
         total += k
-        # Leave-one-out (seed 001): a vote never counts for the side its author is on.
+        # Leave-one-out (the debate recipe): a vote never counts for the side its author is on.
         if op == ">":
             if author != a:
                 wins[a] += k

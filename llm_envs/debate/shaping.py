@@ -1,6 +1,6 @@
 """Opt-in reward shaping for the debate: partial credit that a small model can climb.
 
-The debate's reward (seed 001) pays only for peer votes, and a parse error
+The debate's reward (the debate recipe) pays only for peer votes, and a parse error
 costs -1. A model that never writes the five-tag contract gets the same -1 for
 every answer, however close it came, so policy gradients have nothing to
 follow. :class:`DebateShaping` adds, to every answer's step reward,

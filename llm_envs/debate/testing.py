@@ -1,4 +1,4 @@
-"""Property-test any pairwise (vote-based) reward function against seed 001's invariants.
+"""Property-test any pairwise (vote-based) reward function against the debate recipe's invariants.
 
 Two kinds of helpers, for our own tests and for users who write their own
 reward over :class:`~llm_envs.debate.rewards.Vote` lists:
@@ -103,7 +103,7 @@ def votes(
 
 
 def invalid_votes(num_agents: int = 3) -> SearchStrategy[Vote]:
-    """Votes that seed 001 calls malformed: an id out of range, ``a == b``, or a bad op."""
+    """Votes that the debate recipe calls malformed: an id out of range, ``a == b``, or a bad op."""
     st = _strategies()
     _check_num_agents(num_agents)
     agent = st.integers(0, num_agents - 1)
@@ -166,7 +166,7 @@ def check_range(
     """Every reward lies in ``[low, high]`` and there is one per agent.
 
     Use ``low=0.0, high=1.0`` for a win rate and ``low=-1.0, high=1.0`` for
-    win minus loss (seed 001).
+    win minus loss (the debate recipe).
 
     Raises:
         AssertionError: If a reward is out of range, not finite, or missing.
@@ -188,7 +188,7 @@ def check_leave_one_out(
     *,
     tol: float = _DEFAULT_TOL,
 ) -> None:
-    """Votes authored by agent ``i`` never change ``r_i`` (seed 001, leave-one-out).
+    """Votes authored by agent ``i`` never change ``r_i`` (the debate recipe, leave-one-out).
 
     For every agent ``i``, ``r_i`` must stay the same when all votes authored
     by ``i`` are removed, and when votes authored by ``i`` are added: every
@@ -296,7 +296,7 @@ def check_tie_symmetry(
 
 
 def check_no_valid_votes(reward_fn: RewardFn, votes: Iterable[Vote], num_agents: int) -> None:
-    """Without a valid vote every reward is exactly 0 (seed 001).
+    """Without a valid vote every reward is exactly 0 (the debate recipe).
 
     Only the invalid votes among ``votes`` are used (none at all is a case too).
 

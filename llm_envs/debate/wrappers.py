@@ -1,4 +1,4 @@
-"""Reward wrappers that turn a vote ledger into final group rewards (seed 001).
+"""Reward wrappers that turn a vote ledger into final group rewards (the debate recipe).
 
 A wrapped environment must expose its votes on ``env.unwrapped.votes``: a
 sequence of :class:`~llm_envs.debate.rewards.Vote` whose agent ids index

@@ -1,4 +1,4 @@
-"""Expert iteration: search strategies whose sampling context differs from training (seed 003).
+"""Expert iteration: search strategies whose sampling context differs from training.
 
 >>> from llm_envs.expert_iteration import env
 >>> ei = env(strategy="two_turn_feedback", training_context="problem+attempt1")

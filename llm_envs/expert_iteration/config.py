@@ -108,7 +108,7 @@ class ExpertIterationConfig:
             message and replaces it for training; None: the default, which asks
             to review the answer and restates the answer format.
         attempt1_loss_weight: ``loss_weight`` of an attempt 1 that is followed by
-            attempt 2 (seed 003: "only attempt2 contributes to loss").
+            attempt 2 (the expert-iteration plan: "only attempt2 contributes to loss").
         on_first_correct: ``"continue"`` or ``"stop"`` (see :mod:`llm_envs.expert_iteration.env`).
         critic_sees_reference: show the critic the reference answer (or program).
         code_reward: ``"fraction"`` of tests passed, or ``"all_or_nothing"``.

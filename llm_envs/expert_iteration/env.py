@@ -1,11 +1,11 @@
 r"""Expert iteration: one problem, a search strategy, and a training context for every turn.
 
-This is seed 003 as a PettingZoo AEC environment. Expert iteration samples with
+This is the expert-iteration plan as a PettingZoo AEC environment. Expert iteration samples with
 help (extra instructions, a hint, feedback on a first attempt) and trains the
 model to produce the result without the help. Every turn therefore has two
 contexts: the observation, which the model is sampled on, and
 ``info["training_messages"]``, which its completion is trained on. The
-completion itself is never altered (seed 003, "Invariants").
+completion itself is never altered (the expert-iteration plan, "Invariants").
 
 Agents
     ``"solver"`` answers the problem. With ``feedback_source="critic"`` a
@@ -167,7 +167,7 @@ def _default_code_runner() -> CodeRunner:
 
 
 class ExpertIterationEnv(TextEnvMixin, AECEnv[str, Observation, str]):
-    r"""The expert-iteration environment of seed 003; see the module docstring for the contract.
+    r"""The expert-iteration environment of the expert-iteration plan; see the module docstring for the contract.
 
     Args:
         config: an :class:`ExpertIterationConfig`; None builds one from ``overrides``.

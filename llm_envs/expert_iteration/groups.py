@@ -1,6 +1,6 @@
 """Group helpers: for each problem, a group of episodes that mixes search strategies.
 
-Seed 003 treats each search strategy as a *stratum*: the samples of one problem
+The expert-iteration plan treats each search strategy as a *stratum*: the samples of one problem
 form a group whose returns are centred together, and each sample is tagged with
 its strategy so that the trainer can count ``n_s`` and weight strata ("Stratified
 mixture of experts"). An :class:`EpisodePlan` lays out such groups in rollout

@@ -1,4 +1,4 @@
-r"""Prompt text of the expert-iteration environment (seed 003).
+r"""Prompt text of the expert-iteration environment (the expert-iteration plan).
 
 Pure functions from a problem (and attempts, feedback) to strings. Which
 message goes into the *sampling* context and which into the *training* context

@@ -1,6 +1,6 @@
 """Search strategies of expert iteration: what each turn is sampled on and what it is trained on.
 
-Seed 003 ("Core idea"): every sampled completion is kept verbatim, and only its
+The expert-iteration plan ("Core idea"): every sampled completion is kept verbatim, and only its
 context is swapped for training::
 
     (sampling_context + completion)  ->  (training_context + completion)
@@ -33,7 +33,7 @@ Why a revise message replaces the feedback (``"problem+attempt1"``)
     would then be trained to *continue* attempt 1 rather than to answer anew.
     So the user message before attempt 2 is "feedback + revise message" while
     sampling and the same revise message alone for training: a neutral,
-    feedback-free request to review the answer (seed 003, "Multi-turn: decide
+    feedback-free request to review the answer (the expert-iteration plan, "Multi-turn: decide
     explicitly what to keep in training context"). The training context then
     teaches self-correction without help, and its text differs from the
     sampling context by exactly the feedback.
@@ -76,7 +76,7 @@ __all__ = [
 
 
 class Strategy(StrEnum):
-    """A search strategy: how the sampling context helps the model (seed 003, "Search strategies").
+    """A search strategy: how the sampling context helps the model (the plan's "Search strategies").
 
     Attributes:
         IID: plain samples; sampling context = training context (ratio 1).
@@ -130,7 +130,7 @@ class PromptSettings:
         system_prompt: a system message opening every context, or None.
         augmentation: ``prompt_augmentation``'s help: a str is appended to the
             problem's user message (after a blank line); a sequence of messages
-            (a system message, few-shot exchanges: seed 003's
+            (a system message, few-shot exchanges: the expert-iteration plan's
             ``sampling_convo_prefix``) is inserted before it.
         hint: see :data:`HintMode`.
         hint_fraction: share of the solution's lines shown by ``"partial_solution"``.
@@ -261,7 +261,7 @@ def second_attempt_context(
     feedback: str,
     settings: PromptSettings,
 ) -> TurnContext:
-    """The contexts of attempt 2 of ``two_turn_feedback`` (seed 003, "2-turn feedback").
+    """The contexts of attempt 2 of ``two_turn_feedback`` (the expert-iteration plan, "2-turn feedback").
 
     Sampling: problem, attempt 1 (verbatim), feedback + revise message.
     Training: ``"problem+attempt1"`` replaces the feedback message by the

@@ -2,7 +2,7 @@ r"""The verifier of the expert-iteration environment: scores an attempt and writ
 
 A :class:`Verdict` says whether an attempt is correct, its score in [0, 1],
 whether it follows the answer format, and the feedback text the
-``two_turn_feedback`` strategy shows before attempt 2 (seed 003, "2-turn
+``two_turn_feedback`` strategy shows before attempt 2 (the expert-iteration plan, "2-turn
 feedback": "explicit feedback generation").
 
 Math (:func:`verify_math`)

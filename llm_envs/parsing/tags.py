@@ -6,7 +6,7 @@ Markdown fences, ``<think>`` blocks and chatty preambles, and samplers cut the
 text before the closing tag of the last field (the stop string). This module
 holds the contract-independent half of parsing such text:
 
-* :func:`normalize` undoes the common wrappers (seed 001, "Parser normalization"):
+* :func:`normalize` undoes the common wrappers (the debate recipe, "Parser normalization"):
   :func:`strip_think_tags`, :func:`start_at_first_tag`, and the closing fence
   of a fenced answer (:func:`strip_code_fence` for text that starts with one).
 * :func:`scan_tags` finds the fields, in contract order, as :class:`TagSpan`.
@@ -147,7 +147,7 @@ def start_at_first_tag(text: str, tags: Iterable[str]) -> str:
 
 
 def normalize(text: str, tags: Iterable[str]) -> str:
-    r"""Undo the wrappers models put around a contract answer (seed 001, "Parser normalization").
+    r"""Undo the wrappers models put around a contract answer (the recipe's "Parser normalization").
 
     In order: remove ``<think>`` tags keeping their content
     (:func:`strip_think_tags`); drop the preamble before the first structured

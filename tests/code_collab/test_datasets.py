@@ -23,7 +23,7 @@ from llm_envs.code_collab.env import load_problems
 from llm_envs.tasks import CodeProblem, load_humaneval
 
 # Reference solutions that rely on other top-level code of their own, which the
-# entry-point-only rule of seed 004 drops: helper functions (Mbpp/18, 56, 70,
+# entry-point-only rule of the MAGRPO paper drops: helper functions (Mbpp/18, 56, 70,
 # 164, 223) or a module-level constant (Mbpp/396's `regex`). Their tests fail
 # with a NameError.
 MBPP_NEEDS_DROPPED_CODE = {"Mbpp/18", "Mbpp/56", "Mbpp/70", "Mbpp/164", "Mbpp/223", "Mbpp/396"}

@@ -1,6 +1,6 @@
 """The debate's opt-in vote_counting="once_per_pair": one voter repeating a comparison.
 
-Seed 001 counts every comparison as written (the default, "as_written"); the
+The debate recipe counts every comparison as written (the default, "as_written"); the
 option counts each agent's comparison of a pair of agents once per round, the
 first one written. Table tests carry hand-computed numbers; property tests
 check that the default is exactly today's reward and the option is the pure

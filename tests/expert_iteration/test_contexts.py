@@ -1,4 +1,4 @@
-"""Sampling context vs training context, strategy by strategy (seed 003, "Core idea").
+"""Sampling context vs training context, strategy by strategy (the plan's "Core idea").
 
 Each test states exactly what the observation and ``info["training_messages"]``
 hold: the help (augmentation, hint, feedback) appears only in the sampling
@@ -69,7 +69,7 @@ def test_prompt_augmentation_default_text():
 
 
 def test_prompt_augmentation_messages_are_a_sampling_prefix():
-    # Seed 003's sampling_convo_prefix: few-shot messages before the problem, after the system.
+    # The plan's sampling_convo_prefix: few-shot messages before the problem, after the system.
     shots = (
         {"role": "user", "content": "What is 1 + 1?"},
         {"role": "assistant", "content": "1 + 1 = \\boxed{2}"},

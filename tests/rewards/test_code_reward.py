@@ -1,4 +1,4 @@
-"""The team reward of code collaboration (seed 004) on real CoopHumanEval problems.
+"""The team reward of code collaboration (the MAGRPO paper) on real CoopHumanEval problems.
 
 Every case is a hand-written (helper, main) pair; the expected numbers are
 worked out in the comments from the rule table of llm_envs.code_collab.rewards:

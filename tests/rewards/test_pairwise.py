@@ -1,4 +1,4 @@
-"""Pairwise rewards: seed 001's leave-one-out win rate and win minus loss.
+"""Pairwise rewards: the debate recipe's leave-one-out win rate and win minus loss.
 
 Table tests carry hand-computed numbers (the working is in the comments);
 property tests run the reusable invariant checks of llm_envs.debate.testing and
@@ -168,7 +168,7 @@ def seed_reference(
     tie_is_matchup: bool = True,
     a_equals_b_valid: bool = False,
 ) -> tuple[float, ...]:
-    """Seed 001's definitions, transcribed target agent by target agent.
+    """The debate recipe's definitions, transcribed target agent by target agent.
 
     The keyword arguments switch on deliberate mistakes (mutants), so that the
     tests below can show that they would be caught.

@@ -70,7 +70,7 @@ def test_group_returns_pairs_trajectories_with_their_final_rewards() -> None:
         ([1.0, 0.0], [0.5, -0.5]),
         # mean = (1 + 0.5 + 0) / 3 = 0.5
         ([1.0, 0.5, 0.0], [0.5, 0.0, -0.5]),
-        # seed 001 edge case: one parse error (-1) among zero pairwise rewards;
+        # the debate recipe edge case: one parse error (-1) among zero pairwise rewards;
         # mean = -1/4: [0.25, 0.25, 0.25, -0.75]
         ([0.0, 0.0, 0.0, -1.0], [0.25, 0.25, 0.25, -0.75]),
         # all identical: zero advantage

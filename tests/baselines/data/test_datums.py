@@ -1,4 +1,4 @@
-"""trajectory_to_data (seed 001 + seed 003), assemble_training_data, packing and padding."""
+"""trajectory_to_data (with the context swap), assemble_training_data, packing and padding."""
 
 from __future__ import annotations
 
@@ -171,11 +171,11 @@ def test_shift_alignment_target_t_is_input_t_plus_one() -> None:
     assert datum.logprobs[position] == np.float32(-2.0)
 
 
-# --- context swap (seed 003) ----------------------------------------------------------
+# --- context swap (the expert-iteration plan) ---------------------------------------
 
 
 def test_context_swap_seed_003_example() -> None:
-    # seed 003, "Test 1": ob [1, 2, 3], ac [4, 5], lps [-0.1, -0.2]; the training context
+    # the plan's "Test 1": ob [1, 2, 3], ac [4, 5], lps [-0.1, -0.2]; the training context
     # is [9, 9]. Full sequence x = [9, 9, 4, 5].
     trajectory = Trajectory((_t([1, 2, 3], [4, 5], [-0.1, -0.2]),))
     calls: list[tuple[Tokens, int]] = []
@@ -195,7 +195,7 @@ def test_context_swap_seed_003_example() -> None:
 
 
 def test_context_swap_happens_before_the_prefix_check() -> None:
-    # Seed 003's 2-turn feedback strategy: sampled as problem -> attempt1 -> feedback ->
+    # The plan's 2-turn feedback strategy: sampled as problem -> attempt1 -> feedback ->
     # attempt2; attempt 2 is trained on "problem + attempt1" without the feedback.
     problem, attempt1, feedback, attempt2 = [1, 2], [3, 4], [50, 51], [5, 6]
     turns = [

@@ -1,4 +1,4 @@
-"""MAGRPO credit assignment (seed 004): hand-computed trees and invariants."""
+"""MAGRPO credit assignment (the MAGRPO paper): hand-computed trees and invariants."""
 
 from __future__ import annotations
 
