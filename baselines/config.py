@@ -435,7 +435,7 @@ class TrainerConfig(RunConfig):
         num_iterations: training iterations, each sampling a batch and then
             optimizing on it; a resumed run continues up to this number.
         precision: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or
-            ``bf16`` (autocast; weights and optimizer state stay fp32).
+            ``bf16`` (autocast, CUDA only; weights and optimizer state stay fp32).
         max_tokens_per_microbatch: most tokens per forward pass (padding
             included); gradients accumulate over microbatches. A longer sequence
             gets a microbatch of its own.

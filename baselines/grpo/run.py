@@ -51,12 +51,12 @@ from baselines.cli import parse_config
 from baselines.grpo.adapters import (
     DebateRollout,
     EnvRollout,
-    FamilyRollout,
     code_collab_rollout,
     env_reward,
     expert_iteration_rollout,
 )
 from baselines.grpo.config import GRPORunConfig
+from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory

@@ -84,6 +84,7 @@ from baselines.training.run import (
     gather_lists,
     limit_threads,
     make_accelerator,
+    resolve_device,
     seed_everything,
 )
 from baselines.training.trackers import require_tracker
@@ -123,8 +124,7 @@ class ISTrainer(TrainingRun):
         require_peft(config.lora_r)  # a missing package fails before any work
         require_tracker(config.report_to)
         limit_threads(config.num_threads)  # before any engine or thread pool starts
-        cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-        bf16 = config.precision == "bf16" or (config.precision == "auto" and cuda)
+        cuda, bf16 = resolve_device(config.device, config.precision)
         self.accelerator = make_accelerator(
             config, cuda=cuda, mixed_precision="bf16" if bf16 else "no"
         )

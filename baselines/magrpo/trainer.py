@@ -49,6 +49,7 @@ import torch
 
 from baselines.magrpo.config import MAGRPOConfig
 from baselines.magrpo.credit import NodeCredit, iter_credit, tree_credit
+from baselines.magrpo.models import load_agent_models, make_optimizers
 from baselines.magrpo.passes import PassSettings, agent_passes
 from baselines.magrpo.processes import AgentProcesses
 from baselines.magrpo.tree import (
@@ -61,7 +62,6 @@ from baselines.magrpo.tree import (
     summarize_tree_values,
     tree_metric_values,
 )
-from baselines.models import resolve_model
 from baselines.policies.base import Completion, Policy, SamplingParams
 from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import (
@@ -71,12 +71,8 @@ from baselines.training.checkpoints import (
     writing_checkpoint,
 )
 from baselines.training.checkpoints import save_checkpoint as save_accelerate_state
-from baselines.training.forward import supports_logits_to_keep
 from baselines.training.lora import (
     AdapterPolicy,
-    adapter_parameters,
-    add_lora,
-    load_adapter,
     require_peft,
     save_adapter,
 )
@@ -87,6 +83,7 @@ from baselines.training.run import (
     command_line,
     limit_threads,
     make_accelerator,
+    resolve_device,
     seed_everything,
 )
 from baselines.training.trackers import require_tracker
@@ -135,10 +132,7 @@ class MAGRPOTrainer(TrainingRun):
         require_tracker(config.report_to)
         limit_threads(config.num_threads)
         seed_everything(config.seed)  # the same on every process: adapters start alike
-        cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-        self.autocast = cuda and config.precision in ("auto", "bf16")
-        if config.precision == "bf16" and not cuda:
-            raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
+        cuda, self.autocast = resolve_device(config.device, config.precision)
         # The experiment trackers (report_to) and the launched processes are accelerate's;
         # the models stay plain torch unless FSDP or DeepSpeed prepares them.
         self.accelerator = make_accelerator(config, cuda=cuda)
@@ -168,31 +162,12 @@ class MAGRPOTrainer(TrainingRun):
         own_folders = None if self.processes.accelerate_checkpoints else checkpoint
         self.shared = config.lora_r > 0  # one base model, an adapter per agent
         with loading_whole_models(self.accelerator):  # ZeRO-3: prepare() partitions them
-            if self.shared:
-                models = self._load_shared_model(models, tokenizer, own_folders)
-            else:
-                models = self._load_models(models, tokenizer, own_folders)
-        models = {agent: models[agent].to(self.device) for agent in self.agents}
+            loaded = load_agent_models(config, self.agents, models, tokenizer, own_folders)
+        self.tokenizer, self.actions_only = loaded.tokenizer, loaded.actions_only
+        models = {agent: loaded.models[agent].to(self.device) for agent in self.agents}
         for model in models.values():
             model.train()
-        optimizers = {
-            agent: torch.optim.AdamW(
-                adapter_parameters(model, agent) if self.shared else model.parameters(),
-                lr=config.learning_rate,
-                weight_decay=config.weight_decay,
-            )
-            for agent, model in models.items()
-        }
-        if own_folders is not None:
-            for agent, optimizer in optimizers.items():
-                optimizer.load_state_dict(
-                    torch.load(own_folders / agent / "optimizer.pt", map_location=self.device)
-                )
-        self.actions_only = (
-            self.base_actions_only
-            if self.shared
-            else all(supports_logits_to_keep(m) for m in models.values())
-        )
+        optimizers = make_optimizers(config, models, own_folders, self.device)
         # FSDP, ZeRO-3: a whole copy per agent, made before the model is sharded,
         # refreshed from the gathered shards after each of the agent's steps (_refresh).
         self._copies: dict[str, TransformersPolicy] = {}
@@ -245,66 +220,6 @@ class MAGRPOTrainer(TrainingRun):
             )
         self.train_problems = tuple(problems[: len(problems) - held_out])
         self.eval_problems = tuple(problems[len(problems) - held_out :])
-
-    def _load_models(
-        self, models: Mapping[str, Any] | None, tokenizer: Any | None, checkpoint: Path | None
-    ) -> Mapping[str, Any]:
-        """A model per agent (given, or loaded from ``config.model``); a checkpoint's weights."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if models is None:
-            path = resolve_model(self.config.model)
-            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-            models = {
-                agent: AutoModelForCausalLM.from_pretrained(
-                    checkpoint / agent if checkpoint else path, dtype=torch.float32
-                )
-                for agent in self.agents
-            }
-        else:
-            if tokenizer is None:
-                raise ValueError("pass tokenizer= together with models=")
-            self.tokenizer = tokenizer
-            if checkpoint is not None:
-                for agent, model in models.items():
-                    model.load_state_dict(
-                        AutoModelForCausalLM.from_pretrained(checkpoint / agent).state_dict()
-                    )
-        distinct = len({id(m) for m in models.values()}) == len(models)
-        if sorted(models) != sorted(self.agents) or not distinct:
-            raise ValueError(
-                f"give one distinct model per agent {self.agents}, got {sorted(models)}"
-            )
-        return models
-
-    def _load_shared_model(
-        self, models: Mapping[str, Any] | None, tokenizer: Any | None, checkpoint: Path | None
-    ) -> Mapping[str, Any]:
-        """One base model with a LoRA adapter per agent (a checkpoint's adapters loaded)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if models is None:
-            path = resolve_model(self.config.model)
-            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-            base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        else:
-            if tokenizer is None:
-                raise ValueError("pass tokenizer= together with models=")
-            self.tokenizer = tokenizer
-            bases = {id(m) for m in models.values()}
-            if sorted(models) != sorted(self.agents) or len(bases) != 1:
-                raise ValueError(
-                    f"with lora_r > 0 the agents {self.agents} share one base model: give the "
-                    f"same model object for each, got {sorted(models)} ({len(bases)} objects)"
-                )
-            base = next(iter(models.values()))
-        # Before wrapping: PEFT's forward hides the base model's logits_to_keep argument.
-        self.base_actions_only = supports_logits_to_keep(base)
-        model = add_lora(base, self.config, adapters=tuple(self.agents))
-        if checkpoint is not None:
-            for agent in self.agents:
-                load_adapter(model, checkpoint / agent, agent)
-        return {agent: model for agent in self.agents}
 
     def _make_env(self, problems: Sequence[CodeProblem]) -> CodeCollabEnv:
         from llm_envs.code_collab import parallel_env

@@ -63,6 +63,7 @@ __all__ = [
     "limit_threads",
     "make_accelerator",
     "progress_bar",
+    "resolve_device",
     "say",
     "seed_everything",
     "setup_errors_exit",
@@ -114,6 +115,29 @@ def limit_threads(count: int) -> None:
     torch.set_num_threads(count)
     os.environ.setdefault("OMP_NUM_THREADS", str(count))
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+
+
+def resolve_device(device: str, precision: str) -> tuple[bool, bool]:
+    """``(cuda, bf16)`` of a run: where it trains and whether it autocasts to bf16.
+
+    The one rule of every trainer here: ``device="auto"`` trains on CUDA when
+    there is one; ``precision="auto"`` is bf16 on CUDA and fp32 on a CPU, and
+    ``precision="bf16"`` needs CUDA (on a CPU bf16 autocast is slower than
+    fp32, and loses precision for nothing).
+
+    Raises:
+        ValueError: ``precision="bf16"`` without CUDA.
+
+    Example:
+        >>> resolve_device("cpu", "auto"), resolve_device("cuda", "auto")
+        ((False, False), (True, True))
+    """
+    import torch
+
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if precision == "bf16" and not cuda:
+        raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
+    return cuda, cuda and precision in ("auto", "bf16")
 
 
 def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") -> Any:

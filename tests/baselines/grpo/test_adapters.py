@@ -77,7 +77,7 @@ def test_a_group_needs_two_generations():
 
 
 def test_any_family_plays_one_training_group_per_block_of_prompts():
-    from baselines.grpo.adapters import FamilyRollout
+    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.family import derive_seed
     from llm_envs.registration import make_family
 
@@ -99,7 +99,7 @@ def test_any_family_plays_one_training_group_per_block_of_prompts():
 
 
 def test_a_family_rollout_rows_are_every_seat_of_a_self_play_episode():
-    from baselines.grpo.adapters import FamilyRollout
+    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.registration import make_family
 
     rollout = FamilyRollout(make_family("debate", {"num_agents": 3}), num_groups=2)
@@ -109,7 +109,7 @@ def test_a_family_rollout_rows_are_every_seat_of_a_self_play_episode():
 
 
 def test_a_family_whose_group_holds_one_trajectory_is_refused():
-    from baselines.grpo.adapters import FamilyRollout
+    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.registration import make_family
 
     family = make_family("expert_iteration", {}, strategy_mix={"iid": 1})
