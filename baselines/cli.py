@@ -269,6 +269,10 @@ def _field_rows(cls: type) -> list[tuple[dataclasses.Field[Any], Any, str]]:
     ]
 
 
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+"""What :func:`build_parser` reads as a negative number: ``-1``, ``-0.5``, ``-.5``, ``-1e-5``."""
+
+
 def build_parser(cls: type, *, prog: str | None = None) -> argparse.ArgumentParser:
     """An :class:`argparse.ArgumentParser` with one flag per field of the dataclass ``cls``.
 
@@ -280,6 +284,9 @@ def build_parser(cls: type, *, prog: str | None = None) -> argparse.ArgumentPars
     rows = _field_rows(cls)
     summary = plain_text(_SECTION.split(cls.__doc__ or "", maxsplit=1)[0].strip())
     parser = argparse.ArgumentParser(prog=prog, description=summary.replace("%", "%%"))
+    # A negative number in any notation is a value, not a flag (argparse before
+    # Python 3.13 reads "-1e-5" as an unknown option and reports a missing value).
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
     for field, annotation, doc in rows:
         _add_field(parser, field, annotation, doc)
     return parser

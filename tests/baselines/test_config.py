@@ -476,3 +476,36 @@ def test_loss_names_agree_with_the_losses():
     from baselines.training import losses
 
     assert get_args(LossName) == get_args(losses.LossName) == tuple(losses.LOSSES)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Signed:
+    """A config with signed numbers.
+
+    Attributes:
+        x: a number.
+        y: two numbers.
+        n: a whole number.
+    """
+
+    x: float = 0.0
+    y: tuple[float, float] = (0.0, 0.0)
+    n: int = 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--x", "-1e-5"], _Signed(x=-1e-5)),
+        (["--x", "-.5", "--n", "-3"], _Signed(x=-0.5, n=-3)),
+        (["--y", "-2", "-1.5E+2"], _Signed(y=(-2.0, -150.0))),
+    ],
+)
+def test_negative_numbers_are_values_not_flags(argv, expected):
+    assert parse_config(_Signed, argv) == expected
+
+
+def test_a_negative_learning_rate_is_refused_by_its_rule_not_as_a_missing_value(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(ISTrainerConfig, ["--learning-rate", "-1e-5"])
+    assert "learning_rate must be a finite number > 0, got -1e-05" in capsys.readouterr().err
