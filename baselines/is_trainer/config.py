@@ -67,7 +67,7 @@ class ISTrainerConfig(TrainerConfig):
             the Tinker Cookbook: one group is the episodes of one problem, mixing
             search strategies).
         env_kwargs: keyword arguments for the environment constructor as a JSON
-            object, e.g. ``{"num_agents": 2, "max_rounds": 1}`` for ``debate``
+            object, e.g. ``{"num_agents": 3, "max_rounds": 1}`` for ``debate``
             (see :class:`llm_envs.debate.DebateConfig`) or ``{"format_reward":
             0.5}`` for ``expert_iteration`` (see
             :class:`llm_envs.expert_iteration.ExpertIterationConfig`). Problems

@@ -6,6 +6,7 @@ the environment's keyword arguments (``DebateEnv(num_agents=2)``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
@@ -29,7 +30,9 @@ class DebateConfig:
     """Configuration of a debate; validated at construction.
 
     Attributes:
-        num_agents: debaters, at least 2.
+        num_agents: debaters, at least 2; with 2 no vote is ever valid (an agent
+            compares two *other* agents), so the win rate is always 0: a
+            ``UserWarning`` says so. Three or more for the recipe's rewards.
         max_rounds: rounds before the debate is cut off (truncation), at least 1.
         history_rounds: completed rounds shown in ``"prompt"`` mode: ``-1`` all,
             ``0`` none, ``K`` the last ``K``. The answers already given in the
@@ -61,6 +64,12 @@ class DebateConfig:
 
     def __post_init__(self) -> None:
         check_int("num_agents", self.num_agents, minimum=2)
+        if self.num_agents == 2:
+            warnings.warn(
+                "a debate of 2 agents never has a valid vote (an agent compares two other "
+                "agents), so its pairwise reward is always 0; use num_agents=3 or more",
+                stacklevel=3,
+            )
         check_int("max_rounds", self.max_rounds, minimum=1)
         check_int(
             "history_rounds",

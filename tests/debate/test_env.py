@@ -550,3 +550,15 @@ def test_prompts_list_a_few_other_agents_by_name():
 def test_scripted_debater_arguments_are_checked(kwargs, error, message):
     with pytest.raises(error, match=re.escape(message)):
         ScriptedDebater(**{"agent_id": 0, "num_agents": 3, **kwargs})
+
+
+def test_a_two_agent_debate_warns_that_no_vote_can_count():
+    import warnings
+
+    from llm_envs.debate import DebateConfig
+
+    with pytest.warns(UserWarning, match="2 agents never has a valid vote.*num_agents=3"):
+        DebateConfig(num_agents=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DebateConfig(num_agents=3)  # no warning
