@@ -49,7 +49,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experi
 
 from baselines.grpo import GRPORunConfig
 from baselines.grpo.assembly import format_completion
-from baselines.grpo.run import build_rollout, build_trainer
+from baselines.grpo.run import build_rollout, build_trainer, save_final_model
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
 
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     trainer = build_trainer(config, rollout)
     trainer.train()
     if config.save_model:
-        trainer.save_model(config.output_dir)
+        save_final_model(trainer, config.output_dir)
 
     out = rollout.last_output  # what the rollout function handed TRL at the last step
     assert out is not None

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
 
 from baselines.grpo import GRPORunConfig
-from baselines.grpo.run import build_trainer
+from baselines.grpo.run import build_trainer, save_final_model
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
 
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     trainer = build_trainer(config)
     trainer.train()
     if config.save_model:
-        trainer.save_model(config.output_dir)
+        save_final_model(trainer, config.output_dir)
 
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     report = write_report(config.output_dir)

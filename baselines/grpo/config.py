@@ -109,9 +109,10 @@ class GRPORunConfig(RunConfig):
             servers all see, for the ``folder`` transfer; the servers must run with
             ``VLLM_SERVER_DEV_MODE=1``. None leaves the servers' weights alone
             (off-policy sampling: the servers keep the initial model).
-        save_model: save the trained model and tokenizer in ``output_dir`` at the
-            end. TRL saves no checkpoints here: a run started again starts afresh,
-            its ``metrics.jsonl`` and ``episodes/step_*.jsonl`` too.
+        save_model: save the trained model and tokenizer in
+            ``output_dir/final_model`` at the end. TRL saves no checkpoints here:
+            a run started again starts afresh, its ``metrics.jsonl`` and
+            ``episodes/step_*.jsonl`` too.
     """
 
     # Shared fields (documented in baselines.config) with this runner's defaults.

@@ -65,7 +65,14 @@ from baselines.training.run import setup_errors_exit
 from baselines.training.trackers import require_tracker
 from llm_envs.registration import make_family
 
-__all__ = ["build_rollout", "build_trainer", "grpo_config", "grpo_config_kwargs", "main"]
+__all__ = [
+    "build_rollout",
+    "build_trainer",
+    "grpo_config",
+    "grpo_config_kwargs",
+    "main",
+    "save_final_model",
+]
 
 
 def _on_gpu(cfg: GRPORunConfig) -> bool:
@@ -178,6 +185,17 @@ def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -
     }
 
 
+def save_final_model(trainer: Any, output_dir: str) -> Path:
+    """Save the trained model and tokenizer in ``OUTPUT_DIR/final_model`` (as every trainer does).
+
+    Never in ``OUTPUT_DIR`` itself: the model's ``config.json`` would replace the
+    run's (its settings), and the report would show architecture fields as them.
+    """
+    folder = RunDirectory(output_dir).final_model_dir
+    trainer.save_model(str(folder))
+    return folder
+
+
 def grpo_config(cfg: GRPORunConfig, num_generations: int) -> Any:
     """The ``trl.GRPOConfig`` of a run, on a GPU when ``cfg.device`` asks for or finds one."""
     from trl import GRPOConfig
@@ -262,7 +280,7 @@ def main(
         trainer = build_trainer(cfg)
     trainer.train()
     if cfg.save_model:
-        trainer.save_model(cfg.output_dir)
+        save_final_model(trainer, cfg.output_dir)
     history = [h for h in trainer.state.log_history if "reward" in h]
     for h in history:
         print(

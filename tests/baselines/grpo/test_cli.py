@@ -114,10 +114,14 @@ def test_a_tiny_run_end_to_end(tmp_path, env_flags):
             *env_flags,
             "--model", "tiny", "--device", "cpu", "--max-steps", "1",
             "--max-tokens", "8", "--num-generations", "2",
-            "--output-dir", str(tmp_path), "--no-save-model",
+            "--output-dir", str(tmp_path),
+            *(["--no-save-model"] if env_flags[1] != "debate" else []),
         ]
     )  # fmt: skip
     assert "reward" in last
+    if env_flags[1] == "debate":  # the model in its own folder; the run's settings kept
+        assert (tmp_path / "final_model" / "config.json").is_file()
+        assert json.loads((tmp_path / "config.json").read_text())["env"] == "debate"
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines[0]["iteration"] == 1 and "rewards/env_reward/mean" in lines[0]
     # Transcripts of the step (save_episodes=1), for envs that keep records; none left over.
