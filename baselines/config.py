@@ -354,6 +354,11 @@ class RunConfig:
             (:mod:`baselines.grpo`).
         output_dir: the run's folder: ``metrics.jsonl``, the transcripts
             (``episodes/``) and the trained model go there.
+        overwrite: start afresh in an ``output_dir`` that holds another run
+            (another trainer's, or another model's, environment's, task's):
+            its checkpoints, metrics and transcripts are deleted first. Without
+            it such a folder is refused; the same run resumes from its last
+            checkpoint either way.
         save_episodes: transcripts for ``python -m baselines.report`` (the env's
             ``record()``: prompts, raw outputs, parsed fields, rewards) of the first
             this many episodes of each iteration (TRL: step), one JSONL file per
@@ -385,6 +390,7 @@ class RunConfig:
     temperature: PositiveFloat = 1.0
     learning_rate: PositiveFloat = 1e-5
     output_dir: str
+    overwrite: bool = False
     save_episodes: NonNegativeInt = 1
     report_to: ReportTo = "none"
     project: str = "llm-envs"

@@ -4,13 +4,17 @@ Every trainer of :mod:`baselines` writes the same layout, which
 ``python -m baselines.report`` reads::
 
     OUTPUT_DIR/
+        run.json             which trainer's run this folder is
         config.json          the run's settings (written at every start)
         metrics.jsonl        one JSON object per line, each with an "iteration"
         episodes/*.jsonl     episode records for the transcript viewer
         checkpoints/         iteration_NNNNNN/ folders (baselines.training.checkpoints)
         final_model/         the trained weights, at the end
 
-:class:`RunDirectory` owns the first three. Resuming a run drops the metric
+:class:`RunDirectory` owns the first four. A folder belongs to one run:
+:meth:`RunDirectory.claim` refuses a folder that holds another trainer's run,
+or a run of another model or environment, unless told to overwrite it; the
+same run resumes. Resuming a run drops the metric
 lines of the iterations that are about to be redone (those at or past the
 checkpoint's iteration), so a resumed run's log reads like an uninterrupted
 one. A process killed while writing can leave a torn last line; it is dropped
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,8 +39,10 @@ __all__ = [
     "EPISODES_DIR",
     "FINAL_MODEL_DIR",
     "METRICS_FILE",
+    "RUN_FILE",
     "SUMMARY_FILE",
     "RunDirectory",
+    "RunFolderError",
     "read_metrics",
 ]
 
@@ -47,6 +54,8 @@ EPISODES_DIR = "episodes"
 """Episode records (``*.jsonl``) for ``python -m baselines.report``."""
 CHECKPOINTS_DIR = "checkpoints"
 """Checkpoint folders, ``iteration_NNNNNN``."""
+RUN_FILE = "run.json"
+"""Which trainer's run the folder holds (:meth:`RunDirectory.claim`)."""
 FINAL_MODEL_DIR = "final_model"
 """The trained model and tokenizer, saved at the end."""
 SUMMARY_FILE = "summary.json"
@@ -93,6 +102,17 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}:{index + 1} is not a JSON object: {line[:60]!r}")
         rows.append(row)
     return rows
+
+
+IDENTITY: tuple[str, ...] = ("model", "env", "task", "dataset", "lora_r")
+"""Settings that make a run another run: a folder resumes only with the same ones."""
+
+_RUN_FILES = (RUN_FILE, CONFIG_FILE, METRICS_FILE, SUMMARY_FILE)
+_RUN_DIRS = (EPISODES_DIR, CHECKPOINTS_DIR, FINAL_MODEL_DIR, "report")
+
+
+class RunFolderError(ValueError):
+    """``output_dir`` holds another run; the message says whose and how to go on."""
 
 
 class RunDirectory:
@@ -142,6 +162,66 @@ class RunDirectory:
                 f"output_dir {str(self.path)!r} cannot be created ({exc.strerror or exc} at "
                 f"{exc.filename!r}); choose a folder you can write to"
             ) from exc
+
+    def claim(self, trainer: str, config_json: str, *, overwrite: bool = False) -> None:
+        """Make the folder this run's, before anything is read from it (a checkpoint).
+
+        A new folder, or one of the same run (the same trainer and the same
+        :data:`IDENTITY` settings), is this run's: it resumes from its last
+        checkpoint, or starts again where it has none. A folder of another
+        trainer, or of the same trainer with another model, environment, task,
+        data set or LoRA rank, is refused, unless ``overwrite``: then its run
+        files are deleted first (checkpoints, metrics, transcripts, the final
+        model, the report).
+
+        Raises:
+            RunFolderError: another run's folder, without ``overwrite``.
+        """
+        if not self.writer:
+            return
+        self.create()
+        problem = self._other_run(trainer, json.loads(config_json))
+        if problem is not None:
+            if not overwrite:
+                raise RunFolderError(
+                    f"output_dir {str(self.path)!r} holds {problem}; choose another "
+                    "--output-dir, or pass --overwrite to delete that run and start afresh"
+                )
+            for name in _RUN_FILES:
+                (self.path / name).unlink(missing_ok=True)
+            for name in _RUN_DIRS:
+                shutil.rmtree(self.path / name, ignore_errors=True)
+        self._replace(self.path / RUN_FILE, json.dumps({"trainer": trainer}) + "\n")
+
+    def _other_run(self, trainer: str, settings: Mapping[str, Any]) -> str | None:
+        """What another run left here, in words; None for a new folder or the same run."""
+        try:
+            owner = json.loads((self.path / RUN_FILE).read_text()).get("trainer")
+        except (OSError, ValueError, AttributeError):
+            owner = None
+        try:
+            before = json.loads(self.config_path.read_text())
+        except (OSError, ValueError):
+            before = None
+        if not isinstance(before, dict):
+            before = None
+        if owner is None and before is None:
+            if self.metrics_path.exists() or (self.path / CHECKPOINTS_DIR).exists():
+                return "the metrics or checkpoints of a run without its config.json"
+            return None
+        if owner is None and before is not None and len(set(before) ^ set(settings)) > 3:
+            # A folder written before run.json: another trainer's settings differ in many
+            # fields (a newer version of the same trainer in a few).
+            owner = "another trainer"
+        if owner is not None and owner != trainer:
+            return f"a run of {owner}, not {trainer}"
+        for key in IDENTITY:
+            if before is not None and key in settings and before.get(key) != settings[key]:
+                return (
+                    f"a run with {key}={before.get(key)!r}, and this one has "
+                    f"{key}={settings[key]!r}"
+                )
+        return None
 
     def start(
         self,

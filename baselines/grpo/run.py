@@ -240,6 +240,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
         os.environ.setdefault("WANDB_PROJECT", cfg.project)
     rollout_func = rollout_func or build_rollout(cfg)
     run_dir = RunDirectory(cfg.output_dir)
+    run_dir.claim("grpo", cfg.to_json(), overwrite=cfg.overwrite)
     run_dir.start(cfg.to_json())
     run_dir.remove_episodes("step_*.jsonl")
     args = grpo_config(cfg, rollout_func.num_generations)

@@ -133,7 +133,9 @@ class ISTrainer(TrainingRun):
         seed_everything(derive_seed(config.seed, self.rank))
         self.output_dir = Path(config.output_dir)
         self.run_dir = RunDirectory(self.output_dir, writer=acc.is_main_process)
-        self.run_dir.create()  # an output folder that cannot be made fails before any work
+        # A folder of another run fails (or is cleared) before any work or checkpoint read.
+        self.run_dir.claim("is_trainer", config.to_json(), overwrite=config.overwrite)
+        acc.wait_for_everyone()
         self.family = make_family(
             config.env,
             config.env_kwargs,

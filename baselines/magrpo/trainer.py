@@ -147,7 +147,9 @@ class MAGRPOTrainer(TrainingRun):
         self.device = self.processes.device
         self.output_dir = Path(config.output_dir)
         self.run_dir = RunDirectory(self.output_dir, writer=self.processes.writer)
-        self.run_dir.create()  # an output folder that cannot be made fails before any work
+        # A folder of another run fails (or is cleared) before any work or checkpoint read.
+        self.run_dir.claim("magrpo", config.to_json(), overwrite=config.overwrite)
+        self.accelerator.wait_for_everyone()
 
         self._split_problems(
             tuple(problems) if problems is not None else load_problems(config.dataset)

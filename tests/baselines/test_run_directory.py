@@ -345,3 +345,76 @@ def test_deepspeed_clips_at_the_trainers_max_grad_norm(monkeypatch, tmp_path, gi
     )
     # DeepSpeed clips inside its step: with the trainer's value, whatever the config said.
     assert deepspeed == {"gradient_clipping": 0.5, "train_micro_batch_size_per_gpu": 1}
+
+
+# ------------------------------------------------------------- a folder belongs to one run
+
+IS_RUN = {"model": "tiny", "env": "debate", "task": "default", "lora_r": 0, "num_iterations": 3}
+
+
+def claim(path, trainer="is_trainer", overwrite=False, **settings):
+    RunDirectory(path).claim(trainer, json.dumps({**IS_RUN, **settings}), overwrite=overwrite)
+
+
+def fill(path, settings=IS_RUN):
+    run = RunDirectory(path)
+    run.start(json.dumps(settings))
+    run.log({"iteration": 0, "loss": 1.0})
+    (path / "checkpoints" / "iteration_000001").mkdir(parents=True)
+
+
+def test_a_new_folder_and_the_same_run_are_this_runs(tmp_path):
+    claim(tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "run.json").read_text()) == {"trainer": "is_trainer"}
+    fill(tmp_path / "run")
+    claim(tmp_path / "run", num_iterations=5)  # the same run, to train further: it resumes
+    assert (tmp_path / "run" / "checkpoints" / "iteration_000001").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("trainer", "settings", "message"),
+    [
+        ("grpo", {}, "holds a run of is_trainer, not grpo"),
+        ("is_trainer", {"model": "smollm2-135m-instruct"}, "model='tiny'.*'smollm2-135m-instruct'"),
+        ("is_trainer", {"env": "expert_iteration"}, "env='debate', and this one has env='exp"),
+        ("is_trainer", {"lora_r": 8}, "lora_r=0"),
+    ],
+)
+def test_another_runs_folder_is_refused_and_loses_nothing(tmp_path, trainer, settings, message):
+    from baselines.run_directory import RunFolderError
+
+    path = tmp_path / "run"
+    claim(path)
+    fill(path)
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    with pytest.raises(RunFolderError, match=message) as refused:
+        claim(path, trainer, **settings)
+    assert "--overwrite" in str(refused.value) and "--output-dir" in str(refused.value)
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+
+
+def test_overwrite_deletes_the_other_run_and_takes_the_folder(tmp_path):
+    path = tmp_path / "run"
+    claim(path)
+    fill(path)
+    (path / "notes.txt").write_text("mine")  # not a run file: kept
+    claim(path, "grpo", overwrite=True)
+    assert not (path / "checkpoints").exists() and not (path / "metrics.jsonl").exists()
+    assert json.loads((path / "run.json").read_text()) == {"trainer": "grpo"}
+    assert (path / "notes.txt").read_text() == "mine"
+
+
+def test_a_folder_from_before_run_json_is_judged_by_its_settings(tmp_path):
+    from baselines.run_directory import RunFolderError
+
+    path = tmp_path / "run"
+    fill(path)  # no run.json: config.json and metrics only
+    claim(path, num_iterations=9, overwrite=False)  # its settings: the same trainer, resumed
+    grpo = tmp_path / "grpo"
+    fill(grpo, {"model": "tiny", "env": "debate", "loss_type": "dapo", "beta": 0.0, "vllm": "auto"})
+    with pytest.raises(RunFolderError, match="another trainer"):
+        claim(grpo, warm_start_steps=0, eval_groups=2, sampler="auto", packing="auto")
+    stray = tmp_path / "stray"
+    (stray / "checkpoints").mkdir(parents=True)
+    with pytest.raises(RunFolderError, match=r"without its config\.json"):
+        claim(stray)
