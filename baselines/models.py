@@ -15,11 +15,22 @@ checkpoint; any Hugging Face model id or local path works in their place.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 
-__all__ = ["DEFAULT_MODEL", "cache_dir", "resolve_model", "smollm2_checkpoint", "tiny_checkpoint"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "cache_dir",
+    "hub_reachable",
+    "resolve_model",
+    "smollm2_checkpoint",
+    "tiny_checkpoint",
+]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 """The name :func:`resolve_model` maps to the offline SmolLM2 checkpoint."""
@@ -166,15 +177,16 @@ def resolve_model(name_or_path: str) -> str:
     Anything else is a local folder or a Hugging Face model id (``name`` or
     ``org/name``), passed through. A name that can only be a path (it starts
     with ``/``, ``.`` or ``~``, or has more than one ``/``) must be an existing
-    folder with a ``config.json``.
+    folder with a ``config.json``. A hub id that is not in the local Hugging
+    Face cache while the hub cannot be reached (offline, or
+    ``HF_HUB_OFFLINE=1``) fails at once, naming the nearest known names,
+    rather than after a minute of download retries.
 
     Raises:
-        FileNotFoundError: a path that is not a model folder; the message says
-            what is missing and what to pass instead.
+        FileNotFoundError: a path that is not a model folder, or a hub id that
+            cannot be had offline; the message says what to pass instead.
 
     Example:
-        >>> resolve_model("Qwen/Qwen2.5-0.5B-Instruct")
-        'Qwen/Qwen2.5-0.5B-Instruct'
         >>> resolve_model("/no/such/dir")
         Traceback (most recent call last):
         ...
@@ -197,7 +209,52 @@ def resolve_model(name_or_path: str) -> str:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"model {name_or_path!r}: the folder has no config.json. {fix}")
         return str(path)
+    if not _in_hub_cache(name_or_path) and not hub_reachable():
+        known = [DEFAULT_MODEL, "tiny"]
+        near: list[str] = []
+        if "/" not in name_or_path:  # a bare name: perhaps a local model's, mistyped
+            near = difflib.get_close_matches(name_or_path.lower(), known, n=2, cutoff=0.5)
+            near += [k for k in known if name_or_path.lower() in k and k not in near]
+        hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+        raise FileNotFoundError(
+            f"model {name_or_path!r} is no folder, not one of the local models "
+            f"({', '.join(repr(k) for k in known)}), not in the Hugging Face cache, and the "
+            f"hub cannot be reached: {hint}Pass a local model's name, a folder that holds "
+            "a model's config.json, or an id the hub can serve once online"
+        )
     return name_or_path
+
+
+def _in_hub_cache(model_id: str) -> bool:
+    """Whether the Hugging Face cache holds ``model_id``'s config (False without the package)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - comes with transformers
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
+    except ValueError:  # not a valid repository id
+        return False
+
+
+@functools.cache
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection within ``timeout`` seconds.
+
+    False at once with ``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE=1``).
+    Asked once per process.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or os.environ.get(
+        "TRANSFORMERS_OFFLINE", "0"
+    ) not in ("", "0"):
+        return False
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or 443
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _tiny_corpus() -> list[str]:

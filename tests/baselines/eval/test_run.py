@@ -344,7 +344,8 @@ def test_the_reference_entrant_answers_right_and_judges_every_pair_by_the_answer
 )
 def test_the_reference_entrant_is_refused_where_it_cannot_play(tmp_path, settings, match):
     with pytest.raises(ValueError, match=match):
-        Evaluation(config(tmp_path, **{"models": ("reference", "a"), **settings}))
+        # ("tiny": a model that loads offline, so the reference is what is refused)
+        Evaluation(config(tmp_path, **{"models": ("reference", "tiny"), **settings}))
 
 
 def test_a_reference_entrant_is_never_loaded_as_a_model():
