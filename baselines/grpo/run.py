@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -61,7 +62,7 @@ from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
 from baselines.run_directory import RunDirectory
 from baselines.training.lora import lora_config, require_peft
-from baselines.training.run import setup_errors_exit
+from baselines.training.run import interrupts_end_cleanly, setup_errors_exit
 from baselines.training.trackers import require_tracker
 from llm_envs.registration import make_family
 
@@ -279,7 +280,9 @@ def main(
     cfg = parse_config(GRPORunConfig, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = build_trainer(cfg)
-    trainer.train()
+    again = f"{prog} {shlex.join(sys.argv[1:] if argv is None else list(argv))}".strip()
+    with interrupts_end_cleanly(prog, Path(cfg.output_dir), again):  # TRL keeps no checkpoint
+        trainer.train()
     if cfg.save_model:
         save_final_model(trainer, cfg.output_dir)
     history = [h for h in trainer.state.log_history if "reward" in h]

@@ -39,6 +39,8 @@ import abc
 import contextlib
 import os
 import random
+import shlex
+import signal
 import sys
 import time
 import warnings
@@ -50,7 +52,11 @@ import numpy as np
 
 from baselines.cli import parse_config
 from baselines.run_directory import RunDirectory
-from baselines.training.checkpoints import describe_checkpoint, latest_checkpoint
+from baselines.training.checkpoints import (
+    checkpoint_iteration,
+    describe_checkpoint,
+    latest_checkpoint,
+)
 from baselines.training.trackers import make_trackers, numeric_metrics, tracker_config
 
 __all__ = [
@@ -60,6 +66,7 @@ __all__ = [
     "command_line",
     "gather_lists",
     "in_terminal",
+    "interrupts_end_cleanly",
     "limit_threads",
     "make_accelerator",
     "progress_bar",
@@ -429,6 +436,48 @@ def setup_errors_exit(prog: str) -> Iterator[None]:
         raise SystemExit(2) from None
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, like Ctrl-C's ``KeyboardInterrupt``."""
+
+
+@contextlib.contextmanager
+def interrupts_end_cleanly(prog: str, output_dir: Path, again: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM ends the run with one line that says how to go on, not a traceback.
+
+    Every file of a run is written whole or not at all (renamed into place; a
+    torn last metrics line is dropped when the run starts again), so stopping
+    anywhere loses at most the iteration in progress. The line names the last
+    checkpoint and the command that resumes from it; the exit status is 130
+    (Ctrl-C) or 143 (SIGTERM), as a shell reports them.
+    """
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        checkpoint = latest_checkpoint(output_dir)
+        if checkpoint is None:
+            where = "no checkpoint yet; the same command starts the run again"
+        else:
+            done = checkpoint_iteration(checkpoint)
+            where = f"the last checkpoint is {checkpoint} ({done} iterations done)"
+        print(
+            f"{prog}: stopped: {where}; to resume, run the same command: {again}",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(143 if isinstance(exc, _Terminated) else 130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def command_line(
     config_type: type[ConfigT],
     trainer_type: Callable[[ConfigT], TrainingRun],
@@ -449,7 +498,9 @@ def command_line(
     config = parse_config(config_type, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = trainer_type(config)
-    path = trainer.run()
+    again = f"{prog} {shlex.join(sys.argv[1:] if argv is None else list(argv))}".strip()
+    with interrupts_end_cleanly(prog, trainer.run_dir.path, again):
+        path = trainer.run()
     if trainer.accelerator is not None:
         trainer.accelerator.end_training()
     print(f"metrics written to {path}", flush=True)
