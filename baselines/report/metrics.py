@@ -196,7 +196,7 @@ _SUCCESS = {
     "correct": "fraction of answers that are correct",
     "pass_rate": "fraction of tests passed",
     "solved": "fraction of problems solved (every test passes)",
-    "parse_error": "fraction of turns whose answer broke the format",
+    "parse_error": "fraction of answers that broke the format",
     "solution_correct": "fraction of debate answers that match the reference",
     "consensus_reached": "fraction of debates that reached consensus",
 }
@@ -209,7 +209,10 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
     (r"reward_std", "spread of that reward"),
     (r"env/turn_(\d+)/reward", "reward at turn \\1"),
     (r"env/(?!all/)([^/]+)/reward/total", "training reward of strategy \\1"),
-    (rf"env/(?:all/)?({_SUCCESS_NAMES})", "{success}"),
+    # A success rate per turn where the env reports one (what the console prints),
+    # else per agent and episode (each trajectory's last info).
+    (rf"env/all/turn/({_SUCCESS_NAMES})", "{success}, per turn"),
+    (rf"env/(?:all/)?({_SUCCESS_NAMES})", "{success}, per agent and episode (its last info)"),
     (r"env/turn_(\d+)/(pass_rate|solved)", "{success}, turn \\1"),
     (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
     (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
@@ -241,16 +244,21 @@ def headline_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
 
     The training reward (``env/all/reward/total`` for the local trainers,
     ``reward`` and ``reward_std`` for TRL), per-turn and per-strategy rewards,
-    success rates (correct, pass rate, solved, parse errors, consensus), the
-    loss, the gradient norm, the entropy, the sampler/trainer KL and the time
-    per iteration; at most 16.
+    success rates (correct, pass rate, solved, parse errors, consensus: per
+    turn where the run logs them so, else per agent and episode, never both),
+    the loss, the gradient norm, the entropy, the sampler/trainer KL and the
+    time per iteration; at most 16.
 
     Example:
-        >>> headline_metrics(["time/iteration", "env/all/reward/total", "env/all/turn/correct"])
-        [('env/all/reward/total', 'training reward: mean return per agent and episode'), \
+        >>> headline_metrics(["time/iteration", "env/all/turn/correct", "env/all/correct"])
+        [('env/all/turn/correct', 'fraction of answers that are correct, per turn'), \
 ('time/iteration', 'seconds per iteration')]
     """
-    remaining = sorted(set(names))
+    given = set(names)
+    # One number per success rate: the per-turn one hides its per-episode twin.
+    remaining = sorted(
+        n for n in given if not (n.startswith("env/all/") and f"env/all/turn/{n[8:]}" in given)
+    )
     chosen: list[tuple[str, str]] = []
     for pattern, template in _HEADLINE:
         compiled = re.compile(pattern)

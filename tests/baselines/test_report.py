@@ -436,7 +436,7 @@ def test_headline_metrics_pick_the_trainers_rewards_first():
         "env/all/reward/total",
         "env/answer_hint/reward/total",
         "env/iid/reward/total",
-        "env/all/correct",
+        "env/all/turn/correct",  # per turn, as the console prints it; not also per episode
         "optim/loss",
     ]
 
