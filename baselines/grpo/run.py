@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -280,8 +279,7 @@ def main(
     cfg = parse_config(GRPORunConfig, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = build_trainer(cfg)
-    again = f"{prog} {shlex.join(sys.argv[1:] if argv is None else list(argv))}".strip()
-    with interrupts_end_cleanly(prog, Path(cfg.output_dir), again):  # TRL keeps no checkpoint
+    with interrupts_end_cleanly(prog, Path(cfg.output_dir), argv):  # TRL keeps no checkpoint
         trainer.train()
     if cfg.save_model:
         save_final_model(trainer, cfg.output_dir)

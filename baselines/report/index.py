@@ -17,7 +17,6 @@ from baselines.report.evaluation import evaluation_html
 from baselines.report.metrics import (
     _GROUPS,
     RunCounts,
-    _fmt,
     _group_of,
     _is_training_row,
     _same,
@@ -31,6 +30,7 @@ from baselines.report.rewards import episode_rewards
 from baselines.report.svg import _chart, _Curve, _sparkline
 from baselines.report.transcripts import _EpisodeFile, _page, _read_records, _transcript_page
 from baselines.run_directory import CONFIG_FILE, EPISODES_DIR, METRICS_FILE
+from llm_envs.family import fmt as _fmt
 
 
 def _read_config(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -9,22 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.report._common import Series
-
-
-def _number(value: Any) -> float | None:
-    """A finite float, or None (bools, strings, NaN and infinities are not values)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _fmt(value: float) -> str:
-    """A number as people read it: ``5``, ``-0.3333``, ``1e-05``."""
-    if value == 0:
-        return "0"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.4g}"
+from llm_envs.family import finite as _number
 
 
 def first_and_last(rows: Sequence[Mapping[str, Any]], key: str) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from baselines.report._common import _STYLE
-from baselines.report.metrics import _fmt
 from baselines.report.rewards import EpisodeRewards, episode_rewards
+from llm_envs.family import fmt as _fmt
 
 
 def _is_chat(value: Any) -> bool:

@@ -441,15 +441,19 @@ class _Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def interrupts_end_cleanly(prog: str, output_dir: Path, again: str) -> Iterator[None]:
+def interrupts_end_cleanly(
+    prog: str, output_dir: Path, argv: Sequence[str] | None
+) -> Iterator[None]:
     """Ctrl-C or SIGTERM ends the run with one line that says how to go on, not a traceback.
 
     Every file of a run is written whole or not at all (renamed into place; a
     torn last metrics line is dropped when the run starts again), so stopping
     anywhere loses at most the iteration in progress. The line names the last
     checkpoint and the command that resumes from it; the exit status is 130
-    (Ctrl-C) or 143 (SIGTERM), as a shell reports them.
+    (Ctrl-C) or 143 (SIGTERM), as a shell reports them. ``argv`` is the
+    command line the run was given (None: ``sys.argv[1:]``).
     """
+    again = f"{prog} {shlex.join(sys.argv[1:] if argv is None else list(argv))}".strip()
 
     def terminate(signum: int, frame: Any) -> None:
         raise _Terminated
@@ -498,8 +502,7 @@ def command_line(
     config = parse_config(config_type, argv, prog=prog)
     with setup_errors_exit(prog):
         trainer = trainer_type(config)
-    again = f"{prog} {shlex.join(sys.argv[1:] if argv is None else list(argv))}".strip()
-    with interrupts_end_cleanly(prog, trainer.run_dir.path, again):
+    with interrupts_end_cleanly(prog, trainer.run_dir.path, argv):
         path = trainer.run()
     if trainer.accelerator is not None:
         trainer.accelerator.end_training()
