@@ -69,7 +69,7 @@ Shapes in names: ``K`` models, ``D`` debates, ``B`` bootstrap replicates.
 This module is pure: no torch, no files, no randomness but the seed given.
 
 Example:
-    >>> from llm_envs.debate import Vote
+    >>> from llm_envs.judgements import Vote
     >>> seats = ("alpha", "beta", "gamma")  # the model in each agent's seat
     >>> votes = [Vote(2, 0, ">", 1), Vote(1, 0, ">", 2), Vote(0, 1, "=", 2)]
     >>> board = rate_models(judgements_from_votes(votes, seats, debate=0), num_bootstrap=0)
@@ -91,7 +91,7 @@ import numpy.typing as npt
 
 from baselines.eval.bradley_terry import Float64Array, bradley_terry, check_prior
 from baselines.eval.scores import check_bootstrap
-from llm_envs.debate.rewards import Vote, is_valid_vote
+from llm_envs.judgements import Vote, is_valid_vote
 
 __all__ = [
     "ELO_SCALE",
@@ -286,7 +286,7 @@ def judgements_from_votes(
     Vote ``(author, a, op, b)`` becomes ``Judgement(debate, seats[author],
     seats[a], seats[b], outcome)`` with outcome ``1.0`` for ``">"`` and ``0.5``
     for ``"="``. Votes the debate reward counts as malformed
-    (:func:`~llm_envs.debate.rewards.is_valid_vote`) and votes whose author
+    (:func:`~llm_envs.judgements.is_valid_vote`) and votes whose author
     is no seat are skipped. Nothing is dropped for self-interest here:
     :func:`rate_models` does that, and counts it.
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
-from llm_envs.debate.rewards import Vote, is_valid_vote
+from llm_envs.judgements import Vote, is_valid_vote
 from llm_envs.registration import family_class, family_names, metric_title
 
 __all__ = [

@@ -21,10 +21,8 @@ from llm_envs.debate.rewards import (
     PairwiseResult,
     PairwiseRewardFn,
     RewardMode,
-    Vote,
     VoteCounting,
     get_pairwise_reward,
-    is_valid_vote,
     once_per_voter_and_pair,
     win_minus_loss,
     win_rate,
@@ -36,6 +34,7 @@ from llm_envs.debate.wrappers import (
     WinMinusLossReward,
     WinRateReward,
 )
+from llm_envs.judgements import Vote, is_valid_vote
 
 __all__ = [
     "DEFAULT_QUESTIONS",

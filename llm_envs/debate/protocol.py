@@ -71,7 +71,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from llm_envs.debate.rewards import Vote
+from llm_envs.judgements import Vote
 from llm_envs.parsing.tags import normalize, scan_tags
 
 __all__ = [

@@ -33,38 +33,19 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple, TypeAlias, get_args
 
+from llm_envs.judgements import VALID_OPS, Vote, agent_ids, check_num_agents
+
 __all__ = [
     "PAIRWISE_REWARDS",
-    "VALID_OPS",
     "PairwiseResult",
     "PairwiseRewardFn",
     "RewardMode",
-    "Vote",
     "VoteCounting",
     "get_pairwise_reward",
-    "is_valid_vote",
     "once_per_voter_and_pair",
     "win_minus_loss",
     "win_rate",
 ]
-
-VALID_OPS: frozenset[str] = frozenset({">", "="})
-"""The comparison operators a valid vote may carry: ``a > b`` (a beats b) and ``a = b`` (a tie)."""
-
-
-class Vote(NamedTuple):
-    """One comparison ``a op b`` written by agent ``author``.
-
-    ``op`` is ``">"`` (a beats b) or ``"="`` (a ties b). Votes are not
-    validated on construction: an environment records what agents wrote, and
-    the reward functions count invalid votes as malformed (see
-    :func:`is_valid_vote`).
-    """
-
-    author: int
-    a: int
-    op: str
-    b: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,29 +79,6 @@ VoteCounting: TypeAlias = Literal["as_written", "once_per_pair"]
 
 PairwiseRewardFn: TypeAlias = Callable[[Iterable[Vote], int], PairwiseResult]
 """The signature shared by :func:`win_rate` and :func:`win_minus_loss`."""
-
-
-def is_valid_vote(vote: Vote, num_agents: int) -> bool:
-    """Whether a vote counts, by the validity checks of the debate recipe.
-
-    A vote is valid iff ``a`` and ``b`` are agent ids in ``range(num_agents)``,
-    ``a != b`` and ``op`` is ``">"`` or ``"="``. The author is not checked: a
-    vote whose author is one of its sides is valid but, by the leave-one-out
-    rule, never counts for that side.
-
-    Example:
-        >>> is_valid_vote(Vote(0, 1, ">", 2), 3), is_valid_vote(Vote(0, 1, ">", 3), 3)
-        (True, False)
-    """
-    _check_num_agents(num_agents)
-    ids = _agent_ids(num_agents)
-    try:
-        _, raw_a, op, raw_b = vote
-        a = ids.get(raw_a)
-        b = ids.get(raw_b)
-        return a is not None and b is not None and a != b and op in VALID_OPS
-    except (TypeError, ValueError):  # not a 4-tuple, or unhashable parts
-        return False
 
 
 def once_per_voter_and_pair(votes: Iterable[Vote], num_agents: int) -> list[Vote]:
@@ -162,8 +120,8 @@ def once_per_voter_and_pair(votes: Iterable[Vote], num_agents: int) -> list[Vote
         >>> once_per_voter_and_pair(spam, num_agents=3)
         [Vote(author=2, a=0, op='>', b=1), Vote(author=2, a=0, op='>', b=3)]
     """
-    _check_num_agents(num_agents)
-    ids = _agent_ids(num_agents)
+    check_num_agents(num_agents)
+    ids = agent_ids(num_agents)
     seen: set[tuple[object, int, int]] = set()
     kept: list[Vote] = []
     for vote in votes:
@@ -288,26 +246,8 @@ class _Tally(NamedTuple):
     malformed: int
 
 
-def _check_num_agents(num_agents: int) -> None:
-    if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 2:
-        raise ValueError(
-            f"num_agents must be an int >= 2, got {num_agents!r}: "
-            "a pairwise reward needs at least two agents to compare"
-        )
-
-
-def _agent_ids(num_agents: int) -> dict[object, int]:
-    """A lookup from anything equal to an agent id (``1``, ``1.0``, ``numpy.int64(1)``) to the id.
-
-    Lookups use hashing and equality, the very rules by which :class:`Counter`
-    merges votes, so that merging never changes which votes are valid; this is
-    also what ``a in range(num_agents)`` means in Python.
-    """
-    return {i: i for i in range(num_agents)}
-
-
 def _tally(votes: Iterable[Vote], num_agents: int) -> _Tally:
-    _check_num_agents(num_agents)
+    check_num_agents(num_agents)
     # Counting identical votes first makes the Python-level loop run once per
     # distinct vote (at most about 2 * N**3 of them) rather than once per vote:
     # about 3x faster on 100k-vote lists, and exact since all counters are ints.
@@ -318,7 +258,7 @@ def _tally(votes: Iterable[Vote], num_agents: int) -> _Tally:
             f"votes must be hashable (author, a, op, b) tuples such as Vote ({exc}): "
             "convert each item with Vote(*item)"
         ) from None
-    ids = _agent_ids(num_agents)
+    ids = agent_ids(num_agents)
     wins = [0] * num_agents
     ties = [0] * num_agents
     losses = [0] * num_agents

@@ -36,7 +36,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from llm_envs.debate.rewards import PairwiseResult, Vote, is_valid_vote
+from llm_envs.debate.rewards import PairwiseResult
+from llm_envs.judgements import Vote, is_valid_vote
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy

@@ -23,7 +23,7 @@ from llm_envs.debate import (
     scripted_debaters,
 )
 from llm_envs.debate.prompts import round_instruction, system_prompt
-from llm_envs.debate.rewards import Vote
+from llm_envs.judgements import Vote
 from llm_envs.spaces import SAMPLE_FRAGMENTS, UnicodeText
 from llm_envs.testing.conformance import check_aec_env, play_aec
 

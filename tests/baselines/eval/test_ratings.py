@@ -28,9 +28,9 @@ from baselines.eval import (
     judgements_from_votes,
     rate_models,
 )
-from llm_envs.debate import Vote
 from llm_envs.debate.env import DebateEnv
 from llm_envs.debate.protocol import format_response
+from llm_envs.judgements import Vote
 
 J = Judgement
 REF = "referee"  # an outside judge: never one of the rated models
