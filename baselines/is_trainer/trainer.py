@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,38 +55,28 @@ from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
 from baselines.env_families import EpisodeBatch, batch_of, derive_seed
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
-from baselines.models import resolve_model
-from baselines.policies.base import ChatRenderer, Policy, SamplingParams
+from baselines.policies.base import Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
-from baselines.run_directory import RunDirectory
 from baselines.training.checkpoints import (
     latest_checkpoint,
     load_checkpoint,
-    save_adapters_only,
     save_checkpoint,
 )
 from baselines.training.forward import (
-    Layout,
     forward_logprobs,
     split_microbatches,
-    supports_logits_to_keep,
 )
-from baselines.training.layout import choose_layout
-from baselines.training.lora import add_lora, is_lora, require_peft
 from baselines.training.losses import LossFn, get_loss, kl_sample_train, per_strategy_metrics
 from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
     gather_lists,
-    limit_threads,
-    make_accelerator,
-    resolve_device,
-    seed_everything,
+    start_run,
 )
-from baselines.training.trackers import require_tracker
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
 from llm_envs.registration import make_family
@@ -121,21 +110,11 @@ class ISTrainer(TrainingRun):
 
     def __init__(self, config: ISTrainerConfig) -> None:
         self.config = config
-        require_peft(config.lora_r)  # a missing package fails before any work
-        require_tracker(config.report_to)
-        limit_threads(config.num_threads)  # before any engine or thread pool starts
-        cuda, bf16 = resolve_device(config.device, config.precision)
-        self.accelerator = make_accelerator(
-            config, cuda=cuda, mixed_precision="bf16" if bf16 else "no"
-        )
-        acc = self.accelerator
+        start = start_run(config, "is_trainer", accelerate_autocast=True, seed_per_process=True)
+        acc = self.accelerator = start.accelerator
+        self.run_dir = start.run_dir
         self.rank, self.world = acc.process_index, acc.num_processes
-        seed_everything(derive_seed(config.seed, self.rank))
         self.output_dir = Path(config.output_dir)
-        self.run_dir = RunDirectory(self.output_dir, writer=acc.is_main_process)
-        # A folder of another run fails (or is cleared) before any work or checkpoint read.
-        self.run_dir.claim("is_trainer", config.to_json(), overwrite=config.overwrite)
-        acc.wait_for_everyone()
         self.family = make_family(
             config.env,
             config.env_kwargs,
@@ -144,23 +123,40 @@ class ISTrainer(TrainingRun):
             task_kwargs=config.task_kwargs,
             strategy_mix=config.strategy_mix,
         )
-        model = self._load_model()
-        if is_lora(model):
-            save_adapters_only(acc)  # checkpoints hold the adapter, not the base
-        self.model, self.optimizer = acc.prepare(model, self._make_optimizer(model))
+        loaded = load_policy_model(config, acc)
+        self.tokenizer, self.renderer = loaded.tokenizer, loaded.renderer
+        self.model_path = loaded.path
+        self.layout, self.packing_probe = loaded.layout, loaded.packing_probe
+        self.actions_only = loaded.actions_only  # the loss projects action tokens alone
+        self.model, self.optimizer = acc.prepare(loaded.model, make_optimizer(loaded.model, config))
         self.model.train()
         self.loss_fn = get_loss(config.loss, **config.loss_kwargs)
-        pad = self.tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else 0)
-
-        self.start_iteration = 0
+        self.pad_token_id = loaded.pad_token_id
         checkpoint = latest_checkpoint(self.output_dir)
-        if checkpoint is not None:
-            self.start_iteration = load_checkpoint(acc, checkpoint)
-        self.max_model_len = min(int(getattr(model.config, "max_position_embeddings", 4096)), 8192)
+        self.start_iteration = 0 if checkpoint is None else load_checkpoint(acc, checkpoint)
+        self.max_model_len = loaded.max_model_len
+        self.sampler = self._build_sampler(start.cuda)
+        self._opponent: Policy | None = None
+        self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
+        self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
+        self.metrics_path = self.run_dir.metrics_path
+        if acc.is_main_process:
+            probe = "" if math.isnan(self.packing_probe) else f", probe {self.packing_probe:.1e}"
+            print(
+                f"is_trainer: {config.model} on {self.world} x {acc.device}, sampler "
+                f"{self.sampler.kind}, {self.layout} batches{probe}, starting at iteration "
+                f"{self.start_iteration}",
+                flush=True,
+            )
+
+    # ------------------------------------------------------------------ setup
+
+    def _build_sampler(self, cuda: bool) -> Any:
+        """The sampler (config.sampler), with the current weights when the run resumed."""
+        config, acc = self.config, self.accelerator
         kind = resolve_sampler_kind(config.sampler, num_processes=self.world)
         with loading_whole_models(acc):  # a sampler's own copy stays whole
-            self.sampler = build_sampler(
+            sampler = build_sampler(
                 kind,
                 model=self.unwrapped,
                 tokenizer=self.tokenizer,
@@ -173,70 +169,15 @@ class ISTrainer(TrainingRun):
                 sharded=is_sharded(acc),
                 num_processes=self.world,
             )
+        self.sampler = sampler
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
-        self._opponent: Policy | None = None
-        self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
-        self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
-        self.metrics_path = self.run_dir.metrics_path
-        if acc.is_main_process:
-            probe = "" if math.isnan(self.packing_probe) else f", probe {self.packing_probe:.1e}"
-            print(
-                f"is_trainer: {config.model} on {self.world} x {acc.device}, sampler {kind}, "
-                f"{self.layout} batches{probe}, starting at iteration {self.start_iteration}",
-                flush=True,
-            )
-
-    # ------------------------------------------------------------------ setup
-
-    def _load_model(self) -> Any:
-        """The model to train, on this process's device, its batch layout chosen by a probe."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        acc = self.accelerator
-        with acc.main_process_first():  # converts the offline model once
-            self.model_path = resolve_model(self.config.model)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.renderer = ChatRenderer(self.tokenizer)
-        with loading_whole_models(acc):  # prepare() partitions it under ZeRO-3
-            model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
-        if self.config.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-        model.to(acc.device)
-        self.layout, self.packing_probe = self._choose_layout(model)
-        # The loss reads action tokens only: project to the vocabulary there alone.
-        self.actions_only = supports_logits_to_keep(model)
-        if self.config.lora_r > 0:
-            if self.config.gradient_checkpointing:
-                model.enable_input_require_grads()  # frozen embeddings: keep the graph
-            model = add_lora(model, self.config)
-        return model
-
-    def _make_optimizer(self, model: Any) -> torch.optim.Optimizer:
-        config = self.config
-        return torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],  # the adapter's, with LoRA
-            lr=config.learning_rate,
-            betas=config.adam_betas,
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
+        return sampler
 
     @property
     def unwrapped(self) -> Any:
         """The trained model without its DDP wrapper."""
         return self.accelerator.unwrap_model(self.model)
-
-    def _choose_layout(self, model: Any) -> tuple[Layout, float]:
-        """Packed rows when the probe finds them right and cheap (see ``choose_layout``)."""
-        choice = choose_layout(model, self.accelerator.device, self.config.packing)
-        if choice.reason:
-            warnings.warn(f"{choice.reason}; falling back to padded batches", stacklevel=2)
-        if choice.probe is None:
-            return choice.layout, math.nan
-        if self.accelerator.is_main_process:
-            print(f"is_trainer: packing probe: {choice.probe}", flush=True)
-        return choice.layout, choice.probe.error
 
     # -------------------------------------------------------------- utilities
 

@@ -45,6 +45,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -57,10 +58,18 @@ from baselines.training.checkpoints import (
     describe_checkpoint,
     latest_checkpoint,
 )
-from baselines.training.trackers import make_trackers, numeric_metrics, tracker_config
+from baselines.training.lora import require_peft
+from baselines.training.trackers import (
+    make_trackers,
+    numeric_metrics,
+    require_tracker,
+    tracker_config,
+)
+from llm_envs.family import derive_seed
 
 __all__ = [
     "LoopSettings",
+    "RunStart",
     "TrainingRun",
     "accumulating",
     "command_line",
@@ -74,6 +83,7 @@ __all__ = [
     "say",
     "seed_everything",
     "setup_errors_exit",
+    "start_run",
 ]
 
 ConfigT = TypeVar("ConfigT")
@@ -189,6 +199,52 @@ def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") ->
             )
         deepspeed["gradient_clipping"] = config.max_grad_norm
     return accelerator
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What :func:`start_run` set up: the accelerator, the device, the claimed run folder."""
+
+    accelerator: Any
+    cuda: bool
+    bf16: bool
+    run_dir: RunDirectory
+
+
+def start_run(
+    config: Any, trainer: str, *, accelerate_autocast: bool, seed_per_process: bool
+) -> RunStart:
+    """The start every local trainer shares, in this order, before any model is loaded.
+
+    1. A missing package (``lora_r``'s peft, ``report_to``'s tracker) fails now.
+    2. CPU threads are limited (``num_threads``), before any engine starts.
+    3. The device and precision follow :func:`resolve_device`'s one rule.
+    4. The ``accelerate.Accelerator`` (:func:`make_accelerator`): it autocasts to
+       bf16 itself when ``accelerate_autocast`` and bf16 apply (a trainer that
+       autocasts on its own passes False and reads :attr:`RunStart.bf16`).
+    5. Seeding: ``config.seed`` on every process, or a seed derived from it and
+       the process's rank when ``seed_per_process``.
+    6. The run folder is claimed (:meth:`RunDirectory.claim`): a folder of
+       another run fails, or is cleared with ``overwrite``, before any work.
+
+    Args:
+        config: a trainer config (:class:`~baselines.config.TrainerConfig`).
+        trainer: the trainer's name, recorded in ``run.json``.
+        accelerate_autocast: let ``accelerate`` autocast to bf16.
+        seed_per_process: seed each process differently (its rank mixed in).
+    """
+    require_peft(config.lora_r)
+    require_tracker(config.report_to)
+    limit_threads(config.num_threads)
+    cuda, bf16 = resolve_device(config.device, config.precision)
+    mixed = "bf16" if bf16 and accelerate_autocast else "no"
+    accelerator = make_accelerator(config, cuda=cuda, mixed_precision=mixed)
+    rank = accelerator.process_index
+    seed_everything(derive_seed(config.seed, rank) if seed_per_process else config.seed)
+    run_dir = RunDirectory(config.output_dir, writer=accelerator.is_main_process)
+    run_dir.claim(trainer, config.to_json(), overwrite=config.overwrite)
+    accelerator.wait_for_everyone()
+    return RunStart(accelerator=accelerator, cuda=cuda, bf16=bf16, run_dir=run_dir)
 
 
 @contextlib.contextmanager
