@@ -23,6 +23,8 @@ import socket
 import urllib.parse
 from pathlib import Path
 
+from baselines.progress import phase
+
 __all__ = [
     "DEFAULT_MODEL",
     "cache_dir",
@@ -79,16 +81,17 @@ def smollm2_checkpoint(target: str | os.PathLike[str] | None = None) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
-    quantized = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
-    config = quantized.config
-    # The GGUF loader marks the config as quantized; the dequantized weights are plain
-    # tensors, so a model rebuilt from the config without that mark is trainable fp32.
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(quantized.state_dict())
-    _save_atomically(model, tokenizer, folder)
+    with phase(f"convert {_GGUF_NAME} to a trainable checkpoint (once)"):
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
+        quantized = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
+        config = quantized.config
+        # The GGUF loader marks the config as quantized; the dequantized weights are plain
+        # tensors, so a model rebuilt from the config without that mark is trainable fp32.
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(quantized.state_dict())
+        _save_atomically(model, tokenizer, folder)
     return folder
 
 

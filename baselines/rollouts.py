@@ -38,6 +38,7 @@ from pettingzoo import AECEnv, ParallelEnv
 
 from baselines.data.episode_metrics import numeric_info
 from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
+from baselines.progress import phase
 from baselines.types import Trajectory, TrajectoryGroup, Transition
 from llm_envs.contract import CONTEXT_KEYS, STRATEGY
 
@@ -216,7 +217,9 @@ def rollout(
         seeds: a reset seed per environment.
         options: reset options per environment (e.g. ``{"question": ...}``).
         progress: show a progress bar of finished episodes (needs ``tqdm``; only
-            in a terminal); a string labels the bar (e.g. ``"sample"``).
+            in a terminal); a string labels the bar (e.g. ``"sample"``). Either
+            way the rollout is a :func:`~baselines.progress.phase`, which a
+            run's heartbeat reports without a terminal.
         timings: a dict to add this rollout's costs to: ``time/env`` (seconds in
             the environments' ``reset``/``step``), ``time/policy`` (seconds in
             the samplers) and ``sample/tokens`` (tokens sampled).
@@ -240,41 +243,40 @@ def rollout(
         ep.reset(seed, opts)
     costs["time/env"] += time.perf_counter() - start
     label = progress if isinstance(progress, str) else "episodes"
-    bar = _progress_bar(n, label) if progress else None
     active = list(episodes)
-    calls = 0
-    while active:
-        # 1. Collect every turn that must be sampled now.
-        wanted: list[tuple[_Episode, str, SampleRequest]] = []
-        still_active = []
-        for ep in active:
-            turns = ep.turns_to_sample()
-            if turns is not None:
-                wanted.extend(turns)
-                still_active.append(ep)
-        if bar is not None:
-            bar.update(len(active) - len(still_active))
-        active = still_active
-        if not wanted:
-            break
-        # 2. One batched call per policy, with seeds no earlier call used.
-        start = time.perf_counter()
-        completions = _sample_grouped(wanted, policy, _call_params(params, calls))
-        calls += 1
-        costs["time/policy"] += time.perf_counter() - start
-        costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
-        # 3. Step every environment with its completions.
-        start = time.perf_counter()
-        joint: dict[int, dict[str, str]] = defaultdict(dict)
-        for (ep, agent, request), completion in zip(wanted, completions, strict=True):
-            ep.act(agent, request, completion)
-            if isinstance(ep.env, ParallelEnv):
-                joint[ep.index][agent] = completion.text
-        for index, actions in joint.items():
-            episodes[index].step_jointly(actions)
-        costs["time/env"] += time.perf_counter() - start
-    if bar is not None:
-        bar.close()
+    calls = sampled = 0
+    with phase(label, total=n, unit="episodes", bar=bool(progress)) as finished:
+        while active:
+            # 1. Collect every turn that must be sampled now.
+            wanted: list[tuple[_Episode, str, SampleRequest]] = []
+            still_active = []
+            for ep in active:
+                turns = ep.turns_to_sample()
+                if turns is not None:
+                    wanted.extend(turns)
+                    still_active.append(ep)
+            finished.advance(len(active) - len(still_active))
+            active = still_active
+            if not wanted:
+                break
+            # 2. One batched call per policy, with seeds no earlier call used.
+            start = time.perf_counter()
+            completions = _sample_grouped(wanted, policy, _call_params(params, calls))
+            calls += 1
+            costs["time/policy"] += time.perf_counter() - start
+            costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
+            sampled += len(completions)
+            finished.note = f"{sampled} turns sampled"
+            # 3. Step every environment with its completions.
+            start = time.perf_counter()
+            joint: dict[int, dict[str, str]] = defaultdict(dict)
+            for (ep, agent, request), completion in zip(wanted, completions, strict=True):
+                ep.act(agent, request, completion)
+                if isinstance(ep.env, ParallelEnv):
+                    joint[ep.index][agent] = completion.text
+            for index, actions in joint.items():
+                episodes[index].step_jointly(actions)
+            costs["time/env"] += time.perf_counter() - start
     if timings is not None:
         for key, value in costs.items():
             timings[key] = timings.get(key, 0.0) + value
@@ -365,13 +367,3 @@ def group_by(
         _make_group(members, agents if agents is not None else members[0].trajectories)
         for members in buckets.values()
     ]
-
-
-def _progress_bar(total: int, label: str) -> Any:
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with the train extra
-        return None
-    # leave=False: a phase's bar disappears when done, under the iterations' bar;
-    # disable=None: no bar when stderr is not a terminal.
-    return tqdm(total=total, desc=label, unit="ep", leave=False, disable=None)

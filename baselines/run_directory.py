@@ -38,6 +38,7 @@ __all__ = [
     "CONFIG_FILE",
     "EPISODES_DIR",
     "FINAL_MODEL_DIR",
+    "LIBRARY_LOG",
     "METRICS_FILE",
     "RUN_FILE",
     "SUMMARY_FILE",
@@ -60,6 +61,8 @@ FINAL_MODEL_DIR = "final_model"
 """The trained model and tokenizer, saved at the end."""
 SUMMARY_FILE = "summary.json"
 """An evaluation's results (:meth:`baselines.eval.summary.EvalSummary.to_json`), for the report."""
+LIBRARY_LOG = "libraries.log"
+"""Other libraries' log lines and warnings (:mod:`baselines.library_logs`), appended."""
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -25,29 +25,31 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     ``prog`` is the name that ``--help`` and error messages show (``llm-envs eval``).
     """
     from baselines.eval.run import Evaluation
+    from baselines.progress import heartbeat
     from baselines.training.run import setup_errors_exit
 
     config = parse_eval_args(argv, prog=prog)
-    with setup_errors_exit(prog):
-        evaluation = Evaluation(config)
-    planned = len(evaluation.plan)
-    print(
-        f"{config.env}: {len(evaluation.names)} models, {config.problems} problems x "
-        f"{len(evaluation.schedule)} seatings ({evaluation.seating_mode}) = {planned} episodes "
-        f"-> {evaluation.run_dir.path}",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        summary = evaluation.run()
-    except ServerError as exc:
+    with heartbeat(enabled=config.progress):
+        with setup_errors_exit(prog):
+            evaluation = Evaluation(config)
+        planned = len(evaluation.plan)
         print(
-            f"{prog}: error: {exc}\nThe episodes finished so far are in {evaluation.log.path}; "
-            "run the same command again to play the rest.",
+            f"{config.env}: {len(evaluation.names)} models, {config.problems} problems x "
+            f"{len(evaluation.schedule)} seatings ({evaluation.seating_mode}) = {planned} episodes "
+            f"-> {evaluation.run_dir.path}",
             file=sys.stderr,
             flush=True,
         )
-        return 1
+        try:
+            summary = evaluation.run()
+        except ServerError as exc:
+            print(
+                f"{prog}: error: {exc}\nThe episodes finished so far are in {evaluation.log.path}; "
+                "run the same command again to play the rest.",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
     print(summary.to_text())
     print(f"\nresults: {evaluation.log.path}\nsummary: {evaluation.summary_path}")
     if config.report:

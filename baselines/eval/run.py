@@ -39,9 +39,9 @@ from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
 from baselines.eval.summary import EvalSummary, summarize
 from baselines.policies.base import Policy, SamplingParams
+from baselines.progress import phase, say
 from baselines.rollouts import rollout
 from baselines.run_directory import SUMMARY_FILE, RunDirectory
-from baselines.training.run import in_terminal, say
 
 __all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]
 
@@ -219,21 +219,17 @@ class Evaluation:
         config = self.config
         policies = self._load()
         total = len(self.plan)
-        bar = _progress_bar(total, already) if config.progress and in_terminal() else None
         start, finished = time.perf_counter(), already
-        try:
+        with phase("episodes", total, "episodes", bar=config.progress) as played:
+            played.advance(already)
             for first in range(0, len(todo), config.concurrency):
                 chunk = todo[first : first + config.concurrency]
                 self.log.append(self._play_chunk(chunk, policies))
                 finished += len(chunk)
-                if bar is not None:
-                    bar.update(len(chunk))
-                elif config.progress:
+                played.advance(len(chunk))
+                if config.progress and played.bar is None:
                     elapsed = time.perf_counter() - start
                     say(f"episodes {finished}/{total} ({elapsed:.0f} s)")
-        finally:
-            if bar is not None:
-                bar.close()
 
     def _play_chunk(
         self, chunk: Sequence[PlannedEpisode], policies: Mapping[str, Policy]
@@ -273,14 +269,6 @@ class Evaluation:
             )
             env.close()
         return lines
-
-
-def _progress_bar(total: int, initial: int) -> Any:
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with the train extra
-        return None
-    return tqdm(total=total, initial=initial, desc="episodes", unit="ep")
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -59,6 +59,7 @@ from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
 from baselines.policies.base import Policy, SamplingParams
 from baselines.policies.build import build_fixed_policy, build_sampler, resolve_sampler_kind
+from baselines.progress import phase
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.training.checkpoints import (
     latest_checkpoint,
@@ -350,19 +351,22 @@ class ISTrainer(TrainingRun):
         metrics: dict[str, float] = {}
         losses, norms = [], []
         timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
-        for substep, chunk in enumerate(c for c in chunks if c):
-            total_weight = float(sum(float(data_D[i].weights.sum()) for i in chunk))
-            if config.loss_normalization == "action_tokens" and total_weight <= 0:
-                continue  # every token masked: nothing to learn from this chunk
-            denominator = total_weight if config.loss_normalization == "action_tokens" else 1.0
-            loss, norm, step_D = self._optimizer_step(data_D, chunk, denominator, timings)
-            losses.append(loss)
-            norms.append(norm)
-            training_D.update(step_D)
-            if substep == 0 and config.num_substeps > 1:
-                # The on-policy check: data sampled with exactly these weights.
-                first = self._kl_metrics(data_D, step_D, sorted(step_D))
-                metrics.update({f"optim/substep_0/{k[6:]}": v for k, v in first.items()})
+        chunks = [c for c in chunks if c]
+        with phase("train", total=len(chunks), unit="optimizer steps") as progress:
+            for substep, chunk in enumerate(chunks):
+                total_weight = float(sum(float(data_D[i].weights.sum()) for i in chunk))
+                if config.loss_normalization == "action_tokens" and total_weight <= 0:
+                    continue  # every token masked: nothing to learn from this chunk
+                denominator = total_weight if config.loss_normalization == "action_tokens" else 1.0
+                loss, norm, step_D = self._optimizer_step(data_D, chunk, denominator, timings)
+                losses.append(loss)
+                norms.append(norm)
+                training_D.update(step_D)
+                progress.advance()
+                if substep == 0 and config.num_substeps > 1:
+                    # The on-policy check: data sampled with exactly these weights.
+                    first = self._kl_metrics(data_D, step_D, sorted(step_D))
+                    metrics.update({f"optim/substep_0/{k[6:]}": v for k, v in first.items()})
         trained = sorted(training_D)
         metrics.update(self._kl_metrics(data_D, training_D, trained))
         if trained:
@@ -516,7 +520,10 @@ class ISTrainer(TrainingRun):
         }
 
     def finish(self) -> None:
-        """Wait for every process."""
+        """Close the sampler's engine (if it has one), then wait for every process."""
+        close = getattr(self.sampler.policy, "close", None)
+        if close is not None:
+            close()
         self.accelerator.wait_for_everyone()
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from baselines.env_families import batch_of, derive_seed
-from baselines.training.run import say
+from baselines.progress import phase, say
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 
 if TYPE_CHECKING:
@@ -66,17 +66,20 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
     try:
         steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
         every = max(1, config.warm_start_steps // 8)  # a line every eighth of the steps
-        for step, chunk in enumerate(steps, 1):
-            weight = sum(float(data[i].weights.sum()) for i in chunk)
-            loss, _, _ = trainer._optimizer_step(
-                data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
-            )
-            losses.append(loss)
-            if tell and step % every == 0 and step < config.warm_start_steps:
-                say(
-                    f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
-                    f"({time.perf_counter() - start:.0f} s)"
+        with phase("warm start", total=config.warm_start_steps, unit="steps") as progress:
+            for step, chunk in enumerate(steps, 1):
+                weight = sum(float(data[i].weights.sum()) for i in chunk)
+                loss, _, _ = trainer._optimizer_step(
+                    data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
                 )
+                losses.append(loss)
+                progress.advance()
+                progress.note = f"loss {loss:.3f}"
+                if tell and step % every == 0 and step < config.warm_start_steps:
+                    say(
+                        f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
+                        f"({time.perf_counter() - start:.0f} s)"
+                    )
     finally:
         for group, rate in zip(trainer.optimizer.param_groups, rates, strict=True):
             group["lr"] = rate

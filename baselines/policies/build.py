@@ -42,6 +42,7 @@ from typing import Any, Literal
 from baselines.policies.base import Policy
 from baselines.policies.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
 from baselines.policies.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
+from baselines.progress import phase
 
 __all__ = [
     "RemoteWeightSync",
@@ -179,14 +180,15 @@ def build_sampler(
         copy.model.requires_grad_(False)
         return TrainerSampler(copy, kind, _loader(copy.model))
     if kind == "vllm":
-        policy = _vllm_policy(
-            model_path,
-            tokenizer,
-            cuda=cuda,
-            seed=seed,
-            max_model_len=max_model_len,
-            memory=config,
-        )
+        with phase("start the vLLM engine"):
+            policy = _vllm_policy(
+                model_path,
+                tokenizer,
+                cuda=cuda,
+                seed=seed,
+                max_model_len=max_model_len,
+                memory=config,
+            )
         refresh = policy.update_weights  # type: ignore[attr-defined]
         return TrainerSampler(policy, kind, refresh, every_process=False)
     return _server_sampler(

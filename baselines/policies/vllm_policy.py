@@ -114,6 +114,7 @@ class VLLMPolicy:
             max_model_len=max_model_len,
             seed=seed,
             logprobs_mode="processed_logprobs",
+            use_tqdm_on_load=False,  # weights load in a second: no bar (loaded again per refresh)
             **kwargs,
         )
 
@@ -173,3 +174,14 @@ class VLLMPolicy:
             weights.append(("lm_head.weight", embed.clone()))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        """Shut the engine down now (once), rather than in an exit hook.
+
+        At interpreter exit the engine's own hook would tear down its process
+        group after ``accelerate`` has already destroyed the default one, and
+        print a traceback; a run closes its sampler before that.
+        """
+        client = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if client is not None:
+            client.shutdown()

@@ -52,7 +52,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from baselines.cli import parse_config
-from baselines.run_directory import RunDirectory
+from baselines.config import TrainerConfig
+from baselines.library_logs import library_logs_to
+from baselines.progress import heartbeat, in_terminal, phase, say
+from baselines.run_directory import LIBRARY_LOG, RunDirectory
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     describe_checkpoint,
@@ -74,19 +77,17 @@ __all__ = [
     "accumulating",
     "command_line",
     "gather_lists",
-    "in_terminal",
     "interrupts_end_cleanly",
     "limit_threads",
     "make_accelerator",
     "progress_bar",
     "resolve_device",
-    "say",
     "seed_everything",
     "setup_errors_exit",
     "start_run",
 ]
 
-ConfigT = TypeVar("ConfigT")
+ConfigT = TypeVar("ConfigT", bound=TrainerConfig)
 
 
 class LoopSettings(Protocol):
@@ -297,21 +298,6 @@ def gather_lists(items: list[Any], num_processes: int) -> list[Any]:
     return [item for part in gathered for item in part]
 
 
-def in_terminal() -> bool:
-    """Whether progress goes to a terminal (bars) rather than a file or pipe (lines)."""
-    return sys.stderr.isatty()
-
-
-def say(message: str) -> None:
-    """Print a progress message to stderr without breaking a bar that is showing."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with the train extra
-        print(message, file=sys.stderr, flush=True)
-        return
-    tqdm.write(message, file=sys.stderr)
-
-
 def progress_bar(items: range, *, initial: int, total: int, enabled: bool) -> Iterable[int]:
     """``items``, behind a tqdm bar when ``enabled`` and in a terminal."""
     if not enabled or not in_terminal():
@@ -366,12 +352,13 @@ class TrainingRun(abc.ABC):
         return {}
 
     def phase(self, name: str) -> str | None:
-        """The progress label of a phase (``"sample"``, ``"eval"``) or None: no bar.
+        """The progress label of a phase (``"sample"``, ``"eval"``) or None: progress is off.
 
         Rollouts take it as their ``progress`` argument: a bar of finished
-        episodes, under the iterations' bar, in a terminal only.
+        episodes under the iterations' bar in a terminal, the phase's name in
+        the heartbeat's lines otherwise (:mod:`baselines.progress`).
         """
-        return name if self.config.progress and self.run_dir.writer and in_terminal() else None
+        return name if self.config.progress and self.run_dir.writer else None
 
     def finish(self) -> None:
         """Called last, on every process (e.g. to wait for the others)."""
@@ -413,7 +400,8 @@ class TrainingRun(abc.ABC):
         start = time.perf_counter()
         metrics: dict[str, Any] = {"iteration": iteration}
         if self.eval_due(iteration):
-            metrics.update(self.evaluate(iteration))
+            with phase("evaluate"):
+                metrics.update(self.evaluate(iteration))
             metrics["time/eval"] = time.perf_counter() - start
         metrics.update(self.train_iteration(iteration))
         metrics["time/iteration"] = time.perf_counter() - start
@@ -434,13 +422,15 @@ class TrainingRun(abc.ABC):
         sized = False
         saving: float | None = None  # seconds of the last save, logged in the next line
         for iteration in bar:
-            metrics = self.iterate(iteration)
+            with phase(f"iteration {iteration + 1}/{total}"):
+                metrics = self.iterate(iteration)
             if saving is not None:
                 metrics["time/checkpoint"], saving = saving, None
             self.log(metrics)  # log, then save (see the module docstring)
             if self.checkpoint_due(iteration + 1):
                 start = time.perf_counter()
-                self.save_checkpoint(iteration + 1)
+                with phase("save checkpoint"):
+                    self.save_checkpoint(iteration + 1)
                 saving = time.perf_counter() - start
                 if talk and not sized:  # say once what a checkpoint costs on disk
                     sized = True
@@ -460,7 +450,8 @@ class TrainingRun(abc.ABC):
                 say(f"{line} ({metrics.get('time/iteration', 0.0):.0f} s)")
         if self.config.eval_every > 0 and self.can_evaluate():
             start = time.perf_counter()
-            final = self.evaluate(total)
+            with phase("final evaluation"):
+                final = self.evaluate(total)
             final["time/eval"] = time.perf_counter() - start
             if saving is not None:
                 final["time/checkpoint"] = saving
@@ -468,7 +459,8 @@ class TrainingRun(abc.ABC):
             if talk and not in_terminal():
                 say(f"final evaluation: {len(final)} metrics logged")
         self.finish_trackers()
-        self.save_final_model()
+        with phase("save final model"):
+            self.save_final_model()
         self.finish()
         return self.run_dir.metrics_path
 
@@ -556,10 +548,16 @@ def command_line(
     can race with DeepSpeed's and abort a process that had finished.
     """
     config = parse_config(config_type, argv, prog=prog)
-    with setup_errors_exit(prog):
-        trainer = trainer_type(config)
-    with interrupts_end_cleanly(prog, trainer.run_dir.path, argv):
-        path = trainer.run()
+    main_process = os.environ.get("RANK", "0") == "0"  # accelerate launch sets RANK
+    logs = Path(config.output_dir) / LIBRARY_LOG
+    with (
+        heartbeat(enabled=config.progress and main_process),
+        library_logs_to(logs),
+    ):
+        with setup_errors_exit(prog), phase("set up"):
+            trainer = trainer_type(config)
+        with interrupts_end_cleanly(prog, trainer.run_dir.path, argv):
+            path = trainer.run()
     if trainer.accelerator is not None:
         trainer.accelerator.end_training()
     print(f"metrics written to {path}", flush=True)

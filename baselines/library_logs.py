@@ -1,0 +1,119 @@
+"""Other libraries' warnings and info lines go to a log file in the run folder, not the console.
+
+A run's console should say what the run does; vLLM's engine start-up lines,
+transformers' and torch's warnings belong in a file the user opens when
+something looks wrong. :func:`library_logs_to` sends the loggers of the
+libraries in :data:`LIBRARIES` (vLLM, transformers, torch, accelerate, TRL,
+...) and the Python warnings raised from their code to one file, and leaves
+this package's own warnings and lines on the console. ``LLM_ENVS_LIBRARY_LOGS=console``
+leaves everything where the libraries send it.
+
+Example:
+    >>> import logging, tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> with library_logs_to(folder / "libraries.log"):
+    ...     logging.getLogger("vllm.engine").warning("engine noise")
+    >>> "engine noise" in (folder / "libraries.log").read_text()
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LIBRARIES", "library_logs_to"]
+
+LIBRARIES = (
+    "vllm",
+    "transformers",
+    "torch",
+    "accelerate",
+    "trl",
+    "peft",
+    "datasets",
+    "huggingface_hub",
+    "deepspeed",
+    "DeepSpeed",
+)
+"""The libraries whose loggers and warnings go to the file."""
+
+_OURS = tuple(
+    str(Path(__file__).resolve().parents[1] / name) + os.sep for name in ("baselines", "llm_envs")
+)
+
+
+def _from_a_library(filename: str) -> bool:
+    """Whether a warning raised in ``filename`` is another library's (not this package's)."""
+    if filename.startswith(_OURS):
+        return False
+    parts = Path(filename).parts
+    return any(name in parts for name in LIBRARIES)
+
+
+@contextlib.contextmanager
+def library_logs_to(path: Path | str) -> Iterator[None]:
+    """While the block runs, the libraries' log records and warnings are appended to ``path``.
+
+    The file is opened on the first record (a run that says nothing leaves
+    none). Everything is restored afterwards: the loggers' handlers and
+    propagation, and :func:`warnings.showwarning`.
+    """
+    if os.environ.get("LLM_ENVS_LIBRARY_LOGS", "").lower() == "console":
+        yield
+        return
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")  # vLLM imported later adds no handler
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading bars
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved: list[tuple[logging.Logger, list[logging.Handler], bool, int]] = []
+    for name in LIBRARIES:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.propagate, logger.level))
+        for old in list(logger.handlers):  # the console handlers libraries install
+            if isinstance(old, logging.StreamHandler) and not isinstance(old, logging.FileHandler):
+                logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.propagate = False
+    vllm = logging.getLogger("vllm")
+    if vllm.level == logging.NOTSET:
+        vllm.setLevel(logging.INFO)  # vLLM's info lines, as its own logging shows them
+    shown = warnings.showwarning
+
+    def showwarning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if _from_a_library(filename):
+            text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
+            handler.handle(
+                logging.LogRecord("warnings", logging.WARNING, filename, lineno, text, (), None)
+            )
+            return
+        shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        for logger, handlers, propagate, level in saved:
+            logger.removeHandler(handler)
+            for old in handlers:
+                if old not in logger.handlers:
+                    logger.addHandler(old)
+            logger.propagate = propagate
+            logger.setLevel(level)
+        handler.close()
+        sys.stderr.flush()

@@ -1,0 +1,82 @@
+"""Progress without a terminal: a line whenever nothing was said for a while, naming the phase."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from baselines.progress import heartbeat, phase, say, status
+
+
+def test_status_names_the_innermost_phase_then_the_outer_ones():
+    with phase("iteration 2/5"), phase("sample", total=32, unit="episodes") as sample:
+        sample.advance(12)
+        sample.note = "96 turns sampled"
+        line = status()
+    assert line.startswith("sample: 12/32 episodes, ")
+    assert line.endswith(" s, 96 turns sampled (iteration 2/5)")
+    assert status() == "working"  # every phase closed
+
+
+def test_a_phase_that_counts_nothing_says_how_long_it_has_run():
+    with phase("start the vLLM engine") as started:
+        started.started -= 42
+        assert status() == "start the vLLM engine, 42 s"
+
+
+def test_a_silent_stretch_gets_a_line_and_a_talkative_one_none():
+    out = io.StringIO()
+    with heartbeat(every=0.2, stream=out), phase("train", total=4, unit="optimizer steps") as t:
+        t.advance()
+        time.sleep(0.5)  # silent: about two lines
+        quiet = out.getvalue().splitlines()
+        for _ in range(5):  # something said every 0.1 s: no heartbeat line
+            say("iteration line", stream=out)
+            time.sleep(0.1)
+    lines = out.getvalue().splitlines()
+    assert 1 <= len(quiet) <= 3
+    assert all(line.startswith("train: 1/4 optimizer steps, ") for line in quiet)
+    assert lines[len(quiet) :] == ["iteration line"] * 5
+
+
+def test_a_heartbeat_switched_off_prints_nothing():
+    out = io.StringIO()
+    with heartbeat(every=0.05, enabled=False, stream=out), phase("evaluate"):
+        time.sleep(0.2)
+    assert out.getvalue() == ""
+
+
+def test_library_noise_goes_to_the_run_folder_and_ours_stays_on_the_console(tmp_path, capsys):
+    import logging
+    import warnings
+
+    from baselines.library_logs import library_logs_to
+
+    log = tmp_path / "libraries.log"
+    vllm = logging.getLogger("vllm.model_executor")
+    with library_logs_to(log):
+        vllm.warning("RotaryEmbedding: Failed to load weights")
+        logging.getLogger("transformers.modeling_utils").warning("loading weights")
+        warnings.warn_explicit("a deprecation", FutureWarning, "/x/site-packages/torch/nn.py", 3)
+        warnings.warn_explicit("a debate of two", UserWarning, "/x/site-packages/mine.py", 5)
+    text = log.read_text()
+    assert "RotaryEmbedding: Failed to load weights" in text
+    assert "loading weights" in text and "a deprecation" in text
+    assert "a debate of two" not in text
+    err = capsys.readouterr().err
+    assert "RotaryEmbedding" not in err and "deprecation" not in err
+    # Restored afterwards: the library's logger propagates again, the file gets nothing more.
+    assert vllm.propagate or logging.getLogger("vllm").propagate is not False
+    logging.getLogger("vllm").warning("after the run")
+    assert "after the run" not in log.read_text()
+
+
+def test_library_logs_stay_on_the_console_when_asked(tmp_path, monkeypatch):
+    import logging
+
+    from baselines.library_logs import library_logs_to
+
+    monkeypatch.setenv("LLM_ENVS_LIBRARY_LOGS", "console")
+    with library_logs_to(tmp_path / "libraries.log"):
+        logging.getLogger("vllm").warning("engine noise")
+    assert not (tmp_path / "libraries.log").exists()
