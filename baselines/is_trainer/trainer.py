@@ -75,6 +75,7 @@ from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
+    console,
     gather_lists,
     start_run,
 )
@@ -528,8 +529,15 @@ class ISTrainer(TrainingRun):
 
 
 def train(config: ISTrainerConfig) -> Path:
-    """Train (or resume) with ``config``; return the path of ``metrics.jsonl``."""
-    return ISTrainer(config).run()
+    """Train (or resume) with ``config``; return the path of ``metrics.jsonl``.
+
+    Progress lines and quiet libraries as the command line has them
+    (:func:`~baselines.training.run.console`).
+    """
+    with console(config):
+        with phase("set up"):
+            trainer = ISTrainer(config)
+        return trainer.run()
 
 
 def main(

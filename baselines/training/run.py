@@ -76,6 +76,7 @@ __all__ = [
     "TrainingRun",
     "accumulating",
     "command_line",
+    "console",
     "gather_lists",
     "interrupts_end_cleanly",
     "limit_threads",
@@ -530,6 +531,24 @@ def interrupts_end_cleanly(
             signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def console(config: TrainerConfig) -> Iterator[None]:
+    """What a run shows while the block runs: its own progress, not other libraries' noise.
+
+    A heartbeat line whenever 30 s pass in silence (:func:`baselines.progress.heartbeat`;
+    ``progress=False`` and the launched processes other than the first print
+    none), and other libraries' log lines and warnings in
+    ``OUTPUT_DIR/libraries.log`` (:mod:`baselines.library_logs`). The command
+    lines and the trainers' ``train`` functions run in it.
+    """
+    main_process = os.environ.get("RANK", "0") == "0"  # accelerate launch sets RANK
+    with (
+        heartbeat(enabled=config.progress and main_process),
+        library_logs_to(Path(config.output_dir) / LIBRARY_LOG),
+    ):
+        yield
+
+
 def command_line(
     config_type: type[ConfigT],
     trainer_type: Callable[[ConfigT], TrainingRun],
@@ -548,12 +567,7 @@ def command_line(
     can race with DeepSpeed's and abort a process that had finished.
     """
     config = parse_config(config_type, argv, prog=prog)
-    main_process = os.environ.get("RANK", "0") == "0"  # accelerate launch sets RANK
-    logs = Path(config.output_dir) / LIBRARY_LOG
-    with (
-        heartbeat(enabled=config.progress and main_process),
-        library_logs_to(logs),
-    ):
+    with console(config):
         with setup_errors_exit(prog), phase("set up"):
             trainer = trainer_type(config)
         with interrupts_end_cleanly(prog, trainer.run_dir.path, argv):
