@@ -239,6 +239,28 @@ class EvalSummary:
             )
         return "\n".join(lines)
 
+    def ranking_basis(self) -> str:
+        """One line above the tournament table: what its ranking rests on.
+
+        Example: ``Ranked by Bradley-Terry ratings (Elo scale) from 12 judgements;
+        1 unrated model listed after them, without a rank.``
+        """
+        if self.tournament is None:
+            return ""
+        rows = self.tournament.rows
+        unrated = sum(r.rating is None for r in rows)
+        used = self.tournament.leaderboard.judgements_used
+        if unrated == len(rows):
+            return (
+                "No judgement compares two models, so no model is rated: ranked by correct "
+                "solutions, then answers stated in the text, then fewer parse errors."
+            )
+        line = f"Ranked by Bradley-Terry ratings (Elo scale) from {used} judgements"
+        if unrated:
+            models = "model" if unrated == 1 else "models"
+            line += f"; {unrated} unrated {models} listed after them, without a rank"
+        return line + "."
+
     def tournament_notes(self) -> list[str]:
         """What the tournament table needs said: dropped judgements, unrated models."""
         if self.tournament is None:
@@ -309,12 +331,7 @@ class EvalSummary:
             self.scores_markdown(),
         ]
         if self.tournament is not None:
-            parts += [
-                "",
-                "Debate ratings (Bradley-Terry, Elo scale):",
-                "",
-                self.tournament_markdown(),
-            ]
+            parts += ["", self.ranking_basis(), "", self.tournament_markdown()]
             parts += ["", *self.tournament_notes()]
             matrix = self.matrix_markdown()
             if matrix:

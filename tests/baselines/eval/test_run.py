@@ -79,7 +79,7 @@ def test_a_debate_tournament_seats_every_model_in_every_seat(tmp_path):
     assert c.turn_parse_error == 1.0 and votes_cast["c"] == 0 and votes_cast["a"] > 0
     assert summary.score("a").turn_parse_error == 0.0
     text = summary.to_text()
-    assert "Debate ratings" in text and "| rank | model | rating |" in text
+    assert "Ranked by Bradley-Terry ratings" in text and "| rank | model | rating |" in text
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["tournament"]["votes_total"] == summary.tournament.votes_total
     page = (tmp_path / "run" / "report" / "index.html").read_text()
@@ -223,6 +223,8 @@ def test_without_votes_models_are_ordered_by_correctness_and_marked_unrated():
     assert all(r.rating is None for r in summary.tournament.rows)
     assert any("Unrated" in note for note in summary.tournament_notes())
     assert "| 1 | strong | unrated | - |" in summary.tournament_markdown()
+    assert summary.ranking_basis().startswith("No judgement compares two models")
+    assert summary.ranking_basis() in summary.to_text()
 
 
 def test_a_model_only_judging_is_unrated_and_unranked_beside_rated_ones():
@@ -235,6 +237,10 @@ def test_a_model_only_judging_is_unrated_and_unranked_beside_rated_ones():
     assert summary.tournament.ranks == (1, 2, 0)
     assert summary.tournament.rows[2].votes_cast == 3
     assert "| - | judge | unrated | - |" in summary.tournament_markdown()
+    assert summary.ranking_basis() == (
+        "Ranked by Bradley-Terry ratings (Elo scale) from 3 judgements; 1 unrated model "
+        "listed after them, without a rank."
+    )
     assert any("without a rank" in note for note in summary.tournament_notes())
 
 
