@@ -1,149 +1,166 @@
-"""A command line built from a config dataclass: one flag per field, help from its docstring.
+"""A command line built from a config: one flag per field, its help from the field's docstring.
 
-A trainer's config is a dataclass whose docstrings have Google-style
-``Attributes:`` sections documenting every field once, in the class that
-introduces it (see :mod:`baselines.config` and
-:class:`baselines.is_trainer.config.ISTrainerConfig`). :func:`parse_config` turns it into
-an :mod:`argparse` command line (``field_name`` becomes ``--field-name``) whose
-help text is that documentation as plain text (:func:`plain_text` takes the
-docstring markup out), and :func:`config_table` renders the same text as a
-Markdown table for the docs, so the three can never disagree. Bounds declared
-with a field's type (``Annotated[int, Range(ge=1)]``, see
-:class:`baselines.config.Range`) are appended to its text (``Must be >= 1.``).
-:func:`to_argv` writes a config back as a command line.
+A trainer's config is a pydantic dataclass (see :mod:`baselines.config`) whose
+fields each carry a docstring, in the class that introduces them; pydantic keeps
+that text as the field's ``description``. :func:`parse_config` turns the fields
+into an :mod:`argparse` command line (``field_name`` becomes ``--field-name``)
+whose help is that text as plain text (:func:`plain_text` takes the docstring
+markup out), followed by the bounds the field's type declares (``Must be >= 1.``);
+:func:`config_table` renders the same text as a Markdown table for the docs, so
+the three can never disagree. The config checks the values; a bad one is a
+command-line error naming the field, the rule and the value. :func:`to_argv`
+writes a config back as a command line.
 
 Field types understood: ``bool`` (``--flag`` / ``--no-flag``), ``int``,
-``float``, ``str``, ``Literal[...]`` (choices), ``tuple[float, ...]`` and
-``tuple[int, ...]`` (several values), ``dict[...]`` (a JSON object), and any of
-these ``| None`` (the word ``none`` on the command line). Anything else is a
-``TypeError`` when the parser is built, so a config cannot grow a field that
-the command line silently cannot set.
+``float``, ``str``, ``Literal[...]`` of strs (choices), tuples of ints, floats or
+strs (several values), ``dict[...]`` (a JSON object), and any of these
+``| None`` (the word ``none`` on the command line). Anything else is a
+``TypeError`` when the parser is built, so a config cannot grow a field that the
+command line silently cannot set.
 
 Example:
-    >>> from dataclasses import dataclass
-    >>> @dataclass(frozen=True)
+    >>> from pydantic import Field
+    >>> from pydantic.dataclasses import dataclass
+    >>> from baselines.config import VALIDATION
+    >>> @dataclass(frozen=True, kw_only=True, config=VALIDATION)
     ... class Demo:
-    ...     '''A demo.
+    ...     '''A demo (in a module, the docstring under a field is its description).'''
     ...
-    ...     Attributes:
-    ...         steps: how many steps.
-    ...         name: a name, or None.
-    ...     '''
-    ...
-    ...     steps: int = 3
-    ...     name: str | None = None
+    ...     steps: int = Field(3, ge=1, description="how many steps.")
+    ...     name: str | None = Field(None, description="a name, or None.")
     >>> parse_config(Demo, ["--steps", "5"])
     Demo(steps=5, name=None)
+    >>> config_table(Demo).splitlines()[2]
+    '| `--steps` | `3` | how many steps. Must be >= 1. |'
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import re
 import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
-from baselines.config import bounds_text
+from annotated_types import GroupedMetadata
+from pydantic import ValidationError
+from pydantic.dataclasses import is_pydantic_dataclass
+from pydantic.fields import FieldInfo
 
-__all__ = [
-    "attribute_docs",
-    "build_parser",
-    "config_table",
-    "parse_config",
-    "plain_text",
-    "to_argv",
-]
+__all__ = ["build_parser", "config_table", "parse_config", "plain_text", "to_argv"]
 
 ConfigT = TypeVar("ConfigT")
 
-_SECTION = re.compile(r"^(\s*)Attributes:\s*$", re.MULTILINE)
-_ENTRY = re.compile(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(?:\s*\([^)]*\))?:\s*(.*)$")
+
+def _field_infos(cls: type) -> dict[str, FieldInfo]:
+    """``{name: pydantic's field info}`` of every field of the config class ``cls``, in order."""
+    if not is_pydantic_dataclass(cls):
+        raise TypeError(f"a config must be a pydantic dataclass, got {cls!r}")
+    return {f.name: cls.__pydantic_fields__[f.name] for f in dataclasses.fields(cls)}
 
 
-def _own_attribute_docs(doc: str) -> dict[str, str]:
-    """``{field: description}`` from the ``Attributes:`` section of one docstring."""
-    docs: dict[str, str] = {}
-    section_indent: int | None = None
-    entry_indent: int | None = None
-    current: str | None = None
-    for line in doc.splitlines():
-        if section_indent is None:
-            match = _SECTION.match(line)
-            if match:
-                section_indent = len(match.group(1))
-            continue
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent <= section_indent:  # the next section starts
-            break
-        entry = _ENTRY.match(line)
-        if entry and (entry_indent is None or indent == entry_indent):
-            entry_indent = indent
-            current = entry.group(2)
-            docs[current] = entry.group(3).strip()
-        elif current is not None:
-            docs[current] = f"{docs[current]} {line.strip()}".strip()
-    return docs
+def _description(cls: type, name: str) -> str | None:
+    """The docstring under the field ``name``, on one line; None if it has none.
+
+    pydantic reads the docstrings in a class's own source only, so a field a
+    subclass inherits (or declares again to change its default) finds its text in
+    the base class that documents it.
+    """
+    for klass in cls.__mro__:
+        info = getattr(klass, "__pydantic_fields__", {}).get(name)
+        if info is not None and info.description:
+            return " ".join(info.description.split())
+    return None
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """Return ``{field: description}`` from the ``Attributes:`` sections of ``cls`` and its bases.
+def _strip_none(hint: Any) -> tuple[Any, bool]:
+    """``(X, True)`` for ``X | None``, ``(hint, False)`` otherwise."""
+    if get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(get_args(hint)) == 2:
+            return args[0], True
+        raise TypeError(f"only `X | None` unions are supported on the command line, got {hint}")
+    return hint, False
 
-    Each class documents the fields it introduces, in its own docstring; the
-    entries are collected base first. Continuation lines are joined with single
-    spaces.
+
+def _base(hint: Any) -> Any:
+    """The type under ``Annotated[...]``."""
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def _metadata(hint: Any) -> tuple[Any, ...]:
+    return hint.__metadata__ if get_origin(hint) is Annotated else ()
+
+
+def _number(x: Any) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+def _interval(metadata: Iterable[Any]) -> str:
+    """The bounds among :mod:`annotated_types` metadata: ``>= 1``, ``in (0, 1]``; "" if none."""
+    bounds: dict[str, Any] = {}
+    for item in metadata:
+        for part in item if isinstance(item, GroupedMetadata) else (item,):
+            for key in ("ge", "gt", "le", "lt"):
+                if getattr(part, key, None) is not None:
+                    bounds[key] = getattr(part, key)
+    low = ("[", ">=", bounds["ge"]) if "ge" in bounds else ("(", ">", bounds.get("gt"))
+    high = ("]", "<=", bounds["le"]) if "le" in bounds else (")", "<", bounds.get("lt"))
+    if low[2] is not None and high[2] is not None:
+        return f"in {low[0]}{_number(low[2])}, {_number(high[2])}{high[0]}"
+    return next((f"{sign} {_number(b)}" for _, sign, b in (low, high) if b is not None), "")
+
+
+def _bounds_text(info: FieldInfo) -> str:
+    """The bounds a field's type declares, as a sentence: ``Must be >= 1.`` ("" if none)."""
+    hint = _strip_none(info.annotation)[0]
+    own = _interval([*info.metadata, *_metadata(hint)])
+    if own:
+        return f"Must be {own}."
+    origin, args = get_origin(_base(hint)), get_args(_base(hint))
+    if origin is tuple:
+        each = {_interval(_metadata(a)) for a in args if a is not Ellipsis}
+        if len(each) == 1 and "" not in each:
+            return f"Each must be {each.pop()}."
+    if origin is dict and len(args) == 2 and _interval(_metadata(args[1])):
+        return f"Values must be {_interval(_metadata(args[1]))}."
+    return ""
+
+
+def _field_rows(cls: type) -> list[tuple[str, FieldInfo, str]]:
+    """``(name, field info, text)`` of every field: its docstring, then its bounds.
 
     Raises:
-        ValueError: a dataclass field has no entry, two classes of the hierarchy
-            document the same field, or a dataclass documents a name that is not
-            one of its fields (every field is documented exactly once).
+        ValueError: a field has no docstring (every field is documented).
     """
-    docs: dict[str, str] = {}
-    where: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        own = _own_attribute_docs(vars(klass).get("__doc__") or "")
-        if own and dataclasses.is_dataclass(klass):
-            names = {f.name for f in dataclasses.fields(klass)}
-            stray = [name for name in own if name not in names]
-            if stray:
-                raise ValueError(
-                    f"{klass.__name__} documents {stray}, which are not its fields; remove "
-                    "them from the Attributes: section of its docstring"
-                )
-        for name, text in own.items():
-            if name in where:
-                raise ValueError(
-                    f"{cls.__name__} field {name!r} is documented in both {where[name]} and "
-                    f"{klass.__name__}; document it once, in the class that introduces it"
-                )
-            docs[name] = text
-            where[name] = klass.__name__
-    if dataclasses.is_dataclass(cls):
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in docs]
-        if missing:
-            raise ValueError(
-                f"{cls.__name__} fields {missing} are not documented; add them to the "
-                "Attributes: section of the docstring of the class that introduces them"
-            )
-    return docs
-
-
-def _strip_optional(annotation: Any) -> tuple[Any, bool]:
-    origin = get_origin(annotation)
-    if origin is typing.Union or origin is types.UnionType:
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if len(args) == 1 and len(get_args(annotation)) == 2:
-            return args[0], True
-        raise TypeError(
-            f"only `X | None` unions are supported on the command line, got {annotation}"
+    infos = _field_infos(cls)
+    missing = [name for name in infos if _description(cls, name) is None]
+    if missing:
+        raise ValueError(
+            f"{cls.__name__} fields {missing} are not documented; add a docstring under each, "
+            "in the class that introduces it"
         )
-    return annotation, False
+    rows = []
+    for name, info in infos.items():
+        text = f"{_description(cls, name)} {_bounds_text(info)}".strip()
+        rows.append((name, info, text))
+    return rows
+
+
+def _default(info: FieldInfo) -> Any:
+    return info.get_default(call_default_factory=True)
+
+
+def _shown(info: FieldInfo) -> str:
+    if info.is_required():
+        return "required"
+    default = _default(info)
+    return json.dumps(default) if isinstance(default, Mapping) else repr(default)
 
 
 def _none_or(convert: Any, optional: bool) -> Any:
@@ -169,20 +186,6 @@ def _json_object(text: str) -> dict[str, Any]:
 
 _json_object.__name__ = "JSON object"
 
-
-def _default(field: dataclasses.Field[Any]) -> Any:
-    """The field's default (``dataclasses.MISSING`` when it has none)."""
-    if field.default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
-
-
-def _shown(default: Any) -> str:
-    if default is dataclasses.MISSING:
-        return "required"
-    return json.dumps(default) if isinstance(default, Mapping) else repr(default)
-
-
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`([^`]+)`")
 _LITERAL = re.compile(r"``(.+?)``")
 
@@ -202,115 +205,110 @@ def plain_text(text: str) -> str:
     """Docstring markup to the plain text a terminal shows (``--help``).
 
     Example:
-        >>> plain_text("``auto`` picks :class:`~baselines.config.Range` via :mod:`argparse`")
-        'auto picks Range via argparse'
+        >>> plain_text("``auto`` picks :class:`~baselines.config.RunConfig` via :mod:`argparse`")
+        'auto picks RunConfig via argparse'
     """
     return _LITERAL.sub(r"\1", _ROLE.sub(_role_text, text))
 
 
-def _described(doc: str, hint: Any) -> str:
-    """The field's documentation, followed by the bounds its type declares (if any)."""
-    bounds = bounds_text(hint)
-    return f"{doc} {bounds}" if bounds else doc
-
-
-def _add_field(
-    parser: argparse.ArgumentParser, field: dataclasses.Field[Any], annotation: Any, doc: str
-) -> None:
-    flag = "--" + field.name.replace("_", "-")
-    inner, optional = _strip_optional(annotation)
+def _add_field(parser: argparse.ArgumentParser, name: str, info: FieldInfo, text: str) -> None:
+    flag = "--" + name.replace("_", "-")
+    inner, optional = _strip_none(info.annotation)
+    inner = _base(inner)
     origin = get_origin(inner)
-    default = _default(field)
-    kwargs: dict[str, Any] = {"dest": field.name}
-    if default is dataclasses.MISSING:
+    # argparse %-formats help strings: escape the percent signs of the text.
+    help_text = f"{plain_text(text)} (default: {_shown(info)})".replace("%", "%%")
+    kwargs: dict[str, Any] = {"dest": name, "help": help_text}
+    if info.is_required():
         kwargs["required"] = True
     else:
-        kwargs["default"] = default
-    # argparse %-formats help strings: escape the percent signs of the text.
-    kwargs["help"] = f"{plain_text(doc)} (default: {_shown(default)})".replace("%", "%%")
+        kwargs["default"] = _default(info)
     if inner is bool and not optional:
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
     elif inner in (int, float, str):
         parser.add_argument(flag, type=_none_or(inner, optional), metavar=inner.__name__, **kwargs)
     elif origin is Literal:
         choices = list(get_args(inner)) + ([None] if optional else [])
-        kinds = {type(c) for c in choices if c is not None}
-        if kinds != {str}:
-            raise TypeError(f"{field.name}: Literal choices must be strings, got {choices}")
+        if {type(c) for c in choices if c is not None} != {str}:
+            raise TypeError(f"{name}: Literal choices must be strings, got {choices}")
         parser.add_argument(flag, type=_none_or(str, optional), choices=choices, **kwargs)
     elif origin is tuple:
-        args = get_args(inner)
+        args = [_base(a) for a in get_args(inner)]
         variadic = len(args) == 2 and args[1] is Ellipsis
         element = args[0]
-        if element not in (int, float) or not (variadic or all(a is element for a in args)):
-            raise TypeError(f"{field.name}: tuples of int or float only, got {inner}")
+        if element not in (int, float, str) or not (variadic or all(a is element for a in args)):
+            raise TypeError(f"{name}: tuples of one type, int, float or str, only; got {inner}")
         count: Any = "+" if variadic else len(args)
         parser.add_argument(flag, type=element, nargs=count, metavar=element.__name__, **kwargs)
-    elif origin in (dict, Mapping) or inner in (dict, Mapping):
+    elif origin is dict or inner is dict:
         parser.add_argument(flag, type=_none_or(_json_object, optional), metavar="JSON", **kwargs)
     else:
-        raise TypeError(f"{field.name}: type {annotation} cannot be set from the command line")
-
-
-def _field_rows(cls: type) -> list[tuple[dataclasses.Field[Any], Any, str]]:
-    """``(field, plain type, help text)`` of every field of the dataclass ``cls``.
-
-    The help text is the field's documentation followed by the bounds its
-    ``Annotated`` type declares (``Must be >= 1.``).
-    """
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"a config must be a dataclass, got {cls!r}")
-    docs = attribute_docs(cls)
-    plain = typing.get_type_hints(cls)
-    annotated = typing.get_type_hints(cls, include_extras=True)
-    return [
-        (f, plain[f.name], _described(docs[f.name], annotated[f.name]))
-        for f in dataclasses.fields(cls)
-    ]
+        raise TypeError(f"{name}: type {info.annotation} cannot be set from the command line")
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 """What :func:`build_parser` reads as a negative number: ``-1``, ``-0.5``, ``-.5``, ``-1e-5``."""
 
 
-def build_parser(cls: type, *, prog: str | None = None) -> argparse.ArgumentParser:
-    """An :class:`argparse.ArgumentParser` with one flag per field of the dataclass ``cls``.
+def build_parser(
+    cls: type, *, prog: str | None = None, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """An :class:`argparse.ArgumentParser` with one flag per field of the config class ``cls``.
 
-    The description is the text of ``cls.__doc__`` before its ``Attributes:``
-    section; each flag's help is the field's entry in the ``Attributes:`` section
-    of the class that introduces it, followed by the bounds its type declares.
-    Both are shown as plain text (:func:`plain_text`).
+    The description is the class docstring, with its line breaks; each flag's
+    help is the field's docstring followed by the bounds its type declares and
+    its default, all as plain text (:func:`plain_text`). ``epilog`` (an example
+    command, say) is shown as written, after the flags.
     """
     rows = _field_rows(cls)
-    summary = plain_text(_SECTION.split(cls.__doc__ or "", maxsplit=1)[0].strip())
-    parser = argparse.ArgumentParser(prog=prog, description=summary.replace("%", "%%"))
+    summary = plain_text(inspect.cleandoc(cls.__doc__ or ""))
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=summary.replace("%", "%%"),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     # A negative number in any notation is a value, not a flag (argparse before
     # Python 3.13 reads "-1e-5" as an unknown option and reports a missing value).
     parser._negative_number_matcher = _NEGATIVE_NUMBER
-    for field, annotation, doc in rows:
-        _add_field(parser, field, annotation, doc)
+    for name, info, text in rows:
+        _add_field(parser, name, info, text)
     return parser
 
 
-def parse_config(
-    cls: type[ConfigT], argv: Sequence[str] | None = None, *, prog: str | None = None
-) -> ConfigT:
-    """Parse ``argv`` (default: ``sys.argv[1:]``) into an instance of the dataclass ``cls``.
+def _error_text(error: ValidationError) -> str:
+    """A config's refusal in one line: ``top_p: Input should be a finite number, got nan``."""
+    problems = []
+    for item in error.errors(include_url=False):
+        if not item["loc"] and item["type"] == "value_error":  # a rule of the config's own
+            problems.append(str(item["ctx"]["error"]))
+            continue
+        first, *rest = item["loc"]
+        where = f"{first}{''.join(f'[{part!r}]' for part in rest)}"
+        problems.append(f"{where}: {item['msg']}, got {item['input']!r}")
+    return "; ".join(problems)
 
-    The dataclass validates the values (``__post_init__``); a ``ValueError``
-    from it is reported as a command-line error naming the problem.
+
+def parse_config(
+    cls: type[ConfigT],
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str | None = None,
+    epilog: str | None = None,
+) -> ConfigT:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) into an instance of the config class ``cls``.
+
+    The config checks the values; a refusal is reported as a command-line error
+    (exit status 2) naming the field, the rule and the value. ``prog`` and
+    ``epilog`` are :func:`build_parser`'s.
     """
-    parser = build_parser(cls, prog=prog)
+    parser = build_parser(cls, prog=prog, epilog=epilog)
     namespace = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    values = vars(namespace)
-    for key, value in values.items():
-        if isinstance(value, list):
-            values[key] = tuple(value)
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()}
     try:
         return cls(**values)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-        raise  # unreachable: parser.error exits
+    except ValidationError as exc:
+        parser.error(_error_text(exc))
 
 
 def to_argv(config: Any) -> list[str]:
@@ -326,25 +324,24 @@ def to_argv(config: Any) -> list[str]:
         ValueError: a value the command line cannot carry: a dict that is not
             JSON, or the text ``none`` in a ``str | None`` field (it reads back as None).
     """
-    hints = typing.get_type_hints(type(config))
     argv: list[str] = []
-    for field in dataclasses.fields(config):
-        flag = "--" + field.name.replace("_", "-")
-        value = getattr(config, field.name)
-        inner, optional = _strip_optional(hints[field.name])
+    for name, info in _field_infos(type(config)).items():
+        flag = "--" + name.replace("_", "-")
+        value = getattr(config, name)
+        inner, optional = _strip_none(info.annotation)
         if value is None:
             argv += [flag, "none"]
-        elif inner is bool and not optional:
+        elif _base(inner) is bool and not optional:
             argv.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, Mapping):
             try:
                 argv.append(f"{flag}={json.dumps(value)}")
             except TypeError as exc:
-                raise ValueError(f"{field.name} cannot be written as JSON: {exc}") from None
+                raise ValueError(f"{name} cannot be written as JSON: {exc}") from None
         elif isinstance(value, tuple | list):
-            argv += [flag, *(repr(v) for v in value)]
+            argv += [flag, *(v if isinstance(v, str) else repr(v) for v in value)]
         elif optional and isinstance(value, str) and value.lower() == "none":
-            raise ValueError(f"{field.name}={value!r} would read back as None")
+            raise ValueError(f"{name}={value!r} would read back as None")
         else:
             argv.append(f"{flag}={value if isinstance(value, str) else repr(value)}")
     return argv
@@ -365,9 +362,9 @@ def config_table(cls: type) -> str:
         '| flag | default | description |'
     """
     rows = ["| flag | default | description |", "| --- | --- | --- |"]
-    for field, _, doc in _field_rows(cls):
-        flag = "--" + field.name.replace("_", "-")
-        rows.append(f"| `{flag}` | `{_shown(_default(field))}` | {_markdown(doc)} |")
+    for name, info, text in _field_rows(cls):
+        flag = "--" + name.replace("_", "-")
+        rows.append(f"| `{flag}` | `{_shown(info)}` | {_markdown(text)} |")
     return "\n".join(rows)
 
 

@@ -33,3 +33,24 @@ napoleon_numpy_docstring = False
 # documented once, not twice (autodoc documents them as members too).
 napoleon_use_ivar = True
 nitpicky = False
+
+# A docstring under a field (a config's, baselines/config.py) is prose whose first
+# line may hold a colon ("the run's folder: ..."); napoleon would read the text
+# before it as the attribute's type. The annotation is its type: keep the text.
+_ATTRIBUTE_DOCSTRINGS: dict[str, list[str]] = {}
+
+
+def _keep_attribute_docstring(app, what, name, obj, options, lines):
+    if what == "attribute":
+        _ATTRIBUTE_DOCSTRINGS[name] = list(lines)
+
+
+def _restore_attribute_docstring(app, what, name, obj, options, lines):
+    if what == "attribute" and name in _ATTRIBUTE_DOCSTRINGS:
+        lines[:] = _ATTRIBUTE_DOCSTRINGS.pop(name)
+
+
+def setup(app):
+    """Run napoleon (priority 500) on everything but attribute docstrings."""
+    app.connect("autodoc-process-docstring", _keep_attribute_docstring, priority=400)
+    app.connect("autodoc-process-docstring", _restore_attribute_docstring, priority=600)

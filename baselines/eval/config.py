@@ -1,31 +1,30 @@
 """The settings of an evaluation (``python -m baselines.eval``), checked at construction.
 
-:class:`EvalConfig` is a frozen dataclass documented field by field, like the
-trainers' configs (:mod:`baselines.config`): :func:`parse_eval_args` builds the
-command line from that text, and every value is checked against its type
-before a model is loaded. Importing it does not import torch.
+:class:`EvalConfig` is a frozen pydantic dataclass documented field by field,
+like the trainers' configs (:mod:`baselines.config`): :func:`parse_eval_args`
+builds the command line from that text, and every value is checked before a
+model is loaded. Importing it does not import torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import sys
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Final, Literal
 
-from baselines.cli import attribute_docs, build_parser, plain_text
+from annotated_types import Interval
+from pydantic.dataclasses import dataclass
+
+from baselines.cli import parse_config
 from baselines.config import (
+    VALIDATION,
     DeviceName,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    Range,
     UnitFraction,
-    check_value,
 )
 from llm_envs.registration import family_class
 
@@ -33,7 +32,6 @@ __all__ = [
     "PLAN_FIELDS",
     "EvalConfig",
     "EvalEnvName",
-    "EvalSettings",
     "EvalTaskName",
     "SeatingChoice",
     "parse_eval_args",
@@ -42,10 +40,10 @@ __all__ = [
 EvalEnvName = str
 """A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
 EvalTaskName = str
-"""Where problems come from: one of the family's ``tasks``; see :attr:`EvalSettings.task`."""
+"""Where problems come from: one of the family's ``tasks``; see :attr:`EvalConfig.task`."""
 SeatingChoice = Literal["auto", "self", "rotations", "permutations"]
 """How models are seated; see :mod:`baselines.eval.seating`."""
-Coverage = Annotated[float, Range(gt=0, lt=1)]
+Coverage = Annotated[float, Interval(gt=0, lt=1)]
 """An interval's coverage, in ``(0, 1)``."""
 
 
@@ -64,114 +62,96 @@ PLAN_FIELDS: Final = (
 """The settings that decide what each episode is: a resumed evaluation must keep them."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class EvalSettings:
-    """Evaluate models in an llm-envs environment: scores with intervals, and debate ratings.
-
-    Attributes:
-        env: the environment: ``debate`` (a tournament when several models are
-            seated together), ``expert_iteration`` (the solver answers held-out
-            problems, no help) or ``code_collab`` (helper and main write one
-            program).
-        env_kwargs: the environment's arguments as a JSON object, e.g.
-            ``{"num_agents": 3, "max_rounds": 1, "on_parse_error": "mask"}`` for
-            ``debate`` (see :class:`llm_envs.debate.DebateConfig`). Problems come
-            from ``task``, not from here.
-        task: problems: ``default`` (debate: its built-in questions;
-            expert_iteration: arithmetic; code_collab: ``coophumaneval``),
-            ``arithmetic`` (procedural, exact answers), ``gsm8k`` (its test
-            split), or for ``code_collab`` ``coophumaneval``, ``humaneval`` or
-            ``mbpp`` (see docs/tasks.md for the data).
-        task_kwargs: settings of the ``arithmetic`` task as a JSON object (see
-            :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 2,
-            "operations": ["+"]}``.
-        problems: problems to play; each is played once per seating, so the
-            evaluation plays ``problems`` times the number of seatings episodes.
-            A finished evaluation given more problems plays only the new ones.
-        seating: who plays which agent (see :mod:`baselines.eval.seating`):
-            ``self`` (each model plays every agent of its own episodes),
-            ``rotations`` (models mixed in every episode, each model once in
-            each seat per problem), ``permutations`` (every mixed assignment)
-            or ``auto`` (``rotations`` for a debate of several models, else ``self``).
-        max_tokens: most tokens sampled per turn (a model spec may override it).
-        temperature: sampling temperature (a model spec may override it).
-        top_p: nucleus sampling mass (a model spec may override it).
-        seed: seed of the problems, the environments' resets and sampling.
-        concurrency: episodes played at once (their turns are batched per
-            model), and requests in flight at once per server.
-        retries: attempts per request to a server, the first included; HTTP
-            429 and 5xx answers and connection errors are tried again after
-            exponential backoff.
-        timeout: seconds per request to a server.
-        api_key_env: the environment variable holding the servers' API key
-            (its value is sent, never shown or written); ``none`` sends no key.
-        device: where local models run: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
-        num_threads: CPU threads of torch for local models; 0 keeps its default.
-        baseline: the model every other one is compared with (its name); None:
-            the first model given.
-        num_bootstrap: bootstrap resamples behind every interval (scores:
-            problems resampled; ratings: debates resampled); 0: no intervals.
-        confidence: the intervals' coverage.
-        prior_wins: debate ratings: virtual wins each way per pair of models
-            (see :mod:`baselines.eval.ratings`).
-        output_dir: the evaluation's folder: ``config.json``,
-            ``episodes/eval.jsonl`` (one line per episode, written as it
-            finishes; a restarted evaluation skips the episodes already
-            there), ``summary.json`` and the HTML report.
-        report: write the HTML report (``output_dir/report/index.html``) at the end.
-        progress: show a progress bar (in a terminal) or a line per batch of episodes.
-    """
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
+class EvalConfig:
+    """Evaluate models in an llm-envs environment: scores with intervals, and debate ratings."""
 
     env: EvalEnvName = "debate"
+    """the environment: ``debate`` (a tournament when several models are seated together),
+    ``expert_iteration`` (the solver answers held-out problems, no help) or ``code_collab`` (helper
+    and main write one program).
+    """
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """the environment's arguments as a JSON object, e.g. ``{"num_agents": 3, "max_rounds": 1,
+    "on_parse_error": "mask"}`` for ``debate`` (see :class:`llm_envs.debate.DebateConfig`). Problems
+    come from ``task``, not from here.
+    """
     task: EvalTaskName = "default"
+    """problems: ``default`` (debate: its built-in questions; expert_iteration: arithmetic;
+    code_collab: ``coophumaneval``), ``arithmetic`` (procedural, exact answers), ``gsm8k`` (its test
+    split), or for ``code_collab`` ``coophumaneval``, ``humaneval`` or ``mbpp`` (see docs/tasks.md
+    for the data).
+    """
     task_kwargs: dict[str, Any] = field(default_factory=dict)
+    """settings of the ``arithmetic`` task as a JSON object (see
+    :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 2, "operations": ["+"]}``.
+    """
     problems: PositiveInt = 4
+    """problems to play; each is played once per seating, so the evaluation plays ``problems`` times
+    the number of seatings episodes. A finished evaluation given more problems plays only the new
+    ones.
+    """
     seating: SeatingChoice = "auto"
+    """who plays which agent (see :mod:`baselines.eval.seating`): ``self`` (each model plays every
+    agent of its own episodes), ``rotations`` (models mixed in every episode, each model once in
+    each seat per problem), ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for
+    a debate of several models, else ``self``).
+    """
     max_tokens: PositiveInt = 256
+    """most tokens sampled per turn (a model spec may override it)."""
     temperature: PositiveFloat = 0.7
+    """sampling temperature (a model spec may override it)."""
     top_p: UnitFraction = 1.0
+    """nucleus sampling mass (a model spec may override it)."""
     seed: NonNegativeInt = 0
+    """seed of the problems, the environments' resets and sampling."""
     concurrency: PositiveInt = 8
+    """episodes played at once (their turns are batched per model), and requests in flight at once
+    per server.
+    """
     retries: PositiveInt = 5
+    """attempts per request to a server, the first included; HTTP 429 and 5xx answers and connection
+    errors are tried again after exponential backoff.
+    """
     timeout: PositiveFloat = 300.0
+    """seconds per request to a server."""
     api_key_env: str | None = "OPENAI_API_KEY"
+    """the environment variable holding the servers' API key (its value is sent, never shown or
+    written); ``none`` sends no key.
+    """
     device: DeviceName = "auto"
+    """where local models run: ``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
     num_threads: NonNegativeInt = 0
+    """CPU threads of torch for local models; 0 keeps its default."""
     baseline: str | None = None
+    """the model every other one is compared with (its name); None: the first model given."""
     num_bootstrap: NonNegativeInt = 1000
+    """bootstrap resamples behind every interval (scores: problems resampled; ratings: debates
+    resampled); 0: no intervals.
+    """
     confidence: Coverage = 0.95
+    """the intervals' coverage."""
     prior_wins: PositiveFloat = 1.0
+    """debate ratings: virtual wins each way per pair of models (see :mod:`baselines.eval.ratings`).
+    """
     output_dir: str = "runs/eval"
+    """the evaluation's folder: ``config.json``, ``episodes/eval.jsonl`` (one line per episode,
+    written as it finishes; a restarted evaluation skips the episodes already there),
+    ``summary.json`` and the HTML report.
+    """
     report: bool = True
+    """write the HTML report (``output_dir/report/index.html``) at the end."""
     progress: bool = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvalConfig(EvalSettings):
-    """Evaluate models in an llm-envs environment: scores with intervals, and debate ratings.
-
-    Attributes:
-        models: the models, one spec each: ``[NAME=]MODEL[@temperature=T,top_p=P,max_tokens=N]``
-            with ``MODEL`` ``tiny``, ``smollm2-135m-instruct``, a checkpoint
-            folder, a Hugging Face id, a server ``http://HOST:PORT/v1#MODEL_NAME``,
-            or ``reference`` (debate: a scripted debater that knows the answers and
-            votes by them; see :mod:`baselines.eval.entrants`).
+    """show a progress bar (in a terminal) or a line per batch of episodes."""
+    models: tuple[str, ...]
+    """the models, one spec each: ``[NAME=]MODEL[@temperature=T,top_p=P,max_tokens=N]`` with
+    ``MODEL`` ``tiny``, ``smollm2-135m-instruct``, a checkpoint folder, a Hugging Face id, a server
+    ``http://HOST:PORT/v1#MODEL_NAME``, or ``reference`` (debate: a scripted debater that knows the
+    answers and votes by them; see :mod:`baselines.eval.entrants`).
     """
 
-    models: tuple[str, ...]
-
     def __post_init__(self) -> None:
-        """Check every field against its type, then the rules between fields."""
-        hints = typing.get_type_hints(type(self), include_extras=True)
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            checked = check_value(f.name, value, hints[f.name])
-            if checked is not value:
-                object.__setattr__(self, f.name, checked)
-        self._check_rules()
-
-    def _check_rules(self) -> None:
+        """Check the rules between fields (pydantic has checked each field's type)."""
         from baselines.eval.entrants import parse_entrants
 
         names = [e.name for e in parse_entrants(self.models)]
@@ -210,7 +190,7 @@ def parse_eval_args(
 ) -> EvalConfig:
     """Parse a command line into an :class:`EvalConfig`; a bad value exits with its message.
 
-    Every field of :class:`EvalSettings` is a flag (``--env-kwargs``...);
+    Every field of :class:`EvalConfig` is a flag (``--env-kwargs``...);
     ``--models`` takes one or more model specs.
 
     Example:
@@ -218,25 +198,8 @@ def parse_eval_args(
         >>> config.models, config.env, config.baseline_name
         (('tiny', 'hot=tiny@temperature=1.5'), 'debate', 'tiny')
     """
-    parser = build_parser(EvalSettings, prog=prog)
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        required=True,
-        metavar="SPEC",
-        help=plain_text(attribute_docs(EvalConfig)["models"]).replace("%", "%%"),
-    )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = (
+    example = (
         "example: %(prog)s --env debate --models cold=smollm2-135m-instruct@temperature=0.3 "
         "hot=smollm2-135m-instruct@temperature=1.5 tiny"
     )
-    namespace = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    values: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()
-    }
-    try:
-        return EvalConfig(**values)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
-        raise  # unreachable: parser.error exits
+    return parse_config(EvalConfig, argv, prog=prog, epilog=example)

@@ -1,19 +1,24 @@
 """The configuration of the importance-sampling trainer (:mod:`baselines.is_trainer.trainer`).
 
-One frozen dataclass, every field documented once, in the docstring of the class
-that introduces it (the shared ones in :mod:`baselines.config`): the command
-line (:mod:`baselines.cli`) and the docs table (``docs/trainer.md``) are built
-from that text. Values are checked at construction (types and bounds by
-:class:`baselines.config.RunConfig`, the rules between fields here), so a broken
-config fails before a model is loaded. Importing it does not import torch.
+One frozen pydantic dataclass, every field documented once, by the docstring
+under it in the class that introduces it (the shared ones in
+:mod:`baselines.config`): the command line (:mod:`baselines.cli`) and the docs
+table (``docs/trainer.md``) are built from that text. Values are checked at
+construction (types and bounds by pydantic, see :mod:`baselines.config`; the
+rules between fields here), so a broken config fails before a model is loaded.
+Importing it does not import torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
+from annotated_types import Interval
+from pydantic.dataclasses import dataclass
+
 from baselines.config import (
+    VALIDATION,
     DeviceName,
     LossName,
     NonNegativeFloat,
@@ -22,7 +27,6 @@ from baselines.config import (
     PositiveInt,
     Precision,
     Probability,
-    Range,
     TrainerConfig,
     UnitFraction,
 )
@@ -52,129 +56,13 @@ Packing = Literal["auto", "packed", "padded"]
 """How Datums are laid out for the forward pass."""
 LossNormalization = Literal["action_tokens", "sum"]
 """What the summed loss of an optimizer step is divided by."""
-AdamBeta = Annotated[float, Range(ge=0, lt=1)]
+AdamBeta = Annotated[float, Interval(ge=0, lt=1)]
 """One of AdamW's betas: in ``[0, 1)``."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
 class ISTrainerConfig(TrainerConfig):
-    """Train a language model in an llm-envs environment with the importance-sampling loss.
-
-    Attributes:
-        env: environment family: ``debate`` (the Tinker Cookbook's multi-agent
-            debate recipe: one group is one debate, every agent played by the
-            trained model) or ``expert_iteration`` (the expert-iteration plan for
-            the Tinker Cookbook: one group is the episodes of one problem, mixing
-            search strategies).
-        env_kwargs: keyword arguments for the environment constructor as a JSON
-            object, e.g. ``{"num_agents": 3, "max_rounds": 1}`` for ``debate``
-            (see :class:`llm_envs.debate.DebateConfig`) or ``{"format_reward":
-            0.5}`` for ``expert_iteration`` (see
-            :class:`llm_envs.expert_iteration.ExpertIterationConfig`). Problems
-            come from ``task``, not from here.
-        task: problem source: ``default`` (the env's built-in debate questions;
-            arithmetic for expert iteration), ``arithmetic`` (procedural, exact
-            answers; evaluation uses another seed), or ``gsm8k`` (the train split
-            for training, the test split for evaluation; needs the data, see
-            docs/tasks.md).
-        task_kwargs: settings of the ``arithmetic`` task as a JSON object (see
-            :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 1,
-            "operations": ["+"]}``.
-        strategy_mix: expert iteration only: episodes per search strategy in every
-            group, as a JSON object (strategies ``iid``, ``prompt_augmentation``,
-            ``answer_hint``, ``two_turn_feedback``).
-        strategy_weights: expert iteration only: mixture weight ``w_s`` per
-            strategy; each trajectory's advantage is scaled by ``w_s / n_s``
-            (the expert-iteration plan's stratified mixture). None weights every
-            trajectory equally.
-        groups_per_batch: groups sampled per iteration: debates (each of
-            ``num_agents`` trajectories) or problems (each of ``sum(strategy_mix)``
-            episodes). Under several processes (``accelerate launch``, each process on
-            its own GPU) each samples its share.
-        adam_betas: AdamW betas.
-        adam_eps: AdamW epsilon.
-        num_substeps: optimizer steps per iteration: the batch's Datums are split
-            into this many consecutive chunks, one step each. The first step is
-            on-policy; later ones are off by the steps before them, which the
-            importance ratio corrects.
-        loss: policy-gradient loss (:mod:`baselines.training.losses`):
-            ``importance_sampling`` (the debate recipe's), ``ppo`` or ``cispo``.
-        loss_kwargs: the loss's settings as a JSON object, e.g. ``{"eps_high":
-            0.28}`` for ``ppo``.
-        loss_normalization: ``action_tokens`` divides each step's summed loss by
-            the total loss weight of its action tokens (a token mean, the same
-            for any number of processes or microbatches); ``sum`` keeps the plain
-            sum of the debate recipe (scale the learning rate to the batch).
-        normalize_advantages: divide centred returns by their group's standard
-            deviation (GRPO-style); off follows the debate recipe.
-        drop_constant_groups: skip groups whose returns are all equal: their
-            advantages are all zero, so they cost compute and add no gradient.
-        sampler: ``auto`` (vLLM when importable, else transformers), ``vllm``
-            (an in-process engine refreshed with the new weights after every
-            optimizer step), ``transformers`` (``generate`` on the trained model
-            itself: always current), or ``openai`` (remote OpenAI-compatible vLLM
-            servers at ``sampler_url``; see docs/trainer.md for refreshing them).
-        sampler_url: base URL of the remote sampler, e.g.
-            ``http://10.0.0.2:8000/v1``, or several separated by commas. Each
-            process spreads its requests over its share of them (see
-            ``sampler_routing``): with ``P`` processes, process ``i`` gets URLs
-            ``i, i + P, ...``; with fewer URLs than processes, URL ``i mod count``.
-        sampler_routing: with ``sampler=openai`` and several servers for one
-            process: ``round_robin`` (request after request, server after
-            server) or ``least_loaded`` (the server with the fewest of this
-            process's requests in flight).
-        sampler_weight_transfer: with ``sampler=openai``: how the new weights
-            reach the servers after every optimizer step: ``folder`` (written once
-            into ``sampler_weights_dir`` and reloaded by every server; without a
-            folder the servers keep their weights) or ``nccl`` (vLLM's
-            weight-transfer API, GPU to GPU; CUDA only, servers started with
-            ``--weight-transfer-config '{"backend": "nccl"}'``).
-        sampler_weights_dir: with ``sampler=openai``: a folder the trainer and the
-            servers all see; after every optimizer step the trainer writes the
-            weights there and asks the servers (started with
-            ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the servers'
-            weights alone (off-policy sampling; the KL metrics show by how much).
-        packing: ``auto`` (packed rows when the model's attention can skip the
-            blocks between Datums and a start-up probe finds the packed forward
-            equal to separate forwards and not slower; else padded), ``packed``
-            (rows of several Datums, no padding, positions restart per Datum) or
-            ``padded`` (one Datum per row).
-        gradient_checkpointing: recompute activations in the backward pass
-            (less memory, about 30% slower).
-        logprob_chunk_tokens: the most tokens whose logits exist at once when
-            computing the taken tokens' logprobs (SmolLM2: 200 KB per token in
-            fp32): a microbatch that projects more runs the projection chunk by
-            chunk, making each chunk's logits again in the backward (the default
-            is the default microbatch: on a CPU nothing changes; a GPU's larger
-            microbatches project in chunks); 0 always uses the model's own
-            logits. Models it cannot run this way (a bias, logit soft-capping, a
-            DDP wrapper) use their own logits.
-        vllm_gpu_memory_utilization: with vLLM on GPU: the fraction of GPU memory
-            each engine may take (the trainer needs the rest).
-        vllm_kv_cache_gib: with vLLM on CPU: the KV-cache size of each engine.
-        eval_groups: questions (debate: each played ``num_agents`` times, the
-            trained model in each role once) or problems (expert iteration,
-            ``iid`` strategy) per evaluation.
-        eval_opponent: debate evaluation only: the fixed policy playing the other
-            roles: None for the initial model, a Hugging Face id or folder, or
-            the URL of an OpenAI-compatible server.
-        eval_opponent_model: the model name to request from an ``eval_opponent``
-            server; None uses ``model``.
-        warm_start_steps: before the first iteration, this many optimizer steps of
-            supervised fine-tuning on episodes played by a scripted teacher
-            (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which needs
-            questions with reference answers, e.g. ``--task arithmetic``), so a
-            model that never writes the output contract has something to
-            improve on; 0 skips it (see :mod:`baselines.training.warm_start`).
-        warm_start_groups: teacher episodes (debates) played for the warm start.
-        warm_start_datums: teacher Datums (one agent's answers in one debate)
-            per warm-start step.
-        warm_start_learning_rate: the learning rate of the warm start.
-        warm_start_broken_rate: debate only: the share of teacher debates in
-            which one seat breaks the answer contract (its turns masked, not
-            imitated), so the teachers' votes show real answers above broken
-            ones; 0 keeps every seat well-formed.
-    """
+    """Train a language model in an llm-envs environment with the importance-sampling loss."""
 
     # Shared fields (documented in baselines.config) with this trainer's defaults.
     max_tokens: PositiveInt = 256
@@ -184,40 +72,151 @@ class ISTrainerConfig(TrainerConfig):
     save_every: NonNegativeInt = 1
     eval_every: NonNegativeInt = 5
     env: EnvName = "debate"
+    """environment family: ``debate`` (the Tinker Cookbook's multi-agent debate recipe: one group is
+    one debate, every agent played by the trained model) or ``expert_iteration`` (the
+    expert-iteration plan for the Tinker Cookbook: one group is the episodes of one problem, mixing
+    search strategies).
+    """
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """keyword arguments for the environment constructor as a JSON object, e.g. ``{"num_agents": 3,
+    "max_rounds": 1}`` for ``debate`` (see :class:`llm_envs.debate.DebateConfig`) or
+    ``{"format_reward": 0.5}`` for ``expert_iteration`` (see
+    :class:`llm_envs.expert_iteration.ExpertIterationConfig`). Problems come from ``task``, not from
+    here.
+    """
     task: TaskName = "default"
+    """problem source: ``default`` (the env's built-in debate questions; arithmetic for expert
+    iteration), ``arithmetic`` (procedural, exact answers; evaluation uses another seed), or
+    ``gsm8k`` (the train split for training, the test split for evaluation; needs the data, see
+    docs/tasks.md).
+    """
     task_kwargs: dict[str, Any] = field(default_factory=dict)
+    """settings of the ``arithmetic`` task as a JSON object (see
+    :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 1, "operations": ["+"]}``.
+    """
     strategy_mix: dict[str, NonNegativeInt] = field(
         default_factory=lambda: {"iid": 2, "prompt_augmentation": 1, "answer_hint": 1}
     )
+    """expert iteration only: episodes per search strategy in every group, as a JSON object
+    (strategies ``iid``, ``prompt_augmentation``, ``answer_hint``, ``two_turn_feedback``).
+    """
     strategy_weights: dict[str, NonNegativeFloat] | None = None
+    """expert iteration only: mixture weight ``w_s`` per strategy; each trajectory's advantage is
+    scaled by ``w_s / n_s`` (the expert-iteration plan's stratified mixture). None weights every
+    trajectory equally.
+    """
     groups_per_batch: PositiveInt = 4
+    """groups sampled per iteration: debates (each of ``num_agents`` trajectories) or problems (each
+    of ``sum(strategy_mix)`` episodes). Under several processes (``accelerate launch``, each process
+    on its own GPU) each samples its share.
+    """
     adam_betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.95)
+    """AdamW betas."""
     adam_eps: PositiveFloat = 1e-8
+    """AdamW epsilon."""
     num_substeps: PositiveInt = 1
+    """optimizer steps per iteration: the batch's Datums are split into this many consecutive
+    chunks, one step each. The first step is on-policy; later ones are off by the steps before them,
+    which the importance ratio corrects.
+    """
     loss: LossName = "importance_sampling"
+    """policy-gradient loss (:mod:`baselines.training.losses`): ``importance_sampling`` (the debate
+    recipe's), ``ppo`` or ``cispo``.
+    """
     loss_kwargs: dict[str, float] = field(default_factory=dict)
+    """the loss's settings as a JSON object, e.g. ``{"eps_high": 0.28}`` for ``ppo``."""
     loss_normalization: LossNormalization = "action_tokens"
+    """``action_tokens`` divides each step's summed loss by the total loss weight of its action
+    tokens (a token mean, the same for any number of processes or microbatches); ``sum`` keeps the
+    plain sum of the debate recipe (scale the learning rate to the batch).
+    """
     normalize_advantages: bool = False
+    """divide centred returns by their group's standard deviation (GRPO-style); off follows the
+    debate recipe.
+    """
     drop_constant_groups: bool = True
+    """skip groups whose returns are all equal: their advantages are all zero, so they cost compute
+    and add no gradient.
+    """
     sampler: SamplerName = "auto"
+    """``auto`` (vLLM when importable, else transformers), ``vllm`` (an in-process engine refreshed
+    with the new weights after every optimizer step), ``transformers`` (``generate`` on the trained
+    model itself: always current), or ``openai`` (remote OpenAI-compatible vLLM servers at
+    ``sampler_url``; see docs/trainer.md for refreshing them).
+    """
     sampler_url: str | None = None
+    """base URL of the remote sampler, e.g. ``http://10.0.0.2:8000/v1``, or several separated by
+    commas. Each process spreads its requests over its share of them (see ``sampler_routing``): with
+    ``P`` processes, process ``i`` gets URLs ``i, i + P, ...``; with fewer URLs than processes, URL
+    ``i mod count``.
+    """
     sampler_routing: Routing = "round_robin"
+    """with ``sampler=openai`` and several servers for one process: ``round_robin`` (request after
+    request, server after server) or ``least_loaded`` (the server with the fewest of this process's
+    requests in flight).
+    """
     sampler_weight_transfer: WeightTransfer = "folder"
+    """with ``sampler=openai``: how the new weights reach the servers after every optimizer step:
+    ``folder`` (written once into ``sampler_weights_dir`` and reloaded by every server; without a
+    folder the servers keep their weights) or ``nccl`` (vLLM's weight-transfer API, GPU to GPU; CUDA
+    only, servers started with ``--weight-transfer-config '{"backend": "nccl"}'``).
+    """
     sampler_weights_dir: str | None = None
+    """with ``sampler=openai``: a folder the trainer and the servers all see; after every optimizer
+    step the trainer writes the weights there and asks the servers (started with
+    ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the servers' weights alone (off-policy
+    sampling; the KL metrics show by how much).
+    """
     packing: Packing = "auto"
+    """``auto`` (packed rows when the model's attention can skip the blocks between Datums and a
+    start-up probe finds the packed forward equal to separate forwards and not slower; else padded),
+    ``packed`` (rows of several Datums, no padding, positions restart per Datum) or ``padded`` (one
+    Datum per row).
+    """
     gradient_checkpointing: bool = False
+    """recompute activations in the backward pass (less memory, about 30% slower)."""
     logprob_chunk_tokens: NonNegativeInt = 2048
+    """the most tokens whose logits exist at once when computing the taken tokens' logprobs
+    (SmolLM2: 200 KB per token in fp32): a microbatch that projects more runs the projection chunk
+    by chunk, making each chunk's logits again in the backward (the default is the default
+    microbatch: on a CPU nothing changes; a GPU's larger microbatches project in chunks); 0 always
+    uses the model's own logits. Models it cannot run this way (a bias, logit soft-capping, a DDP
+    wrapper) use their own logits.
+    """
     vllm_gpu_memory_utilization: UnitFraction = 0.3
+    """with vLLM on GPU: the fraction of GPU memory each engine may take (the trainer needs the
+    rest).
+    """
     vllm_kv_cache_gib: PositiveFloat = 0.5
+    """with vLLM on CPU: the KV-cache size of each engine."""
     eval_groups: NonNegativeInt = 2
+    """questions (debate: each played ``num_agents`` times, the trained model in each role once) or
+    problems (expert iteration, ``iid`` strategy) per evaluation.
+    """
     eval_opponent: str | None = None
+    """debate evaluation only: the fixed policy playing the other roles: None for the initial model,
+    a Hugging Face id or folder, or the URL of an OpenAI-compatible server.
+    """
     eval_opponent_model: str | None = None
+    """the model name to request from an ``eval_opponent`` server; None uses ``model``."""
     warm_start_steps: NonNegativeInt = 0
+    """before the first iteration, this many optimizer steps of supervised fine-tuning on episodes
+    played by a scripted teacher (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which
+    needs questions with reference answers, e.g. ``--task arithmetic``), so a model that never
+    writes the output contract has something to improve on; 0 skips it (see
+    :mod:`baselines.training.warm_start`).
+    """
     warm_start_groups: PositiveInt = 8
+    """teacher episodes (debates) played for the warm start."""
     warm_start_datums: PositiveInt = 8
+    """teacher Datums (one agent's answers in one debate) per warm-start step."""
     warm_start_learning_rate: PositiveFloat = 1e-4
+    """the learning rate of the warm start."""
     warm_start_broken_rate: Probability = 0.0
+    """debate only: the share of teacher debates in which one seat breaks the answer contract (its
+    turns masked, not imitated), so the teachers' votes show real answers above broken ones; 0 keeps
+    every seat well-formed.
+    """
 
     def _check_rules(self) -> None:
         if self.sampler == "openai" and not self.sampler_url:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.cli import attribute_docs, config_table, parse_config
+from baselines.cli import config_table, parse_config
 from baselines.data.datums import trajectory_to_data
 from baselines.env_families import batch_of
 from baselines.is_trainer.config import ISTrainerConfig
@@ -90,7 +90,10 @@ def test_cli_parses_every_kind_of_field():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--num-substeps", "0"], "num_substeps must be an int >= 1, got 0"),
+        (
+            ["--num-substeps", "0"],
+            "num_substeps: Input should be greater than or equal to 1, got 0",
+        ),
         (["--env-kwargs", "[1]"], "expected a JSON object"),
         (["--loss", "dpo"], "invalid choice"),
         (["--sampler", "openai"], "needs sampler_url"),
@@ -107,11 +110,11 @@ def test_cli_rejects_bad_values_with_the_reason(argv, message, capsys):
 
 
 def test_every_config_field_is_documented_once_and_in_the_docs():
-    docs = attribute_docs(ISTrainerConfig)
-    assert set(docs) == {f.name for f in dataclasses.fields(ISTrainerConfig)}
+    table = config_table(ISTrainerConfig)
+    assert table.count("| `--") == len(dataclasses.fields(ISTrainerConfig))
     page = DOCS.read_text()
     # The docs page embeds the generated table verbatim (python -m baselines.cli ...).
-    assert config_table(ISTrainerConfig) in page, (
+    assert table in page, (
         "docs/trainer.md is out of date: paste the output of "
         "`python -m baselines.cli baselines.is_trainer.config:ISTrainerConfig`"
     )
@@ -130,22 +133,6 @@ def test_every_config_field_is_documented_once_and_in_the_docs():
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
-
-
-def test_undocumented_field_is_an_error():
-    @dataclasses.dataclass
-    class Config:
-        """A config.
-
-        Attributes:
-            documented: yes.
-        """
-
-        documented: int = 1
-        forgotten: int = 2
-
-    with pytest.raises(ValueError, match=r"\['forgotten'\] are not documented"):
-        attribute_docs(Config)
 
 
 # ------------------------------------------------------------- forward and layout

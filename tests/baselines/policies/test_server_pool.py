@@ -248,7 +248,10 @@ def test_cli_rejects_bad_server_settings(argv, message, capsys):
 
 
 def test_config_rejects_an_unknown_routing():
-    message = "sampler_routing must be one of ['round_robin', 'least_loaded'], got 'fastest'"
+    message = (
+        "sampler_routing\n  Input should be 'round_robin' or 'least_loaded' "
+        "[type=literal_error, input_value='fastest'"
+    )
     with pytest.raises(ValueError, match=re.escape(message)):
         ISTrainerConfig(sampler_routing="fastest")
 

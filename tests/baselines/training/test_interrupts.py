@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 
 import pytest
+from pydantic.dataclasses import dataclass
 
+from baselines.config import VALIDATION
 from baselines.run_directory import RunDirectory
 from baselines.training.run import command_line
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True, config=VALIDATION)
 class _Config:
-    """A run.
-
-    Attributes:
-        output_dir: the folder.
-        stop: how the run stops: ``ctrl-c`` or ``sigterm``.
-    """
+    """A run."""
 
     output_dir: str = "."
+    """The folder."""
     stop: str = "ctrl-c"
+    """How the run stops: ``ctrl-c`` or ``sigterm``."""
+    progress: bool = False
+    """No heartbeat lines: the interruption's line is the only one."""
 
 
 class _Run:
