@@ -85,9 +85,10 @@ def build_config(args: argparse.Namespace) -> MAGRPOConfig:
     """The run as a :class:`MAGRPOConfig`: every field is documented there."""
     return MAGRPOConfig(
         model=args.model,
-        dataset="coophumaneval",
-        num_agents=2,  # helper and main
-        external_mode="level_feedback",
+        env="code_collab",
+        task="coophumaneval",
+        # helper and main; feedback between turns; the episode as long as the tree
+        env_kwargs={"num_agents": 2, "external_mode": "level_feedback", "num_turns": args.turns},
         num_turns=args.turns,
         group_size=args.group_size,
         joint_mode=args.joint_mode,

@@ -1,13 +1,17 @@
-"""MAGRPO: multi-agent GRPO on the code-collaboration env (the MAGRPO paper).
+"""MAGRPO: multi-agent GRPO on a team's shared reward (the MAGRPO paper).
 
     python -m baselines.magrpo --help
 
-One model per agent (``helper`` and ``main``), each with its own AdamW
-optimizer; with ``lora_r > 0``, one shared base model and a LoRA adapter per
-agent (:mod:`baselines.training.lora`), each agent's optimizer holding its
-adapter's parameters, and its sampler switching its adapter on. One iteration:
+It trains on any registered environment family with parallel environments
+and a team reward (:mod:`baselines.magrpo.roots`): code collaboration by
+default, its ``helper`` and ``main`` agents. One model per agent, each with its
+own AdamW optimizer; with ``lora_r > 0``, one shared base model and a LoRA
+adapter per agent (:mod:`baselines.training.lora`), each agent's optimizer
+holding its adapter's parameters, and its sampler switching its adapter on. One
+iteration:
 
-1. *Roll out* one tree per problem (:func:`baselines.magrpo.tree.grow_trees`):
+1. *Roll out* one tree per training group of the family, rooted at the group's
+   episode (:func:`baselines.magrpo.tree.grow_trees`):
    at every node each agent samples G completions, joint actions are aligned
    (G) or crossed (G**N), each is stepped in a fork of the env, and children are
    expanded for ``num_turns`` turns unless the node's mean reward exceeds
@@ -20,9 +24,10 @@ adapter's parameters, and its sampler switching its adapter on. One iteration:
    completion's token logprobs)``, the logprobs recomputed by a forward pass on
    prompt + completion (the sampled tokens, never re-tokenized), padding and
    prompt tokens excluded; gradient clipping, one optimizer step.
-4. *Log* one JSON line to ``OUTPUT_DIR/metrics.jsonl`` (per-turn reward, pass rate,
-   reward levels and bonus; per-agent loss and gradient norm), evaluate on
-   held-out problems with near-greedy decoding when due, checkpoint. Transcripts
+4. *Log* one JSON line to ``OUTPUT_DIR/metrics.jsonl`` (per-turn reward and the
+   env's numeric infos, e.g. pass rate, reward levels and bonus; per-agent loss
+   and gradient norm), evaluate on the family's held-out problems with
+   near-greedy decoding when due, checkpoint. Transcripts
    (``save_episodes``) go to ``OUTPUT_DIR/episodes/``: one root-to-leaf episode
    of each of the first trees, and the evaluation episodes, for
    ``python -m baselines.report OUTPUT_DIR``.
@@ -32,8 +37,8 @@ grows its share of the trees and gradients are averaged across processes, so
 each step is the one a single process would take on all the trees
 (:mod:`baselines.magrpo.processes`).
 
-A trainer never parses the env's text: rewards and their breakdown come from
-the env's infos.
+A trainer never parses the env's text and never names a family: rewards and
+their breakdown come from the env's infos, problems from the family's plans.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from baselines.magrpo.credit import NodeCredit, iter_credit, tree_credit
 from baselines.magrpo.models import load_agent_models, make_optimizers
 from baselines.magrpo.passes import PassSettings, agent_passes
 from baselines.magrpo.processes import AgentProcesses
+from baselines.magrpo.roots import plan_roots, team_family
 from baselines.magrpo.tree import (
     TreeNode,
     credit_node,
@@ -63,7 +69,7 @@ from baselines.magrpo.tree import (
     tree_metric_values,
 )
 from baselines.policies.base import Completion, Policy, SamplingParams
-from baselines.run_directory import RunDirectory
+from baselines.progress import phase
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     latest_checkpoint,
@@ -73,7 +79,6 @@ from baselines.training.checkpoints import (
 from baselines.training.checkpoints import save_checkpoint as save_accelerate_state
 from baselines.training.lora import (
     AdapterPolicy,
-    require_peft,
     save_adapter,
 )
 from baselines.training.losses import reinforce_loss
@@ -81,17 +86,15 @@ from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
-    limit_threads,
-    make_accelerator,
-    resolve_device,
-    seed_everything,
+    console,
+    start_run,
 )
-from baselines.training.trackers import require_tracker
 from baselines.training.weights import loading_whole_models
-from llm_envs.code_collab import CodeCollabEnv, load_problems
-from llm_envs.tasks import CodeProblem
+from llm_envs.family import EpisodePlan, Family, derive_seed
 
 __all__ = ["MAGRPOConfig", "MAGRPOTrainer", "main", "train"]
+
+_EVAL_SEED = 7919  # evaluation episodes are the same at every evaluation, so they compare
 
 
 class MAGRPOTrainer(TrainingRun):
@@ -113,7 +116,10 @@ class MAGRPOTrainer(TrainingRun):
             a copy of it refreshed after every step). A custom sampler must
             return the completion's prompt tokens as the agent's model reads
             them; under FSDP or ZeRO-3 none can be given.
-        problems: the problems to train and evaluate on, overriding ``config.dataset``.
+
+    Raises:
+        ValueError: a family MAGRPO cannot train, or a bad env or task setting
+            (:func:`baselines.magrpo.roots.team_family`), before a model is loaded.
     """
 
     def __init__(
@@ -123,19 +129,23 @@ class MAGRPOTrainer(TrainingRun):
         models: Mapping[str, Any] | None = None,
         tokenizer: Any | None = None,
         samplers: Mapping[str, Policy] | None = None,
-        problems: Sequence[CodeProblem] | None = None,
     ) -> None:
         from baselines.policies.transformers_policy import TransformersPolicy
 
         self.config = config
-        require_peft(config.lora_r)  # a missing package fails before any work
-        require_tracker(config.report_to)
-        limit_threads(config.num_threads)
-        seed_everything(config.seed)  # the same on every process: adapters start alike
-        cuda, self.autocast = resolve_device(config.device, config.precision)
+        # The family (its eval_problems held out); one MAGRPO cannot train fails here.
+        self.family: Family = team_family(config)
+        self.agents: list[str] = list(self.family.agents)
+        held = self.family.num_eval_problems  # None: as many as asked
+        self.num_eval_problems = (
+            config.eval_problems if held is None else min(config.eval_problems, held)
+        )
         # The experiment trackers (report_to) and the launched processes are accelerate's;
-        # the models stay plain torch unless FSDP or DeepSpeed prepares them.
-        self.accelerator = make_accelerator(config, cuda=cuda)
+        # the models stay plain torch unless FSDP or DeepSpeed prepares them. The seed is
+        # the same on every process: adapters start alike.
+        start = start_run(config, "magrpo", accelerate_autocast=False, seed_per_process=False)
+        self.autocast = start.bf16
+        self.accelerator, self.run_dir = start.accelerator, start.run_dir
         self.processes = AgentProcesses(self.accelerator, lora=config.lora_r > 0)
         if self.processes.whole_copies and samplers is not None:
             raise ValueError(
@@ -146,15 +156,6 @@ class MAGRPOTrainer(TrainingRun):
         self.processes.check_share(config.problems_per_iteration)
         self.device = self.processes.device
         self.output_dir = Path(config.output_dir)
-        self.run_dir = RunDirectory(self.output_dir, writer=self.processes.writer)
-        # A folder of another run fails (or is cleared) before any work or checkpoint read.
-        self.run_dir.claim("magrpo", config.to_json(), overwrite=config.overwrite)
-        self.accelerator.wait_for_everyone()
-
-        self._split_problems(
-            tuple(problems) if problems is not None else load_problems(config.dataset)
-        )
-        self.agents: list[str] = list(self._make_env(self.train_problems).possible_agents)
 
         checkpoint = latest_checkpoint(self.output_dir)
         self.start_iteration = 0 if checkpoint is None else checkpoint_iteration(checkpoint)
@@ -213,28 +214,6 @@ class MAGRPOTrainer(TrainingRun):
 
     # ------------------------------------------------------------------ setup
 
-    def _split_problems(self, problems: Sequence[CodeProblem]) -> None:
-        """The last ``eval_problems`` problems are held out; the others are trained on."""
-        held_out = self.config.eval_problems
-        if held_out >= len(problems):
-            raise ValueError(
-                f"eval_problems={held_out} leaves no training problems out of {len(problems)}"
-            )
-        self.train_problems = tuple(problems[: len(problems) - held_out])
-        self.eval_problems = tuple(problems[len(problems) - held_out :])
-
-    def _make_env(self, problems: Sequence[CodeProblem]) -> CodeCollabEnv:
-        from llm_envs.code_collab import parallel_env
-
-        config = self.config
-        return parallel_env(
-            problems=tuple(problems),
-            num_agents=config.num_agents,
-            num_turns=config.num_turns,
-            external_mode=config.external_mode,
-            **config.env_kwargs,
-        )
-
     def write_episodes(self, name: str, records: Sequence[Mapping[str, Any]]) -> Path | None:
         """Write episode records to ``OUTPUT_DIR/episodes/{name}.jsonl`` (for the report)."""
         return self.run_dir.write_episodes(name, records)
@@ -285,23 +264,19 @@ class MAGRPOTrainer(TrainingRun):
 
     # --------------------------------------------------------------- rollouts
 
-    def iteration_problems(self, iteration: int) -> list[CodeProblem]:
-        """The problems of ``iteration``: a pure function of the seed and the index."""
-        count, n = self.config.problems_per_iteration, len(self.train_problems)
-        chosen = []
-        for position in range(iteration * count, (iteration + 1) * count):
-            epoch, offset = divmod(position, n)
-            order = np.random.default_rng([self.config.seed, epoch]).permutation(n)
-            chosen.append(self.train_problems[int(order[offset])])
-        return chosen
+    def iteration_groups(self, iteration: int) -> list[int]:
+        """The family's training groups of ``iteration`` (global indices), one tree each.
 
-    def _roots(self, problems: Sequence[CodeProblem]) -> list[CodeCollabEnv]:
-        roots = []
-        for problem in problems:
-            env = self._make_env(self.train_problems)
-            env.reset(seed=self.config.seed, options={"problem": problem})
-            roots.append(env)
-        return roots
+        The family's plan for a group index is a pure function of the seed and
+        the index (for code collaboration, the problems in a seeded order,
+        reshuffled every pass over the data).
+        """
+        count = self.config.problems_per_iteration
+        return list(range(iteration * count, (iteration + 1) * count))
+
+    def iteration_plan(self, groups: Sequence[int]) -> EpisodePlan:
+        """The family's training plan for ``groups`` (see :meth:`iteration_groups`)."""
+        return self.family.training(list(groups), self.config.seed)
 
     def _seed(self, *parts: int) -> int:
         return int(np.random.SeedSequence([self.config.seed, *parts]).generate_state(1)[0])
@@ -319,15 +294,17 @@ class MAGRPOTrainer(TrainingRun):
             top_p=config.top_p,
             seed=self._seed(0, iteration, *self.processes.seed_key),
         )
-        mine = self.processes.share(self.iteration_problems(iteration))
+        mine = self.processes.share(self.iteration_groups(iteration))
+        roots, resets = plan_roots(self.iteration_plan([group for _, group in mine]))
         trees = grow_trees(
-            self._roots([problem for _, problem in mine]),
+            roots,
             self.samplers,
             params,
             group_size=config.group_size,
             joint_mode=config.joint_mode,
             num_turns=config.num_turns,
             termination_threshold=config.termination_threshold,
+            reset_results=resets,
         )
         credits = [
             tree_credit(credit_node(tree), config.discount, config.return_reduction)
@@ -456,27 +433,34 @@ class MAGRPOTrainer(TrainingRun):
 
     @torch.no_grad()
     def evaluate(self, iteration: int | None = None) -> dict[str, float]:
-        """One near-greedy episode per held-out problem; ``eval/turn_{t}/...`` metrics.
+        """One near-greedy episode per evaluation group of the family; ``eval/turn_{t}/...``.
 
         With ``iteration`` and ``save_episodes`` > 0, the episodes' records go to
         ``episodes/eval_{iteration}.jsonl``.
         """
         config = self.config
-        if not self.eval_problems:
+        if not self.num_eval_problems:
             return {}
-        mine = self.processes.share(self.eval_problems)  # every process plays its share
-        roots = []
-        for _, problem in mine:
-            env = self._make_env(self.eval_problems)
-            env.reset(seed=config.seed, options={"problem": problem})
-            roots.append(env)
+        # Every process plays its share of the held-out problems.
+        mine = self.processes.share(range(self.num_eval_problems))
+        plan = self.family.evaluation(
+            [index for index, _ in mine], derive_seed(config.seed, _EVAL_SEED)
+        )
+        roots, resets = plan_roots(plan)
         params = SamplingParams(
             max_tokens=config.max_tokens,
             temperature=config.eval_temperature,
             seed=self._seed(1, *self.processes.seed_key),
         )
         # A chain is a tree with G = 1: the same code runs training and evaluation.
-        chains = grow_trees(roots, self.samplers, params, group_size=1, num_turns=config.num_turns)
+        chains = grow_trees(
+            roots,
+            self.samplers,
+            params,
+            group_size=1,
+            num_turns=config.num_turns,
+            reset_results=resets,
+        )
         if iteration is not None and config.save_episodes:
             records = [
                 (index, {**path_record(chain), "iteration": iteration, "phase": "eval"})
@@ -489,14 +473,14 @@ class MAGRPOTrainer(TrainingRun):
         for key in ("reward", "pass_rate", "solved"):
             if f"{last}/{key}" in metrics:
                 metrics[f"eval/final/{key}"] = metrics[f"{last}/{key}"]
-        metrics["eval/num_problems"] = float(len(self.eval_problems))
+        metrics["eval/num_problems"] = float(self.num_eval_problems)
         return metrics
 
     # -------------------------------------------------------------------- run
 
     def can_evaluate(self) -> bool:
         """Whether problems are held out for evaluation."""
-        return bool(self.eval_problems)
+        return bool(self.num_eval_problems)
 
     def train_iteration(self, iteration: int) -> dict[str, Any]:
         """Grow the iteration's trees, assign credit, update every agent; return the metrics."""
@@ -540,8 +524,15 @@ class MAGRPOTrainer(TrainingRun):
 
 
 def train(config: MAGRPOConfig) -> Path:
-    """Train (or resume) with ``config``; return the path of ``metrics.jsonl``."""
-    return MAGRPOTrainer(config).run()
+    """Train (or resume) with ``config``; return the path of ``metrics.jsonl``.
+
+    Progress lines and quiet libraries as the command line has them
+    (:func:`~baselines.training.run.console`).
+    """
+    with console(config):
+        with phase("set up"):
+            trainer = MAGRPOTrainer(config)
+        return trainer.run()
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.magrpo") -> None:

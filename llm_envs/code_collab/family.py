@@ -1,16 +1,19 @@
 """The code-collaboration family: a team writes one program, scored by the tests.
 
-* Training: one group per problem, ``episodes_per_group`` episodes of it, every
-  seat played by the trained policy (one model as helper and main).
-* Evaluation: one episode per problem of the data set.
-* The report: every agent acting in a turn receives that turn's team reward
-  (the joint action's, shift included).
+* Training: one group per problem, ``num_generations`` episodes of it, every
+  seat played by the trained policy (one model as helper and main; with
+  ``num_agents=1`` the main agent alone), ``num_turns`` turns per agent.
+* Evaluation: one episode per problem of the data set; :meth:`~CodeCollabFamily.holding_out`
+  keeps its last problems for evaluation alone (MAGRPO's held-out problems).
+* A team: every agent acting in a turn receives that turn's team reward (the
+  joint action's, shift included), in the env and in the report.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from llm_envs.family import EpisodePlan, EpisodeRewards, FamilyBase, derive_seed, fmt, ordered
 
@@ -24,14 +27,18 @@ class CodeCollabFamily(FamilyBase):
         env_kwargs: :func:`llm_envs.code_collab.parallel_env` arguments.
         task: ``default`` (``coophumaneval``), ``coophumaneval``, ``humaneval`` or ``mbpp``.
         seed: the run's seed (problem order).
-        task_kwargs: none are taken.
-        episodes_per_group: episodes of one problem per training group.
+        task_kwargs: ``{"num_problems": n}`` keeps the data set's first ``n``
+            problems (a small run); nothing else is taken.
+        num_generations: episodes of one problem per training group (default 4);
+            the run option's name is TRL GRPO's, as in every family.
     """
 
     name: ClassVar[str] = "code_collab"
+    run_options: ClassVar[tuple[str, ...]] = ("num_generations",)
     tasks: ClassVar[tuple[str, ...]] = ("default", "coophumaneval", "humaneval", "mbpp")
     headline_metrics: ClassVar[tuple[str, ...]] = ("pass_rate", "total")
     metric_titles: ClassVar[Mapping[str, str]] = {"pass_rate": "pass rate", "total": "code reward"}
+    team_reward: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -40,25 +47,36 @@ class CodeCollabFamily(FamilyBase):
         task: str = "default",
         seed: int = 0,
         task_kwargs: Mapping[str, Any] | None = None,
-        episodes_per_group: int = 4,
+        num_generations: int = 4,
     ) -> None:
         from llm_envs.code_collab import load_problems, parallel_env
 
         if "problems" in env_kwargs:
             raise ValueError("pass code problems through `task`, not env_kwargs['problems']")
-        if task_kwargs:
-            raise ValueError(f"code collaboration takes no task_kwargs, got {dict(task_kwargs)}")
-        if episodes_per_group < 1:
-            raise ValueError(f"episodes_per_group must be >= 1, got {episodes_per_group}")
+        unknown = sorted(set(task_kwargs or {}) - {"num_problems"})
+        if unknown:
+            raise ValueError(
+                f"code collaboration takes task_kwargs {{'num_problems': n}} only, got {unknown}"
+            )
+        if num_generations < 1:
+            raise ValueError(f"num_generations must be >= 1, got {num_generations}")
         self.env_kwargs = dict(env_kwargs)
         dataset: Any = "coophumaneval" if task == "default" else task  # checked by the loader
         self.problems = tuple(load_problems(dataset))
+        if task_kwargs and "num_problems" in task_kwargs:
+            count = task_kwargs["num_problems"]
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"task_kwargs num_problems must be an int >= 1, got {count!r}")
+            self.problems = self.problems[:count]
+        # Training and evaluation play the same problems until some are held out.
+        self.train_problems = self.eval_problems = self.problems
         self.num_eval_problems = len(self.problems)
         probe = parallel_env(problems=self.problems, **self.env_kwargs)  # checks env_kwargs
         self.agents = tuple(probe.possible_agents)
+        self.max_agent_turns = probe.config.num_turns  # every agent acts in every turn
         probe.close()
         self.seed = seed
-        self.episodes_per_group = episodes_per_group
+        self.num_generations = num_generations
 
     def _plan(self, problems: list[Any], seeds: list[int], keys: list[int]) -> EpisodePlan:
         from llm_envs.code_collab import parallel_env
@@ -69,14 +87,15 @@ class CodeCollabFamily(FamilyBase):
             options=[{"problem": p} for p in problems],
             group_keys=list(keys),
             trained_agents=[frozenset(self.agents)] * len(problems),
+            titles=[f"{p.task_id} ({p.entry_point})" for p in problems],
         )
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
-        """``episodes_per_group`` episodes of one problem per group index."""
-        n = self.episodes_per_group
+        """``num_generations`` episodes of one problem per group index."""
+        n = self.num_generations
         problems, seeds, keys = [], [], []
         for g in group_indices:
-            problem = ordered(self.problems, g, self.seed)
+            problem = ordered(self.train_problems, g, self.seed)
             for k in range(n):
                 problems.append(problem)
                 seeds.append(derive_seed(seed, g, k))
@@ -85,7 +104,7 @@ class CodeCollabFamily(FamilyBase):
 
     def evaluation(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
         """One episode per problem index."""
-        problems = [self.problems[g % len(self.problems)] for g in group_indices]
+        problems = [self.eval_problems[g % len(self.eval_problems)] for g in group_indices]
         return self._plan(
             problems, [derive_seed(seed, g) for g in group_indices], list(group_indices)
         )
@@ -95,7 +114,32 @@ class CodeCollabFamily(FamilyBase):
         from llm_envs.code_collab import parallel_env
 
         env = parallel_env(problems=self.problems, **self.env_kwargs)
-        return env, seed, {"problem": self.problems[problem % len(self.problems)]}
+        return env, seed, {"problem": self.eval_problems[problem % len(self.eval_problems)]}
+
+    def holding_out(self, count: int) -> Self:
+        """The family with the data set's last ``count`` problems for evaluation alone.
+
+        Training visits the other problems (in the seeded order), evaluation
+        the held-out ones, in data-set order.
+
+        Raises:
+            ValueError: ``count`` leaves no problem to train on.
+        """
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        if count == 0:
+            return self
+        total = len(self.problems)
+        if count >= total:
+            raise ValueError(
+                f"holding out {count} of the {total} problems leaves none to train on; "
+                "hold out fewer"
+            )
+        held = copy.copy(self)
+        held.train_problems = self.problems[: total - count]
+        held.eval_problems = self.problems[total - count :]
+        held.num_eval_problems = count
+        return held
 
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:

@@ -32,8 +32,13 @@ def test_magrpo_coophumaneval_trains_and_reports(tmp_path, run_example):
     first = rows[0]
     assert first["env/turn_1/joint_actions"] == 2 and first["env/turn_2/joint_actions"] == 4
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["dataset"] == "coophumaneval" and config["external_mode"] == "level_feedback"
-    assert config["num_agents"] == 2 and config["joint_mode"] == "align"
+    assert config["env"] == "code_collab" and config["task"] == "coophumaneval"
+    assert config["env_kwargs"] == {
+        "num_agents": 2,
+        "external_mode": "level_feedback",
+        "num_turns": 2,
+    }
+    assert config["joint_mode"] == "align"
 
     report = run_dir / "report"
     index = (report / "index.html").read_text()

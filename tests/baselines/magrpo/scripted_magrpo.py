@@ -5,7 +5,8 @@
 
 The trainer is built from the command line as ``baselines.magrpo`` builds it
 (its models, its samplers, its processes), on the first problems of
-CoopHumanEval, then each agent's sampler is wrapped: its completion ``g`` at a
+CoopHumanEval (``--task-kwargs '{"num_problems": 4}'`` unless the command line
+gives task settings), then each agent's sampler is wrapped: its completion ``g`` at a
 node is ``TEXTS[agent][g]``, whatever the model would write. So
 
 * the data do not depend on how the problems are split between processes
@@ -75,12 +76,14 @@ def main(argv: Sequence[str]) -> None:
     from baselines.cli import parse_config
     from baselines.magrpo.trainer import MAGRPOConfig, MAGRPOTrainer
     from baselines.training.run import setup_errors_exit
-    from llm_envs.tasks import load_coophumaneval
 
     prog = "scripted_magrpo.py"
-    config = parse_config(MAGRPOConfig, list(argv), prog=prog)
+    argv = list(argv)
+    if "--task-kwargs" not in argv:
+        argv += ["--task-kwargs", '{"num_problems": 4}']
+    config = parse_config(MAGRPOConfig, argv, prog=prog)
     with setup_errors_exit(prog):
-        trainer = MAGRPOTrainer(config, problems=load_coophumaneval()[:4])
+        trainer = MAGRPOTrainer(config)
     samplers = trainer.samplers
     trainer.samplers = {a: ScriptedCompletions(policy, TEXTS[a]) for a, policy in samplers.items()}
     print(f"metrics written to {trainer.run()}", flush=True)

@@ -112,15 +112,16 @@ def test_magrpo_logs_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
     pytest.importorskip("wandb")
     from baselines.magrpo.config import MAGRPOConfig
     from baselines.magrpo.trainer import MAGRPOTrainer
-    from llm_envs.tasks import load_coophumaneval
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     output = tmp_path / "run"
     config = MAGRPOConfig(
         model=str(tiny_model_dir),
+        task_kwargs={"num_problems": 3},
         eval_problems=1,
         num_turns=1,
+        env_kwargs={"num_turns": 1},
         max_tokens=6,
         num_iterations=2,
         eval_every=0,
@@ -130,7 +131,7 @@ def test_magrpo_logs_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
         report_to="wandb",
         project="llm-envs-tests",
     )
-    MAGRPOTrainer(config, problems=load_coophumaneval()[:3]).run()
+    MAGRPOTrainer(config).run()
     (run_file,) = output.glob("wandb/offline-run-*/run-*.wandb")
     data = run_file.read_bytes()
     assert b"llm-envs-tests" in data and b"group_size" in data  # project, config
