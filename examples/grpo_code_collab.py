@@ -14,8 +14,9 @@ What it shows:
   trained (``env_mask`` 1), the feedback between them is context only
   (``env_mask`` 0). The script prints such a completion from the last step.
 
-The helper + main setting needs one policy per agent, which TRL cannot train:
-that is ``examples/magrpo_coophumaneval.py`` (MAGRPO).
+The helper + main setting (``num_agents=2``, the environment's default) would
+train one model in both seats; one policy per agent is
+``examples/magrpo_coophumaneval.py`` (MAGRPO).
 
 The problems come from the folder named by ``LLM_ENVS_DATA_DIR``
 (``HumanEval.jsonl.gz``, ``sanitized-mbpp.json``, ``CoopHumanEval.json``), or
@@ -33,8 +34,9 @@ A real run on a GPU (bf16, and TRL's colocated vLLM engine when vLLM is installe
         --dataset mbpp --steps 300 --problems-per-step 8 --generations 8 --max-tokens 384 \
         --save-model
 
-MBPP trains on its ``train`` split (120 problems); HumanEval and CoopHumanEval
-have no split, so a run on them trains on the problems it is scored on.
+The problems are the code-collaboration family's (``--env code_collab``, as
+every trainer sees it): MBPP's ``test`` split, and HumanEval's and
+CoopHumanEval's only split, so a run trains on the problems it is scored on.
 
 Measured: the defaults take about 3.5 minutes on a 2-core CPU (198 s, load average 1.8).
 """
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         model=args.model,
         env="code_collab",
         task=args.dataset,
-        env_kwargs={"num_turns": args.turns, "external_mode": "level_feedback"},
+        env_kwargs={"num_agents": 1, "num_turns": args.turns, "external_mode": "level_feedback"},
         num_generations=args.generations,
         items_per_step=args.problems_per_step,
         max_steps=args.steps,

@@ -2,10 +2,10 @@ r"""Debate self-play with TRL's GRPOTrainer, then a report with plots and transc
 
 What it shows:
 
-* one debate per question: TRL's ``num_generations`` copies of a question are
-  the debate's agents, and generation ``g`` is ``agent_g``'s whole multi-turn
-  trajectory (its answers are trained tokens, what the others said in between
-  is masked context);
+* one debate per group: TRL's ``num_generations`` copies of a data-set row (it
+  shows the question) are the debate's agents, and generation ``g`` is
+  ``agent_g``'s whole multi-turn trajectory (its answers are trained tokens,
+  what the others said in between is masked context);
 * the reward is the agent's pairwise reward from the votes (leave-one-out win
   rate; -1 for an answer that breaks the XML contract), centred within the
   debate by TRL with ``scale_rewards="none"`` (the mean baseline of the Tinker

@@ -5,8 +5,9 @@ What it shows:
 * the ``two_turn_feedback`` strategy of an expert-iteration plan for the
   Tinker Cookbook on arithmetic problems: the solver answers, the
   verifier's feedback follows, the solver answers again;
-  ``--generations`` episodes per problem form TRL's group, and the reward is
-  attempt 2's score (1.0 when correct);
+  ``--generations`` episodes per problem form TRL's group (the family's own
+  training plan, through the one rollout every family goes through), and the
+  reward is attempt 2's score (1.0 when correct);
 * how a multi-turn episode becomes one TRL completion, with ``env_mask``
   keeping everything but attempt 2 out of the loss. One completion, with
   SmolLM2's chat template::
@@ -34,7 +35,9 @@ logprobs on the spliced sequence (ratio 1: an off-policy sample trained as if
 on-policy); with vLLM its importance-sampling correction reads the swap as
 sampler mismatch and masks exactly the sequences the swap changed most. The
 strategies that exist only for the swap (``prompt_augmentation``,
-``answer_hint``) are refused by :func:`baselines.grpo.expert_iteration_rollout`.
+``answer_hint``) are refused by the rollout
+(:func:`baselines.grpo.adapters.refuse_context_swap`: a first turn whose
+training context is not its prompt).
 For the swap, train with the importance-sampling trainer, which builds its
 training data on the training context and weights every token by
 ``exp(lp_train - lp_sample)`` against the sampler's logprobs:

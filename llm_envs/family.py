@@ -5,7 +5,11 @@ A *family* is a registered environment seen from outside, in one object:
 * the training plan: which environments to play for the groups with given
   indices, their reset seeds and options, which episodes form one group (the
   advantages are centred within it), and which seats the trained policy plays;
-* the evaluation plan and its episodes, one per problem, for the evaluator;
+* the evaluation plan and its episodes, one per problem, for the evaluator,
+  and, for a trainer that asks, problems held out from training
+  (:meth:`Family.holding_out`);
+* whether its agents are one team, paid one shared reward (:attr:`Family.team_reward`:
+  what MAGRPO trains on);
 * an optional scripted teacher (a warm start imitates it) and reference players
   (an entrant of known strength in tournaments);
 * the metrics its tables lead with, and how an episode record's rewards add up.
@@ -16,16 +20,18 @@ family an environment id belongs to. Everything here is plain Python: a plan
 holds environments, seeds and options, never tokens.
 
 A new family subclasses :class:`FamilyBase`, which answers "no" to every
-optional question (no teacher, no reference players, self-play evaluation), and
-writes :meth:`Family.training` and :meth:`Family.evaluation`.
+optional question (no teacher, no reference players, self-play evaluation, no
+team reward, nothing to hold out), and writes :meth:`Family.training` and
+:meth:`Family.evaluation`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 
@@ -69,8 +75,14 @@ def ordered(items: Sequence[Any], index: int, seed: int) -> Any:
         ['a', 'b', 'c']
     """
     epoch, position = divmod(index, len(items))
-    order = np.random.default_rng([seed & 0xFFFFFFFF, epoch]).permutation(len(items))
-    return items[int(order[position])]
+    return items[int(_permutation(len(items), seed & 0xFFFFFFFF, epoch)[position])]
+
+
+@functools.lru_cache(maxsize=4)
+def _permutation(size: int, seed: int, epoch: int) -> np.ndarray:
+    # Kept: a trainer asks for one group after another of the same epoch, and a
+    # million-problem task costs 20 ms a permutation.
+    return np.random.default_rng([seed, epoch]).permutation(size)
 
 
 @dataclass
@@ -88,6 +100,9 @@ class EpisodePlan:
             the trained policy otherwise (self-play).
         grouped_agents: the agents whose trajectories join the groups (the
             ones trained on); None for every agent of the episode.
+        titles: per episode, its problem in words for people (a debate's
+            question, a problem's text or id): what a trainer's data set row
+            or a table shows of it; None where the family gives none.
     """
 
     envs: list[Any]
@@ -96,12 +111,12 @@ class EpisodePlan:
     group_keys: list[Hashable]
     trained_agents: list[frozenset[str]]
     grouped_agents: tuple[str, ...] | None = None
+    titles: list[str] | None = None
 
     def __post_init__(self) -> None:
-        sizes = {
-            name: len(getattr(self, name))
-            for name in ("envs", "seeds", "options", "group_keys", "trained_agents")
-        }
+        names = ["envs", "seeds", "options", "group_keys", "trained_agents"]
+        names += ["titles"] if self.titles is not None else []
+        sizes = {name: len(getattr(self, name)) for name in names}
         if len(set(sizes.values())) > 1:
             raise ValueError(
                 f"an EpisodePlan needs one entry per episode in each list, got {sizes}"
@@ -178,12 +193,25 @@ class Family(Protocol):
     seed=..., task_kwargs=..., **options)``, where ``options`` are the run
     settings named in :attr:`run_options`. A bad setting raises there, before
     a model is loaded.
+
+    The run options the families here take, by the trainers that pass them:
+
+    * ``num_generations`` (TRL GRPO): episodes of one problem in a training
+      group, for a family whose group is several episodes of one problem;
+    * ``strategy`` (TRL GRPO): the one search strategy of those episodes, for
+      a family that has strategies;
+    * ``strategy_mix`` (the importance-sampling trainer): episodes per strategy
+      in a group, instead of the two above;
+    * ``chat_observations`` (TRL GRPO, always True): each agent's observation
+      must extend its previous observation and its action (one growing chat),
+      because the trainer trains an agent's episode as one token sequence; a
+      family that can rebuild an observation each turn stops doing so.
     """
 
     name: ClassVar[str]
     """The name a command line gives it (``--env debate``)."""
     run_options: ClassVar[tuple[str, ...]]
-    """The trainer settings (beyond env and task) the constructor takes, e.g. ``strategy_mix``."""
+    """The trainer settings (beyond env and task) the constructor takes (see above)."""
     tasks: ClassVar[tuple[str, ...]]
     """The ``task`` values it accepts; the first is the default."""
     headline_metrics: ClassVar[tuple[str, ...]]
@@ -194,11 +222,18 @@ class Family(Protocol):
     """Whether evaluation plays the trained policy against a fixed one in the other seats."""
     teacher_options: ClassVar[tuple[str, ...] | None]
     """None without a scripted teacher; else the :meth:`demonstrations` options it honours."""
+    team_reward: ClassVar[bool]
+    """Whether the agents of an episode are one team: each step pays every acting
+    agent the same reward, the team's (MAGRPO trains only such families)."""
 
     agents: tuple[str, ...]
     """Its agents, in ``possible_agents`` order: the seats."""
     num_eval_problems: int | None
     """How many distinct evaluation problems there are (None: as many as asked)."""
+    max_agent_turns: int
+    """The most turns one agent takes in a training episode: the bound a trainer
+    sizes one agent's whole episode by (TRL's ``max_completion_length`` is
+    ``max_tokens`` times it)."""
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
         """The episodes of the training groups with these global indices."""
@@ -220,6 +255,17 @@ class Family(Protocol):
 
     def eval_episode(self, problem: int, seed: int) -> tuple[Any, int, dict[str, Any]]:
         """The evaluator's episode of problem ``problem``: a fresh env, its seed and options."""
+        ...
+
+    def holding_out(self, count: int) -> Family:
+        """This family with ``count`` evaluation problems that its training never plays.
+
+        For a trainer that evaluates on problems kept apart from the ones it
+        trains on (MAGRPO's ``eval_problems``): the returned family's
+        :meth:`evaluation` plays the held-out problems (group indices ``0 ..
+        count - 1``, :attr:`num_eval_problems` of them where they are counted)
+        and its :meth:`training` only the others. 0 holds out nothing.
+        """
         ...
 
     def eval_extras(self, env: Any) -> dict[str, Any]:
@@ -244,7 +290,8 @@ class FamilyBase:
     """The answers every family shares unless it says otherwise.
 
     No run options, no teacher, no reference players, self-play evaluation, no
-    headline metrics, rewards as the record states them. A subclass sets
+    headline metrics, no team reward, an evaluation already apart from training,
+    one turn per agent, rewards as the record states them. A subclass sets
     :attr:`name`, :attr:`agents` and :attr:`tasks`, and writes ``training``,
     ``evaluation`` and ``eval_episode``.
     """
@@ -256,9 +303,11 @@ class FamilyBase:
     metric_titles: ClassVar[Mapping[str, str]] = {}
     fixed_opponent: ClassVar[bool] = False
     teacher_options: ClassVar[tuple[str, ...] | None] = None
+    team_reward: ClassVar[bool] = False
 
     agents: tuple[str, ...] = ()
     num_eval_problems: int | None = None
+    max_agent_turns: int = 1
 
     def demonstrations(
         self,
@@ -275,6 +324,17 @@ class FamilyBase:
     def eval_extras(self, env: Any) -> dict[str, Any]:
         """Nothing beyond the transcript and the infos."""
         return {}
+
+    def holding_out(self, count: int) -> Self:
+        """The family itself: its evaluation already plays episodes its training does not.
+
+        Right for a family whose evaluation draws its own problems (another
+        seed, a test split); a family that trains and evaluates on one fixed
+        list of problems splits it instead (see :class:`Family`).
+        """
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        return self
 
     def default_seating(self, num_models: int) -> str:
         """``self``: each model plays every seat of its own episodes."""

@@ -1,6 +1,8 @@
 """Train in llm-envs environments with TRL's ``GRPOTrainer``.
 
-* :mod:`baselines.grpo.adapters`: TRL rollout functions that play our environments.
+* :mod:`baselines.grpo.family_rollout`: the TRL rollout function of any registered
+  family (its base class, the reward function and the context-swap check in
+  :mod:`baselines.grpo.adapters`).
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment's tokens masked out of the loss.
 * :mod:`baselines.grpo.config`: :class:`GRPORunConfig`.

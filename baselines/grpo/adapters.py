@@ -8,9 +8,10 @@ Every other key is handed to the reward functions as a keyword argument.
 
 The rollout functions here:
 
-1. map each prompt back to an environment episode (:class:`DebateRollout`:
-   one debate per block of ``num_agents`` equal prompts, generation ``g`` is
-   ``agent_g``; :class:`SingleAgentRollout`: one episode per prompt entry);
+1. map each block of equal prompts back to the episodes of one training
+   group and each prompt entry to one agent's trajectory in them
+   (:class:`~baselines.grpo.family_rollout.FamilyRollout`: any registered
+   family's own plan; :class:`EnvRollout` is the base for others);
 2. play every episode at once with :func:`baselines.rollouts.rollout`, sampling
    with the trainer's current weights (:func:`trainer_policy`);
 3. assemble each agent's turns into one completion with masked environment
@@ -23,13 +24,13 @@ The rollout functions here:
    ``OUTPUT_DIR/episodes/step_NNNNN.jsonl`` for ``python -m baselines.report``.
 
 A rollout function never parses environment text: rewards and metrics come
-from the environment's rewards and infos.
+from the environment's rewards and infos. It never names a family either.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,19 +46,9 @@ from baselines.policies.base import (
 from baselines.rollouts import rollout
 from baselines.run_directory import RunDirectory
 from baselines.types import Tokens, Trajectory
+from llm_envs.contract import TRAINING_MESSAGES
 
-__all__ = [
-    "DebateRollout",
-    "EnvRollout",
-    "SingleAgentRollout",
-    "code_collab_rollout",
-    "env_reward",
-    "expert_iteration_rollout",
-    "trainer_policy",
-]
-
-GRPO_STRATEGIES = ("iid", "two_turn_feedback")
-"""Expert-iteration strategies whose completions TRL trains correctly (no context swap)."""
+__all__ = ["EnvRollout", "env_reward", "trainer_policy"]
 
 
 # ------------------------------------------------------------------ base class
@@ -76,14 +67,17 @@ class _Plan:
 class EnvRollout:
     """Base of the rollout functions: play episodes, assemble completions, report rewards.
 
-    A subclass says which episodes to play for a list of prompts (``_plan``)
-    and which prompts make the training data set (:meth:`dataset`).
+    A subclass says which episodes to play for a list of prompts (``_plan``),
+    which prompts make the training data set (:meth:`dataset_prompts`), how
+    many completions form a group (:attr:`num_generations`) and the most turns
+    one completion holds (:attr:`max_turns`).
 
     Args:
         max_tokens_per_turn: most sampled tokens per turn.
         policy: a fixed sampler (tests, scripted opponents, your own engine);
             ``None`` samples with the trainer's current weights (:func:`trainer_policy`).
-        seed: base seed of the environments' resets (episode ``i`` uses ``seed + i``).
+        seed: base seed of the environments' resets (a plan derives its seeds
+            from it; a plan without seeds plays episode ``i`` of the run on ``seed + i``).
         close_final_turn: end a final action that stopped on a stop string with
             the template's end-of-turn token (masked), so TRL's truncation check
             (``mask_truncated_completions``) does not drop it.
@@ -97,12 +91,16 @@ class EnvRollout:
             saved; 0 saves nothing.
 
     Attributes:
-        episodes_played: episodes played so far (the next reset seed is ``seed + episodes_played``).
+        episodes_played: episodes played so far.
         last_output: what the last call returned to TRL (``None`` before the
             first), to inspect a completion and its ``env_mask``.
     """
 
     num_generations: int
+    """Completions per group: TRL's ``num_generations``."""
+    max_turns: int = 1
+    """The most turns one completion holds (TRL's ``max_completion_length`` is
+    ``max_tokens_per_turn`` times it)."""
 
     def __init__(
         self,
@@ -124,7 +122,6 @@ class EnvRollout:
         self.save_episodes = save_episodes
         self.episodes_played = 0
         self.last_output: dict[str, list[Any]] | None = None
-        self._pool: list[Any] = []
         self._saved_step: int | None = None
 
     # -- to implement
@@ -135,21 +132,12 @@ class EnvRollout:
     def _plan(self, prompts: Sequence[Any]) -> _Plan:
         raise NotImplementedError
 
-    def _make_env(self) -> Any:
-        raise NotImplementedError
-
     # -- shared
     def dataset(self) -> Any:
         """The training data set: a ``datasets.Dataset`` with a ``prompt`` column."""
         from datasets import Dataset
 
         return Dataset.from_dict({"prompt": self.dataset_prompts()})
-
-    def _envs(self, n: int) -> list[Any]:
-        # Environments are reset by every rollout, so they are reused across calls.
-        while len(self._pool) < n:
-            self._pool.append(self._make_env())
-        return self._pool[:n]
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         """The ``RolloutFunc``: one completion per entry of ``prompts``, in order."""
@@ -184,6 +172,7 @@ class EnvRollout:
             result = results[index]
             trajectory = result.trajectories[agent]
             if trajectory.transitions:
+                refuse_context_swap(agent, trajectory.transitions[0].info)
                 done = assemble_completion(
                     tokenizer,
                     _sampled_turns(trajectory, recorder.seen),
@@ -218,6 +207,32 @@ class EnvRollout:
             if hasattr(base, "record"):
                 records.append({**base.record(), "iteration": step})
         RunDirectory(trainer.args.output_dir).write_episodes(f"step_{step:05d}", records)
+
+
+def refuse_context_swap(agent: str, first_info: Mapping[str, Any]) -> None:
+    """Refuse an agent whose first turn is to be trained on another context than its prompt.
+
+    TRL trains a completion on the prompt it was sampled from: a first turn
+    with ``training_messages`` (the context swap, e.g. a hint that the trained
+    context leaves out) would be trained with the help in context, which is
+    not what the environment asks for. A later turn's swap (attempt 2 after
+    feedback) is trained on its sampling context, feedback included, as
+    ordinary multi-turn RL (docs/trl_grpo.md).
+
+    Raises:
+        ValueError: ``first_info`` holds ``training_messages``; the message
+            points to the importance-sampling trainer.
+    """
+    if TRAINING_MESSAGES in first_info:
+        strategy = first_info.get("strategy")
+        what = f" (strategy {strategy!r})" if strategy else ""
+        raise ValueError(
+            f"{agent}'s first turn{what} trains on another context than it samples on (the "
+            "context swap, info['training_messages']), which TRL's GRPOTrainer cannot "
+            "represent: it trains a completion on its own prompt. Choose settings without a "
+            "swap at the first turn, or train with the importance-sampling trainer "
+            "(baselines.is_trainer), which trains on the training context"
+        )
 
 
 def _sampled_turns(
@@ -282,108 +297,6 @@ def _blocks(prompts: Sequence[Any], size: int, what: str) -> list[Any]:
     return firsts
 
 
-# ------------------------------------------------------------------- debate
-
-
-class DebateRollout(EnvRollout):
-    """Debate (the debate recipe) for TRL: one debate per question, one generation per agent.
-
-    TRL repeats each question ``num_generations`` times; every block of
-    ``num_agents`` copies becomes one debate in ``observation_mode="chat"``,
-    and generation ``g`` of the block is ``agent_g``'s whole trajectory: its
-    first observation is the prompt, its answers are trained tokens, and what
-    the other agents said in between is masked context. The reward is the
-    agent's return: step rewards (a parse-error penalty) plus the final
-    pairwise reward of ``reward`` (leave-one-out win rate by default). The
-    group is the debate, so TRL's group baseline is the debate's mean reward
-    (the debate recipe's baseline) when ``scale_rewards="none"``.
-
-    Args:
-        questions: the questions to debate (``str`` or
-            :class:`~llm_envs.debate.DebateQuestion`); the data set holds their texts.
-            A prompt that is none of them is debated as a new question.
-        num_agents: debaters, and TRL's ``num_generations``.
-        max_rounds: see :class:`~llm_envs.debate.DebateConfig`.
-        reward: ``"win_rate"`` or ``"win_minus_loss"``.
-        on_parse_error: see :class:`~llm_envs.debate.DebateConfig`.
-        max_chars_per_field: see :class:`~llm_envs.debate.DebateConfig`.
-        **kwargs: :class:`EnvRollout` arguments.
-    """
-
-    def __init__(
-        self,
-        questions: Sequence[Any] | None = None,
-        *,
-        num_agents: int = 3,
-        max_rounds: int = 3,
-        reward: str = "win_rate",
-        on_parse_error: str = "penalize",
-        max_chars_per_field: int = 1000,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        from llm_envs.debate import REWARD_WRAPPERS, DebateConfig
-
-        if reward not in REWARD_WRAPPERS:
-            raise ValueError(f"reward must be one of {sorted(REWARD_WRAPPERS)}, got {reward!r}")
-        # Validated now, not at the first rollout: a broken config fails before training.
-        self.config = DebateConfig(
-            num_agents=num_agents,
-            max_rounds=max_rounds,
-            max_chars_per_field=max_chars_per_field,
-            questions=_questions(questions),
-            on_parse_error=on_parse_error,  # type: ignore[arg-type]  # validated by DebateConfig
-            observation_mode="chat",
-        )
-        self.reward = reward
-        self.num_generations = num_agents
-        self._questions = {q.text: q for q in self.config.questions}
-
-    def dataset_prompts(self) -> list[str]:
-        """One prompt per question: its text."""
-        return list(self._questions)
-
-    def _make_env(self) -> Any:
-        from llm_envs.debate import env
-
-        cfg = self.config
-        return env(
-            reward=self.reward,  # checked in __init__
-            num_agents=cfg.num_agents,
-            max_rounds=cfg.max_rounds,
-            max_chars_per_field=cfg.max_chars_per_field,
-            questions=cfg.questions,
-            on_parse_error=cfg.on_parse_error,
-            observation_mode="chat",
-        )
-
-    def _plan(self, prompts: Sequence[Any]) -> _Plan:
-        from llm_envs.debate import DebateQuestion
-
-        n = self.config.num_agents
-        texts = _blocks(prompts, n, f"one debate of num_agents={n} agents per question")
-        options = []
-        for text in texts:
-            key = _prompt_text(text)
-            options.append({"question": self._questions.get(key) or DebateQuestion(key)})
-        rows = [(b, f"agent_{g}") for b in range(len(texts)) for g in range(n)]
-        return _Plan(self._envs(len(texts)), options, rows)
-
-
-def _questions(questions: Sequence[Any] | None) -> tuple[Any, ...]:
-    """The debate questions: the defaults, or the given sequence (never one str split up)."""
-    if questions is None:
-        from llm_envs.debate import DEFAULT_QUESTIONS
-
-        return tuple(DEFAULT_QUESTIONS)
-    if isinstance(questions, str):
-        raise TypeError(
-            f"questions must be a sequence of questions, got one str {questions[:60]!r}; "
-            "pass questions=[...]"
-        )
-    return tuple(questions)
-
-
 def _prompt_text(prompt: Any) -> str:
     """The text of a TRL prompt: a string, or the last message of a conversational prompt."""
     if isinstance(prompt, str):
@@ -391,179 +304,3 @@ def _prompt_text(prompt: Any) -> str:
     if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
         return str(prompt[-1]["content"])
     raise TypeError(f"a prompt must be a str or a list of chat messages, got {prompt!r}")
-
-
-# -------------------------------------------------------------- single agent
-
-
-class SingleAgentRollout(EnvRollout):
-    """Any environment in which one agent's trajectory is one generation.
-
-    Each prompt entry is one episode: TRL's ``num_generations`` copies of a
-    prompt are that many independent episodes of the same item, and TRL's group
-    baseline is their mean return. Used for expert iteration
-    (:func:`expert_iteration_rollout`) and single-agent code collaboration
-    (:func:`code_collab_rollout`).
-
-    Args:
-        make_env: builds one environment (reused across rollouts: every episode resets it).
-        items: prompt text -> the reset options of its episode (e.g. ``{"problem": p}``).
-        agent: the agent whose trajectory is trained.
-        num_generations: episodes per item (TRL's ``num_generations``), at least 2.
-        **kwargs: :class:`EnvRollout` arguments.
-    """
-
-    def __init__(
-        self,
-        make_env: Callable[[], Any],
-        items: Mapping[str, Mapping[str, Any]],
-        *,
-        agent: str,
-        num_generations: int = 4,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if num_generations < 2:
-            raise ValueError(
-                f"num_generations must be >= 2 (GRPO centres returns within a group), "
-                f"got {num_generations}"
-            )
-        if not items:
-            raise ValueError("items must not be empty: the data set needs at least one prompt")
-        self.make_env = make_env
-        self.items = dict(items)
-        self.agent = agent
-        self.num_generations = num_generations
-
-    def dataset_prompts(self) -> list[str]:
-        """One prompt per item."""
-        return list(self.items)
-
-    def _make_env(self) -> Any:
-        return self.make_env()
-
-    def _plan(self, prompts: Sequence[Any]) -> _Plan:
-        options = []
-        for prompt in prompts:
-            key = _prompt_text(prompt)
-            if key not in self.items:
-                raise KeyError(
-                    f"prompt {key[:80]!r} is not one of this rollout's items; build the data "
-                    "set with .dataset() (the prompt text is the key of its episode)"
-                )
-            options.append(dict(self.items[key]))
-        rows = [(i, self.agent) for i in range(len(prompts))]
-        return _Plan(self._envs(len(prompts)), options, rows)
-
-
-def expert_iteration_rollout(
-    strategy: str = "iid",
-    problems: Sequence[Any] | None = None,
-    *,
-    num_generations: int = 4,
-    env_kwargs: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> SingleAgentRollout:
-    """Expert iteration for TRL: ``num_generations`` episodes per problem.
-
-    ``"iid"``: one attempt per completion. ``"two_turn_feedback"``: attempt 1,
-    the feedback and attempt 2 in one completion, the feedback masked; attempt
-    1 is trained only when the env's ``attempt1_loss_weight`` is above 0 (its
-    default, 0, trains attempt 2 alone). TRL trains attempt 2 on the context it
-    was sampled on, feedback included: it has no place for the env's
-    ``training_messages`` (the context swap). The strategies that only make
-    sense with the swap (``prompt_augmentation``, ``answer_hint``) are refused;
-    train them with the importance-sampling trainer.
-
-    Args:
-        strategy: ``"iid"`` or ``"two_turn_feedback"``.
-        problems: math or code problems (default: the env's arithmetic problems).
-        num_generations: episodes per problem.
-        env_kwargs: other :class:`~llm_envs.expert_iteration.ExpertIterationEnv` arguments.
-        **kwargs: :class:`EnvRollout` arguments.
-    """
-    from llm_envs.expert_iteration import ExpertIterationConfig
-    from llm_envs.expert_iteration import env as make_env
-    from llm_envs.expert_iteration.prompts import problem_text
-
-    if strategy not in GRPO_STRATEGIES:
-        raise ValueError(
-            f"strategy {strategy!r} trains on a context other than the one it samples on "
-            f"(the context swap), which TRL's GRPOTrainer cannot represent; use one of "
-            f"{GRPO_STRATEGIES} here, or train {strategy!r} with the importance-sampling "
-            "trainer (baselines.is_trainer.trainer)"
-        )
-    env_kwargs = dict(env_kwargs or {})
-    for key in ("strategy", "problems"):
-        if key in env_kwargs:
-            raise ValueError(f"pass {key} as its own argument, not in env_kwargs")
-    config_kwargs = {**env_kwargs, "strategy": strategy}
-    if problems is not None:
-        config_kwargs["problems"] = tuple(problems)
-    config = ExpertIterationConfig(**config_kwargs)
-    items: dict[str, dict[str, Any]] = {}
-    for problem in config.problems:
-        key = problem_text(problem)
-        if key in items and items[key]["problem"].answer != getattr(problem, "answer", None):
-            raise ValueError(
-                f"problems {items[key]['problem'].task_id!r} and {problem.task_id!r} read the "
-                "same but differ: a prompt must identify its problem"
-            )
-        items.setdefault(key, {"problem": problem})
-    return SingleAgentRollout(
-        lambda: make_env(strategy=strategy, **env_kwargs),
-        items,
-        agent="solver",
-        num_generations=num_generations,
-        **kwargs,
-    )
-
-
-def code_collab_rollout(
-    problems: Sequence[Any] | None = None,
-    *,
-    num_generations: int = 4,
-    env_kwargs: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> SingleAgentRollout:
-    """Code collaboration, single-agent setting, for TRL: the ``main`` agent alone.
-
-    Each generation is one episode of ``num_turns`` turns: the main agent's
-    programs are trained tokens, the test feedback between them is masked
-    context, and the return is the sum of its turns' team rewards. The two-agent
-    setting needs one policy per agent: that is :mod:`baselines.magrpo.trainer`.
-
-    Args:
-        problems: code problems (:class:`~llm_envs.tasks.CodeProblem`), or None
-            for the environment's default data set.
-        num_generations: episodes per problem.
-        env_kwargs: other :class:`~llm_envs.code_collab.CodeCollabConfig` arguments
-            (``num_agents`` is 1).
-        **kwargs: :class:`EnvRollout` arguments.
-    """
-    from llm_envs.code_collab import MAIN, CodeCollabConfig, first_prompt, parallel_env
-
-    env_kwargs = dict(env_kwargs or {})
-    if env_kwargs.pop("num_agents", 1) != 1:
-        raise ValueError(
-            "TRL's GRPOTrainer trains one policy: code collaboration runs with num_agents=1 "
-            "here; train the helper and main agents together with baselines.magrpo.trainer"
-        )
-    if "problems" in env_kwargs:
-        raise ValueError("pass problems as their own argument, not in env_kwargs")
-    if problems is not None:
-        env_kwargs["problems"] = tuple(problems)
-    settings = {**env_kwargs, "num_agents": 1}
-    probe = parallel_env(**settings)  # validates the settings and loads a named data set
-    config: CodeCollabConfig = probe.config
-    items: dict[str, dict[str, Any]] = {}
-    for problem in config.problems:
-        items.setdefault(first_prompt(problem, MAIN, 1), {"problem": problem})
-    settings["problems"] = config.problems
-    return SingleAgentRollout(
-        lambda: parallel_env(**settings),
-        items,
-        agent=MAIN,
-        num_generations=num_generations,
-        **kwargs,
-    )

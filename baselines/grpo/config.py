@@ -1,23 +1,27 @@
 """The configuration of the TRL GRPO runner (:mod:`baselines.grpo.run`).
 
-One frozen dataclass, every field documented once, in the docstring of the class
-that introduces it (the shared ones in :mod:`baselines.config`): the command line
-(:mod:`baselines.cli`) and the docs table (``docs/trl_grpo.md``) are built from
-that text. Values are checked at construction (types and bounds by
-:class:`baselines.config.RunConfig`, the rules between fields here).
+One frozen pydantic dataclass, every field documented once, by the docstring
+under it in the class that introduces it (the shared ones in
+:mod:`baselines.config`): the command line (:mod:`baselines.cli`) and the docs
+table (``docs/trl_grpo.md``) are built from that text. Values are checked at
+construction (types and bounds by pydantic, see :mod:`baselines.config`; the
+rules between fields here).
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
+from annotated_types import Ge
+from pydantic.dataclasses import dataclass
+
 from baselines.config import (
+    VALIDATION,
     DeviceName,
     NonNegativeFloat,
     PositiveInt,
-    Range,
     RunConfig,
     UnitFraction,
 )
@@ -36,107 +40,103 @@ LossType = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", 
 Switch = Literal["auto", "on", "off"]
 """Whether to use something: ``auto`` decides from what is installed and where."""
 
-_TASKS: dict[str, tuple[str, ...]] = {
-    # The TRL adapters of the first families read more tasks than their family object.
-    "expert_iteration": ("default", "arithmetic", "gsm8k", "humaneval", "mbpp", "coophumaneval"),
-    "code_collab": ("default", "humaneval", "mbpp", "coophumaneval"),
-}
-
 
 def tasks_of(env: str) -> tuple[str, ...]:
-    """The ``task`` values of ``env`` here (ValueError naming the registered envs if unknown)."""
-    return _TASKS.get(env) or family_class(env).tasks
+    """The ``task`` values of ``env``: its family's (ValueError naming the registered ones)."""
+    return family_class(env).tasks
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
 class GRPORunConfig(RunConfig):
-    """Train a language model in an llm-envs environment with TRL's GRPOTrainer.
-
-    Attributes:
-        env: environment family: ``debate`` (one debate per question, generation
-            ``g`` is agent ``g``'s whole trajectory; its transcript is one episode
-            of all its agents), ``expert_iteration`` (one
-            episode per generation) or ``code_collab`` (the single-agent setting:
-            the main agent alone, one episode per generation).
-        env_kwargs: environment arguments as a JSON object: for ``debate``
-            ``num_agents``, ``max_rounds``, ``reward``, ``on_parse_error``,
-            ``max_chars_per_field`` (see :class:`llm_envs.debate.DebateConfig`);
-            for ``expert_iteration`` those of
-            :class:`llm_envs.expert_iteration.ExpertIterationConfig` (e.g.
-            ``{"attempt1_loss_weight": 0.5}``); for ``code_collab`` those of
-            :class:`llm_envs.code_collab.CodeCollabConfig` (e.g. ``{"num_turns":
-            2}``). Problems come from ``task``, not from here.
-        task: question or problem source: ``default`` (debate: the built-in
-            questions; expert iteration: arithmetic; code collaboration:
-            HumanEval), ``arithmetic``, ``gsm8k``, ``humaneval``, ``mbpp`` or
-            ``coophumaneval`` (see docs/tasks.md for the data).
-        task_kwargs: settings of the ``arithmetic`` task as a JSON object (see
-            :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 1}``.
-        strategy: expert iteration only: ``iid`` or ``two_turn_feedback`` (the
-            strategies whose training context is their sampling context).
-        num_generations: episodes per problem (``expert_iteration``,
-            ``code_collab``); a debate's generations are its ``num_agents``.
-        items_per_step: questions or problems per optimizer step.
-        max_steps: optimizer steps.
-        loss_type: TRL's ``loss_type``.
-        scale_rewards: TRL's ``scale_rewards``: ``none`` is the mean baseline of
-            the debate recipe, the expert-iteration plan and the MAGRPO paper (no
-            standard-deviation normalization), ``group`` or ``batch`` divide by the
-            group's or batch's standard deviation.
-        beta: KL coefficient against the initial model; 0 loads no reference model.
-        vllm: sample through TRL's colocated vLLM engine: ``auto`` (on a GPU
-            when vLLM is installed, unless ``sampler_url`` is set), ``on`` or ``off``.
-        vllm_gpu_memory_utilization: the GPU memory share of TRL's vLLM engine.
-        vllm_max_model_length: the longest prompt plus multi-turn completion the
-            vLLM engine must hold.
-        sampler_url: sample the rollouts from OpenAI-compatible ``vllm serve``
-            servers instead of the trainer's own model or TRL's vLLM engine: the
-            base URL of one, e.g. ``http://10.0.0.2:8000/v1``, or several separated
-            by commas (each process spreads its requests over its share of them,
-            as the importance-sampling trainer does: with ``P`` processes, process
-            ``i`` gets URLs ``i, i + P, ...``). None samples locally.
-        sampler_routing: with several servers for one process: ``round_robin``
-            (request after request, server after server) or ``least_loaded`` (the
-            server with the fewest of this process's requests in flight).
-        sampler_weight_transfer: with ``sampler_url``: how the trained weights
-            reach the servers before the first rollout after each optimizer step
-            (LoRA merged, shards gathered): ``folder`` (written once into
-            ``sampler_weights_dir`` and reloaded by every server; without a folder
-            the servers keep their weights) or ``nccl`` (vLLM's weight-transfer
-            API, GPU to GPU; CUDA only, servers started with
-            ``--weight-transfer-config '{"backend": "nccl"}'``).
-        sampler_weights_dir: with ``sampler_url``: a folder the trainer and the
-            servers all see, for the ``folder`` transfer; the servers must run with
-            ``VLLM_SERVER_DEV_MODE=1``. None leaves the servers' weights alone
-            (off-policy sampling: the servers keep the initial model).
-        save_model: save the trained model and tokenizer in
-            ``output_dir/final_model`` at the end. TRL saves no checkpoints here:
-            a run started again starts afresh, its ``metrics.jsonl`` and
-            ``episodes/step_*.jsonl`` too.
-    """
+    """Train a language model in an llm-envs environment with TRL's GRPOTrainer."""
 
     # Shared fields (documented in baselines.config) with this runner's defaults.
     max_tokens: PositiveInt = 96
     output_dir: str = "runs/grpo"
     env: EnvName = "debate"
+    """a registered environment family (``debate``, ``expert_iteration``, ``code_collab``...). Its
+    own training plan makes the groups, and each generation of a group is one agent's whole
+    episode: a debate's generation ``g`` is agent ``g`` (its transcript is one episode of all its
+    agents); expert iteration's, the solver of one episode; code collaboration's, each agent of
+    each episode (the main agent alone with ``{"num_agents": 1}``).
+    """
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """the environment's arguments as a JSON object: for ``debate`` those of
+    :class:`llm_envs.debate.DebateConfig` (e.g. ``{"num_agents": 3, "max_rounds": 2}``; debates run
+    in ``observation_mode="chat"``, each agent's episode one growing chat); for ``expert_iteration``
+    those of :class:`llm_envs.expert_iteration.ExpertIterationConfig` (e.g.
+    ``{"attempt1_loss_weight": 0.5}``); for ``code_collab`` those of
+    :class:`llm_envs.code_collab.CodeCollabConfig` (e.g. ``{"num_agents": 1, "num_turns": 2}``).
+    Problems come from ``task``, not from here.
+    """
     task: TaskName = "default"
+    """question or problem source, one of the family's tasks: ``default`` (debate: the built-in
+    questions; expert iteration: arithmetic; code collaboration: CoopHumanEval), ``arithmetic``,
+    ``gsm8k``, ``humaneval``, ``mbpp`` or ``coophumaneval`` (see docs/tasks.md for the data).
+    """
     task_kwargs: dict[str, Any] = field(default_factory=dict)
+    """settings of the ``arithmetic`` task as a JSON object (see
+    :class:`llm_envs.tasks.ArithmeticTask`), e.g. ``{"max_digits": 1}``.
+    """
     strategy: Literal["iid", "two_turn_feedback"] = "iid"
-    num_generations: Annotated[int, Range(ge=2, why="GRPO centres returns within a group")] = 4
+    """for a family with search strategies (expert iteration): the strategy of every episode,
+    ``iid`` or ``two_turn_feedback`` (the strategies whose first turn trains on the context it
+    samples on).
+    """
+    num_generations: Annotated[int, Ge(2)] = 4  # GRPO centres returns within a group
+    """episodes of one problem per group, for the families that take it (``expert_iteration``,
+    ``code_collab``); a debate's group is its ``num_agents`` debaters. TRL's ``num_generations`` is
+    the number of trajectories in a group.
+    """
     items_per_step: PositiveInt = 1
+    """questions or problems per optimizer step."""
     max_steps: PositiveInt = 4
+    """optimizer steps."""
     loss_type: LossType = "dapo"
+    """TRL's ``loss_type``."""
     scale_rewards: Literal["none", "group", "batch"] = "none"
+    """TRL's ``scale_rewards``: ``none`` is the mean baseline of the debate recipe, the
+    expert-iteration plan and the MAGRPO paper (no standard-deviation normalization), ``group`` or
+    ``batch`` divide by the group's or batch's standard deviation.
+    """
     beta: NonNegativeFloat = 0.0
+    """KL coefficient against the initial model; 0 loads no reference model."""
     vllm: Switch = "auto"
+    """sample through TRL's colocated vLLM engine: ``auto`` (on a GPU when vLLM is installed, unless
+    ``sampler_url`` is set), ``on`` or ``off``.
+    """
     vllm_gpu_memory_utilization: UnitFraction = 0.3
+    """the GPU memory share of TRL's vLLM engine."""
     vllm_max_model_length: PositiveInt = 8192
+    """the longest prompt plus multi-turn completion the vLLM engine must hold."""
     sampler_url: str | None = None
+    """sample the rollouts from OpenAI-compatible ``vllm serve`` servers instead of the trainer's
+    own model or TRL's vLLM engine: the base URL of one, e.g. ``http://10.0.0.2:8000/v1``, or
+    several separated by commas (each process spreads its requests over its share of them, as the
+    importance-sampling trainer does: with ``P`` processes, process ``i`` gets URLs ``i, i + P,
+    ...``). None samples locally.
+    """
     sampler_routing: Routing = "round_robin"
+    """with several servers for one process: ``round_robin`` (request after request, server after
+    server) or ``least_loaded`` (the server with the fewest of this process's requests in flight).
+    """
     sampler_weight_transfer: WeightTransfer = "folder"
+    """with ``sampler_url``: how the trained weights reach the servers before the first rollout
+    after each optimizer step (LoRA merged, shards gathered): ``folder`` (written once into
+    ``sampler_weights_dir`` and reloaded by every server; without a folder the servers keep their
+    weights) or ``nccl`` (vLLM's weight-transfer API, GPU to GPU; CUDA only, servers started with
+    ``--weight-transfer-config '{"backend": "nccl"}'``).
+    """
     sampler_weights_dir: str | None = None
+    """with ``sampler_url``: a folder the trainer and the servers all see, for the ``folder``
+    transfer; the servers must run with ``VLLM_SERVER_DEV_MODE=1``. None leaves the servers' weights
+    alone (off-policy sampling: the servers keep the initial model).
+    """
     save_model: bool = True
+    """save the trained model and tokenizer in ``output_dir/final_model`` at the end. TRL saves no
+    checkpoints here: a run started again starts afresh, its ``metrics.jsonl`` and
+    ``episodes/step_*.jsonl`` too.
+    """
 
     def _check_rules(self) -> None:
         if self.task not in tasks_of(self.env):

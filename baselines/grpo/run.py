@@ -6,12 +6,14 @@
     python -m baselines.grpo --env expert_iteration --strategy two_turn_feedback
     python -m baselines.grpo --env debate --model Qwen/Qwen2.5-0.5B-Instruct --max-steps 200
 
-The adapters (:mod:`baselines.grpo.adapters`) are TRL rollout functions: they
-play our environments with TRL's prompts and the trainer's current weights
-and return prompt ids, completion ids, sampling logprobs and ``env_mask``
-(environment tokens inside a multi-turn completion are masked out of the loss,
-:mod:`baselines.grpo.assembly`), plus each completion's environment return for
-the reward function :func:`~baselines.grpo.adapters.env_reward`.
+The rollout function (:class:`~baselines.grpo.family_rollout.FamilyRollout`,
+one for every registered family: ``--env`` is checked against the registry)
+plays the family's own training plan for each of TRL's prompts with the
+trainer's current weights and returns prompt ids, completion ids, sampling
+logprobs and ``env_mask`` (environment tokens inside a multi-turn completion
+are masked out of the loss, :mod:`baselines.grpo.assembly`), plus each
+completion's environment return for the reward function
+:func:`~baselines.grpo.adapters.env_reward`.
 
 The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
 
@@ -19,8 +21,10 @@ The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
 * on a GPU: bf16, gradient checkpointing, and vLLM in ``colocate`` mode when
   vLLM is installed (TRL keeps its engine's weights in sync; the adapters
   sample through it);
-* always: ``num_generations`` = the number of debaters (debate) or episodes
-  per problem, ``scale_rewards="none"`` (the seeds' mean baseline, no std
+* always: ``num_generations`` = the trajectories of one training group (a
+  debate's debaters, the episodes of one problem), ``max_completion_length`` =
+  ``max_tokens`` times the most turns an agent takes (the family says),
+  ``scale_rewards="none"`` (the seeds' mean baseline, no std
   normalization), ``report_to`` as configured (TRL's own trackers; ``project``
   and ``WANDB_PROJECT``, unless set, from ``project``), and in the output
   folder a ``metrics.jsonl`` and ``episodes/step_NNNNN.jsonl`` transcripts that
@@ -39,6 +43,7 @@ importance-sampling trainer instead.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -48,13 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.cli import parse_config
-from baselines.grpo.adapters import (
-    DebateRollout,
-    EnvRollout,
-    code_collab_rollout,
-    env_reward,
-    expert_iteration_rollout,
-)
+from baselines.grpo.adapters import EnvRollout, env_reward
 from baselines.grpo.config import GRPORunConfig
 from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.sampling import use_servers
@@ -63,7 +62,6 @@ from baselines.run_directory import RunDirectory
 from baselines.training.lora import lora_config, require_peft
 from baselines.training.run import interrupts_end_cleanly, setup_errors_exit
 from baselines.training.trackers import require_tracker
-from llm_envs.registration import make_family
 
 __all__ = [
     "build_rollout",
@@ -83,64 +81,49 @@ def _on_gpu(cfg: GRPORunConfig) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _problems(cfg: GRPORunConfig) -> Sequence[Any]:
-    from llm_envs import tasks
+def build_rollout(cfg: GRPORunConfig) -> FamilyRollout:
+    """The rollout function of ``cfg.env``: its family's own plan, configured from ``cfg``.
 
-    task = cfg.task
-    if task == "default":
-        task = "humaneval" if cfg.env == "code_collab" else "arithmetic"
-    if task == "arithmetic":
-        settings = dict(cfg.task_kwargs)
-        if "operations" in settings:  # JSON gives a list; the task wants a tuple
-            settings["operations"] = tuple(settings["operations"])
-        settings.setdefault("num_problems", 1000)
-        return tasks.ArithmeticTask(seed=settings.pop("seed", cfg.seed), **settings)
-    if task == "gsm8k":
-        return tasks.load_gsm8k("train")
-    if task == "mbpp":
-        return tasks.load_mbpp("train")
-    loader = getattr(tasks, f"load_{task}")
-    return tuple(loader())
+    The family takes what it needs of the run's settings (its ``run_options``:
+    ``num_generations`` and ``strategy`` for the families that take them) and
+    plays every agent's episode as one growing chat (``chat_observations``).
 
-
-def build_rollout(cfg: GRPORunConfig) -> EnvRollout:
-    """The rollout function of ``cfg.env``, configured from ``cfg``."""
-    common: dict[str, Any] = {
-        "max_tokens_per_turn": cfg.max_tokens,
-        "seed": cfg.seed,
-        "save_episodes": cfg.save_episodes,
+    The data set has one row for each group the run trains on: ``max_steps``
+    times ``items_per_step`` per process (accelerate's ``WORLD_SIZE``). TRL
+    shuffles the rows, and group ``g`` plays the family's ``g``-th problem in
+    its seeded order, so a run visits distinct problems until it has seen them
+    all.
+    """
+    given = {"env", "env_kwargs", "task", "task_kwargs", "seed"}  # passed as themselves
+    settings = {
+        f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in given
     }
-    if cfg.env == "debate":
-        questions = None
-        if cfg.task != "default":
-            from llm_envs.debate import DebateQuestion
-
-            questions = [DebateQuestion(p.question, p.answer) for p in _problems(cfg)]
-        return DebateRollout(questions, **cfg.env_kwargs, **common)
-    if cfg.env == "expert_iteration":
-        return expert_iteration_rollout(
-            cfg.strategy,
-            _problems(cfg),
-            num_generations=cfg.num_generations,
-            env_kwargs=cfg.env_kwargs,
-            **common,
-        )
-    if cfg.env == "code_collab":
-        return code_collab_rollout(
-            _problems(cfg),
-            num_generations=cfg.num_generations,
-            env_kwargs=cfg.env_kwargs,
-            **common,
-        )
-    # Any other registered family: its own training plan, one data-set row per group.
-    family = make_family(
-        cfg.env, cfg.env_kwargs, task=cfg.task, seed=cfg.seed, task_kwargs=cfg.task_kwargs
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    return FamilyRollout.for_env(
+        cfg.env,
+        cfg.env_kwargs,
+        task=cfg.task,
+        task_kwargs=cfg.task_kwargs,
+        seed=cfg.seed,
+        num_groups=cfg.max_steps * cfg.items_per_step * processes,
+        options=settings,
+        max_tokens_per_turn=cfg.max_tokens,
+        save_episodes=cfg.save_episodes,
     )
-    return FamilyRollout(family, **common)
 
 
-def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -> dict[str, Any]:
-    """The ``trl.GRPOConfig`` arguments of a run on CPU or GPU (see the module docstring)."""
+def grpo_config_kwargs(
+    cfg: GRPORunConfig, num_generations: int, *, gpu: bool, max_turns: int = 1
+) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` arguments of a run on CPU or GPU (see the module docstring).
+
+    Args:
+        cfg: the run.
+        num_generations: completions per group (the rollout's).
+        gpu: whether the run trains on a GPU.
+        max_turns: the most turns one completion holds (the rollout's
+            :attr:`~baselines.grpo.adapters.EnvRollout.max_turns`).
+    """
     if cfg.sampler_url:
         use_vllm = False  # the servers sample (the config refuses vllm='on' with them)
     elif cfg.vllm == "auto":
@@ -149,12 +132,6 @@ def grpo_config_kwargs(cfg: GRPORunConfig, num_generations: int, *, gpu: bool) -
         use_vllm = cfg.vllm == "on"
     if use_vllm and not gpu:
         raise ValueError("vllm='on' needs a GPU (TRL runs its vLLM engine on CUDA); use vllm='off'")
-    if cfg.env == "debate":
-        max_turns = int(cfg.env_kwargs.get("max_rounds", 3))
-    elif cfg.env == "code_collab":
-        max_turns = int(cfg.env_kwargs.get("num_turns", 2))
-    else:
-        max_turns = 2
     return {
         "output_dir": cfg.output_dir,
         "max_steps": cfg.max_steps,
@@ -196,11 +173,12 @@ def save_final_model(trainer: Any, output_dir: str) -> Path:
     return folder
 
 
-def grpo_config(cfg: GRPORunConfig, num_generations: int) -> Any:
+def grpo_config(cfg: GRPORunConfig, num_generations: int, *, max_turns: int = 1) -> Any:
     """The ``trl.GRPOConfig`` of a run, on a GPU when ``cfg.device`` asks for or finds one."""
     from trl import GRPOConfig
 
-    return GRPOConfig(**grpo_config_kwargs(cfg, num_generations, gpu=_on_gpu(cfg)))
+    kwargs = grpo_config_kwargs(cfg, num_generations, gpu=_on_gpu(cfg), max_turns=max_turns)
+    return GRPOConfig(**kwargs)
 
 
 def _metrics_callback(run_dir: RunDirectory) -> Any:
@@ -243,7 +221,7 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
     run_dir.claim("grpo", cfg.to_json(), overwrite=cfg.overwrite)
     run_dir.start(cfg.to_json())
     run_dir.remove_episodes("step_*.jsonl")
-    args = grpo_config(cfg, rollout_func.num_generations)
+    args = grpo_config(cfg, rollout_func.num_generations, max_turns=rollout_func.max_turns)
     path = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     dtype = torch.bfloat16 if args.bf16 else torch.float32

@@ -1,9 +1,11 @@
 """The debate family: what trainers, the evaluator and the report need from debates.
 
 * Training: one group per debate, every seat played by the trained policy
-  (self-play). Questions come from ``task``: ``default`` (the built-in
-  questions), ``arithmetic`` or ``gsm8k`` (problems with reference answers; the
-  answers are metrics, never reward unless shaping asks for them).
+  (self-play), at most ``max_rounds`` turns per agent. Questions come from
+  ``task``: ``default`` (the built-in questions), ``arithmetic`` or ``gsm8k``
+  (problems with reference answers; the answers are metrics, never reward
+  unless shaping asks for them). With the run option ``chat_observations``
+  every debate runs in ``observation_mode="chat"``.
 * A trainer's evaluation plays each question ``num_agents`` times with the
   trained policy in role ``i`` of debate ``i`` and a fixed policy in the other
   roles (the debate recipe's "role-averaged vs fixed opponents").
@@ -43,9 +45,17 @@ class DebateFamily(FamilyBase):
         task: ``default``, ``arithmetic`` or ``gsm8k``.
         seed: the run's seed (question order, arithmetic problems).
         task_kwargs: :class:`~llm_envs.tasks.ArithmeticTask` settings.
+        chat_observations: play every debate in ``observation_mode="chat"`` (each
+            agent's observation extends its previous one), for a trainer that
+            trains an agent's debate as one sequence.
+
+    Raises:
+        ValueError: a bad setting, or ``chat_observations`` with
+            ``observation_mode="prompt"`` in ``env_kwargs``.
     """
 
     name: ClassVar[str] = "debate"
+    run_options: ClassVar[tuple[str, ...]] = ("chat_observations",)
     tasks: ClassVar[tuple[str, ...]] = ("default", "arithmetic", "gsm8k")
     headline_metrics: ClassVar[tuple[str, ...]] = ("solution_correct", "answer_in_text")
     metric_titles: ClassVar[Mapping[str, str]] = {
@@ -62,6 +72,7 @@ class DebateFamily(FamilyBase):
         task: str = "default",
         seed: int = 0,
         task_kwargs: Mapping[str, Any] | None = None,
+        chat_observations: bool = False,
     ) -> None:
         from llm_envs.debate import DEFAULT_QUESTIONS, DebateQuestion, env
         from llm_envs.tasks.math_sources import LazyMap, math_problems
@@ -69,8 +80,17 @@ class DebateFamily(FamilyBase):
         if "questions" in env_kwargs:
             raise ValueError("pass debate questions through `task`, not env_kwargs['questions']")
         self.env_kwargs = dict(env_kwargs)
+        if chat_observations:
+            if self.env_kwargs.get("observation_mode", "chat") != "chat":
+                raise ValueError(
+                    "this trainer trains an agent's debate as one growing chat: it needs "
+                    f"observation_mode='chat', got {self.env_kwargs['observation_mode']!r}; "
+                    "drop observation_mode from env_kwargs"
+                )
+            self.env_kwargs["observation_mode"] = "chat"
         probe = env(**self.env_kwargs)  # a bad argument fails here, before a model is loaded
         self.agents = tuple(probe.possible_agents)
+        self.max_agent_turns = probe.unwrapped.config.max_rounds  # one answer per round
         probe.close()
         self.num_agents = len(self.agents)
         self.seed = seed
@@ -110,6 +130,7 @@ class DebateFamily(FamilyBase):
             options=[{"question": q} for q in questions],
             group_keys=list(range(len(questions))),  # a group is one debate
             trained_agents=roles,
+            titles=[q.text for q in questions],
         )
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:

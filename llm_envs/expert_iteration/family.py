@@ -1,9 +1,13 @@
 """The expert-iteration family: one group per problem, one episode per strategy slot.
 
 * Training: the episodes of one problem form a group, one per entry of the
-  strategy mix (``strategy_mix``, a run option); only the solver's
-  trajectories join the groups (a critic's reward measures the improvement it
-  caused, not the solver's success).
+  strategy mix (the run option ``strategy_mix``, or ``num_generations``
+  episodes of one ``strategy``); only the solver's trajectories join the
+  groups (a critic's reward measures the improvement it caused, not the
+  solver's success). The solver takes two turns with ``two_turn_feedback``,
+  one otherwise.
+* Problems: math (``default``/``arithmetic``, ``gsm8k``) or code
+  (``humaneval``, ``mbpp``, ``coophumaneval``; MBPP trains on its train split).
 * Evaluation: one ``iid`` episode (no help) per held-out problem.
 * The report: the solver's final attempt earns its score (plus
   ``format_reward`` when formatted); the critic earns attempt 2's score minus
@@ -16,8 +20,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_envs.family import EpisodePlan, EpisodeRewards, FamilyBase, derive_seed, fmt, ordered
+from llm_envs.tasks.code_datasets import CODE_DATASETS
+from llm_envs.tasks.math_sources import MATH_TASKS
 
 __all__ = ["ExpertIterationFamily"]
+
+
+def _title(problem: Any) -> str:
+    """A math problem's question, a code problem's id and function."""
+    question = getattr(problem, "question", None)
+    return question if question is not None else f"{problem.task_id} ({problem.entry_point})"
 
 
 class ExpertIterationFamily(FamilyBase):
@@ -25,15 +37,25 @@ class ExpertIterationFamily(FamilyBase):
 
     Args:
         env_kwargs: :func:`llm_envs.expert_iteration.env` arguments.
-        task: ``default``/``arithmetic`` (procedural arithmetic) or ``gsm8k``.
+        task: ``default``/``arithmetic`` (procedural arithmetic), ``gsm8k``,
+            or a code data set: ``humaneval``, ``mbpp``, ``coophumaneval``.
         seed: the run's seed (problem order).
         task_kwargs: :class:`~llm_envs.tasks.ArithmeticTask` settings.
-        strategy_mix: episodes per strategy in every training group.
+        strategy_mix: episodes per strategy in every training group; None
+            (the default) for ``num_generations`` episodes of ``strategy``.
+        strategy: the strategy of every training episode, without ``strategy_mix``
+            (default ``iid``).
+        num_generations: training episodes per problem, without ``strategy_mix``
+            (default 4).
+
+    Raises:
+        ValueError: a bad setting, or ``strategy_mix`` together with
+            ``strategy`` or ``num_generations``.
     """
 
     name: ClassVar[str] = "expert_iteration"
-    run_options: ClassVar[tuple[str, ...]] = ("strategy_mix",)
-    tasks: ClassVar[tuple[str, ...]] = ("default", "arithmetic", "gsm8k")
+    run_options: ClassVar[tuple[str, ...]] = ("strategy_mix", "strategy", "num_generations")
+    tasks: ClassVar[tuple[str, ...]] = (*MATH_TASKS, *CODE_DATASETS)
     headline_metrics: ClassVar[tuple[str, ...]] = ("correct", "formatted")
 
     def __init__(
@@ -44,21 +66,45 @@ class ExpertIterationFamily(FamilyBase):
         seed: int = 0,
         task_kwargs: Mapping[str, Any] | None = None,
         strategy_mix: Mapping[str, int] | None = None,
+        strategy: str | None = None,
+        num_generations: int | None = None,
     ) -> None:
-        from llm_envs.expert_iteration import env, normalize_mix
+        from llm_envs.expert_iteration import Strategy, env, normalize_mix
+        from llm_envs.tasks.code_datasets import code_problems
         from llm_envs.tasks.math_sources import math_problems
 
-        if "problems" in env_kwargs:
-            raise ValueError("pass problems through `task`, not env_kwargs['problems']")
+        for key in ("problems", "strategy"):
+            if key in env_kwargs:
+                raise ValueError(
+                    f"pass {key} through the run's settings (task, strategy_mix or strategy), "
+                    f"not env_kwargs[{key!r}]"
+                )
+        if strategy_mix is not None and (strategy, num_generations) != (None, None):
+            raise ValueError(
+                f"give strategy_mix ({dict(strategy_mix)}) or strategy and num_generations "
+                f"({strategy!r}, {num_generations!r}), not both"
+            )
         self.env_kwargs = dict(env_kwargs)
         probe = env(**self.env_kwargs)
         self.agents = tuple(probe.possible_agents)
         probe.close()
-        self.mix = dict(strategy_mix or {"iid": 4})
-        normalize_mix(self.mix)
+        mix = strategy_mix or {strategy or "iid": 4 if num_generations is None else num_generations}
+        self.mix = dict(mix)
+        pairs = normalize_mix(self.mix)
+        two_turns = any(s == Strategy.TWO_TURN_FEEDBACK and n > 0 for s, n in pairs)
+        self.max_agent_turns = 2 if two_turns else 1  # the solver's attempts
         self.seed = seed
-        self.train_problems = math_problems(task, "train", seed, task_kwargs)
-        self.eval_problems = math_problems(task, "eval", seed, task_kwargs)
+        if task in CODE_DATASETS:
+            if task_kwargs:
+                raise ValueError(
+                    f"task_kwargs are settings of the arithmetic task, got {dict(task_kwargs)} "
+                    f"with task={task!r}; drop them"
+                )
+            self.train_problems: Sequence[Any] = code_problems(task, "train")
+            self.eval_problems: Sequence[Any] = code_problems(task, "eval")
+        else:
+            self.train_problems = math_problems(task, "train", seed, task_kwargs)
+            self.eval_problems = math_problems(task, "eval", seed, task_kwargs)
         self.num_eval_problems = (
             None if task in ("default", "arithmetic") else len(self.eval_problems)
         )
@@ -74,6 +120,7 @@ class ExpertIterationFamily(FamilyBase):
             group_keys=[spec.group for spec in plan.specs],
             trained_agents=[frozenset({"solver"})] * len(plan),
             grouped_agents=("solver",),
+            titles=[_title(spec.problem) for spec in plan.specs],
         )
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:

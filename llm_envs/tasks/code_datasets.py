@@ -15,7 +15,7 @@ from llm_envs.tasks.humaneval import load_humaneval
 from llm_envs.tasks.mbpp import load_mbpp
 from llm_envs.tasks.problems import CodeProblem
 
-__all__ = ["CODE_DATASETS", "CodeDatasetName", "load_code_problems"]
+__all__ = ["CODE_DATASETS", "CodeDatasetName", "code_problems", "load_code_problems"]
 
 CodeDatasetName = Literal["coophumaneval", "humaneval", "mbpp"]
 """The name of a code data set."""
@@ -46,3 +46,19 @@ def load_code_problems(name: CodeDatasetName) -> tuple[CodeProblem, ...]:
             f"unknown code data set {name!r}: give CodeProblem records or one of {CODE_DATASETS}"
         )
     return _LOADERS[name]()
+
+
+def code_problems(name: str, split: Literal["train", "eval"]) -> tuple[CodeProblem, ...]:
+    """The problems of a code data set to train or to evaluate on.
+
+    MBPP trains on its ``train`` split (120 problems) and is evaluated on its
+    ``test`` split; HumanEval and CoopHumanEval have one split, so both are
+    the whole data set.
+
+    Raises:
+        ValueError: an unknown name.
+        llm_envs.tasks.TaskDataNotFoundError: the data is nowhere to be found.
+    """
+    if name == "mbpp" and split == "train":
+        return load_mbpp("train")
+    return load_code_problems(name)  # type: ignore[arg-type]  # an unknown name raises there

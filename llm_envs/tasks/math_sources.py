@@ -29,7 +29,8 @@ def math_problems(
         task: ``default``/``arithmetic`` (procedural) or ``gsm8k``.
         split: ``train`` or ``eval``.
         seed: the run's seed (arithmetic problems; ``eval`` uses ``seed + 1``).
-        task_kwargs: :class:`~llm_envs.tasks.ArithmeticTask` settings.
+        task_kwargs: :class:`~llm_envs.tasks.ArithmeticTask` settings; a ``seed``
+            among them replaces the run's.
 
     Raises:
         ValueError: an unknown task, or ``task_kwargs`` for a task without settings.
@@ -41,6 +42,7 @@ def math_problems(
         if "operations" in settings:  # JSON gives a list; the task wants a tuple
             settings["operations"] = tuple(settings["operations"])
         settings.setdefault("num_problems", 1_000_000)
+        seed = settings.pop("seed", seed)  # a seed of the task's own
         return ArithmeticTask(seed=seed if split == "train" else seed + 1, **settings)
     if settings:
         raise ValueError(

@@ -2,7 +2,8 @@
 
 * Training: one self-play episode per group index; the group is that episode
   (its agents' returns are centred against each other), every seat is
-  trained, and the reset seed is ``derive_seed(seed, g)``.
+  trained, and the reset seed is ``derive_seed(seed, g)``. An agent takes at
+  most ``max_turns`` turns (the episode's cap on all actions).
 * Evaluation: each group is played once per seat, with the trained policy in
   that seat alone and a fixed opponent in the others (``fixed_opponent``), on
   the same game seed: seat advantages (moving first in Tic Tac Toe) average out.
@@ -75,6 +76,7 @@ class TextArenaFamily(FamilyBase):
         probe = raw_env(**self.env_kwargs)  # a bad argument fails here, before a model is loaded
         self.agents = tuple(probe.possible_agents)
         self.game: str = probe.config.game
+        self.max_agent_turns = probe.config.max_turns  # a bound: the cap on every agent's actions
         self.seed = seed
 
     def _plan(self, keys: list[int], seeds: list[int], seats: list[frozenset[str]]) -> EpisodePlan:
@@ -84,6 +86,7 @@ class TextArenaFamily(FamilyBase):
             options=[{} for _ in keys],
             group_keys=list(keys),
             trained_agents=seats,
+            titles=[self.game] * len(keys),
         )
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:

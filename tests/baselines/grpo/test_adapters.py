@@ -1,12 +1,15 @@
-"""Rollout functions for TRL without a trainer: prompt layout, refusals, the reward function."""
+"""The TRL rollout of any family without a trainer: groups, rows, refusals, the reward function.
+
+Every family goes through one rollout (:class:`FamilyRollout`); these tests
+check what each family's plan makes of it.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from baselines.grpo.adapters import DebateRollout, env_reward, expert_iteration_rollout
-from llm_envs.debate import DebateQuestion
-from llm_envs.tasks import ArithmeticTask, MathProblem
+from baselines.grpo.adapters import env_reward, refuse_context_swap
+from baselines.grpo.family_rollout import FamilyRollout
 
 
 def test_env_reward_returns_the_returns_and_logs_mean_metrics():
@@ -26,65 +29,111 @@ def test_env_reward_wants_one_return_per_completion():
         env_reward(["a", "b"], env_reward=[1.0])
 
 
-def test_debate_plays_one_debate_per_block_of_num_agents_prompts():
-    rollout = DebateRollout(["What is 1 + 1?", DebateQuestion("2 + 2?", "4")], num_agents=2)
-    assert rollout.num_generations == 2
-    assert rollout.dataset_prompts() == ["What is 1 + 1?", "2 + 2?"]
-    plan = rollout._plan(["2 + 2?", "2 + 2?", "A new question?", "A new question?"])
-    assert plan.rows == [(0, "agent_0"), (0, "agent_1"), (1, "agent_0"), (1, "agent_1")]
-    assert plan.options[0]["question"].answer == "4"  # the reference answer travels along
-    assert plan.options[1]["question"].text == "A new question?"
+def test_a_debate_is_one_group_and_generation_g_is_agent_g():
+    rollout = FamilyRollout.for_env("debate", {"max_rounds": 2}, task="arithmetic", num_groups=2)
+    assert rollout.num_generations == 3 and rollout.max_turns == 2  # an answer per round
+    rows = rollout.dataset_prompts()
+    assert rows[0].startswith("debate group 0: What is")  # the row shows the question
+    plan = rollout._plan([rows[1]] * 3 + [rows[0]] * 3)
+    agents = ["agent_0", "agent_1", "agent_2"]
+    assert plan.rows == [(0, a) for a in agents] + [(1, a) for a in agents]
+    question = plan.options[0]["question"]
+    assert rows[1].endswith(question.text) and question.answer is not None  # the answer travels
     assert len(plan.envs) == 2
-    with pytest.raises(ValueError, match=r"num_generations=2"):
-        rollout._plan(["2 + 2?", "What is 1 + 1?"])
-    with pytest.raises(ValueError, match="not a multiple of 2"):
-        rollout._plan(["2 + 2?"] * 3)
+    # One growing chat per agent: TRL trains an agent's debate as one sequence.
+    assert all(env.unwrapped.config.observation_mode == "chat" for env in plan.envs)
+    with pytest.raises(ValueError, match=r"num_generations=3"):
+        rollout._plan([rows[0], rows[1], rows[1]])
+    with pytest.raises(ValueError, match="not a multiple of 3"):
+        rollout._plan([rows[0]] * 4)
+    with pytest.raises(KeyError, match="not a group of this rollout"):
+        rollout._plan(["A new question?"] * 3)
 
 
-def test_debate_config_is_checked_when_built():
-    with pytest.raises(ValueError, match="num_agents"):
-        DebateRollout(num_agents=1)
-    with pytest.raises(ValueError, match="reward"):
-        DebateRollout(reward="majority")
+@pytest.mark.parametrize(
+    ("env_kwargs", "match"),
+    [
+        ({"num_agents": 1}, "num_agents"),
+        ({"reward": "majority"}, "reward"),
+        ({"observation_mode": "prompt"}, "observation_mode='chat'"),
+    ],
+)
+def test_a_debate_config_is_checked_when_built(env_kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FamilyRollout.for_env("debate", env_kwargs)
 
 
-def test_expert_iteration_plays_one_episode_per_prompt_entry():
-    problems = ArithmeticTask(num_problems=3, seed=0)
-    rollout = expert_iteration_rollout("iid", problems, num_generations=2)
-    prompts = [p for p in rollout.dataset_prompts() for _ in range(2)]
-    plan = rollout._plan(prompts)
-    assert plan.rows == [(i, "solver") for i in range(6)]
-    assert [o["problem"] for o in plan.options] == [p for p in problems for _ in range(2)]
-    with pytest.raises(KeyError, match="not one of this rollout's items"):
-        rollout._plan(["What is the meaning of life?"])
+def test_expert_iteration_plays_one_episode_per_generation():
+    rollout = FamilyRollout.for_env(
+        "expert_iteration",
+        task="arithmetic",
+        num_groups=3,
+        options={"strategy": "iid", "num_generations": 2},
+    )
+    assert (rollout.num_generations, rollout.max_turns) == (2, 1)
+    rows = rollout.dataset_prompts()
+    plan = rollout._plan([rows[0]] * 2 + [rows[2]] * 2)
+    assert plan.rows == [(i, "solver") for i in range(4)]  # the solver of each episode
+    problems = [o["problem"] for o in plan.options]
+    assert problems[0] == problems[1] != problems[2] == problems[3]  # one problem per group
+    assert {o["strategy"] for o in plan.options} == {"iid"}
+    assert rows[2].endswith(problems[2].question)
+
+
+def test_two_turn_feedback_holds_two_attempts_per_generation():
+    rollout = FamilyRollout.for_env(
+        "expert_iteration", options={"strategy": "two_turn_feedback", "num_generations": 3}
+    )
+    assert (rollout.num_generations, rollout.max_turns) == (3, 2)
 
 
 @pytest.mark.parametrize("strategy", ["answer_hint", "prompt_augmentation"])
 def test_strategies_that_need_the_context_swap_point_to_the_importance_sampling_trainer(strategy):
     with pytest.raises(ValueError, match=r"context swap.*baselines\.is_trainer"):
-        expert_iteration_rollout(strategy)
+        FamilyRollout.for_env(
+            "expert_iteration", options={"strategy": strategy, "num_generations": 2}
+        )
 
 
-def test_two_problems_with_one_prompt_and_different_answers_are_refused():
-    twins = [MathProblem("a", "What is x?", "1"), MathProblem("b", "What is x?", "2")]
-    with pytest.raises(ValueError, match="read the same"):
-        expert_iteration_rollout("iid", twins)
+def test_a_swap_at_the_first_turn_is_refused_when_played_too():
+    info = {"training_messages": [{"role": "user", "content": "2 + 3?"}], "strategy": "hint"}
+    with pytest.raises(ValueError, match=r"solver's first turn \(strategy 'hint'\)"):
+        refuse_context_swap("solver", info)
+    refuse_context_swap("solver", {"strategy": "iid"})  # no swap: nothing to refuse
 
 
-def test_a_group_needs_two_generations():
-    with pytest.raises(ValueError, match="num_generations must be >= 2"):
-        expert_iteration_rollout("iid", num_generations=1)
+def test_single_agent_code_collaboration_trains_the_main_agent_alone():
+    rollout = FamilyRollout.for_env(
+        "code_collab",
+        {"num_agents": 1, "num_turns": 3},
+        task="humaneval",
+        num_groups=2,
+        options={"num_generations": 3},
+    )
+    assert (rollout.num_generations, rollout.max_turns) == (3, 3)
+    rows = rollout.dataset_prompts()
+    assert rows[0].startswith("code_collab group 0: HumanEval/")
+    plan = rollout._plan([rows[1]] * 3)
+    assert plan.rows == [(0, "main"), (1, "main"), (2, "main")]
+    assert len({o["problem"].task_id for o in plan.options}) == 1
+
+
+def test_two_agent_code_collaboration_trains_both_seats_with_one_model():
+    rollout = FamilyRollout.for_env("code_collab", num_groups=1, options={"num_generations": 2})
+    assert rollout.num_generations == 4  # helper and main of two episodes
+    plan = rollout._plan(rollout.dataset_prompts() * 4)
+    assert plan.rows == [(0, "helper"), (0, "main"), (1, "helper"), (1, "main")]
 
 
 def test_any_family_plays_one_training_group_per_block_of_prompts():
-    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.family import derive_seed
     from llm_envs.registration import make_family
 
     family = make_family("expert_iteration", {}, task="arithmetic", strategy_mix={"iid": 3})
     rollout = FamilyRollout(family, num_groups=5, seed=7)
     assert rollout.num_generations == 3  # three episodes, the solver's trajectory each
-    assert rollout.dataset_prompts() == [f"expert_iteration group {g}" for g in range(5)]
+    rows = rollout.dataset_prompts()
+    assert [row.split(":")[0] for row in rows] == [f"expert_iteration group {g}" for g in range(5)]
     plan = rollout._plan(["expert_iteration group 4"] * 3 + ["expert_iteration group 1"] * 3)
     assert plan.rows == [(i, "solver") for i in range(6)]
     # The family's own plan for each group, seeds included: the same group plays the same.
@@ -99,7 +148,6 @@ def test_any_family_plays_one_training_group_per_block_of_prompts():
 
 
 def test_a_family_rollout_rows_are_every_seat_of_a_self_play_episode():
-    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.registration import make_family
 
     rollout = FamilyRollout(make_family("debate", {"num_agents": 3}), num_groups=2)
@@ -109,12 +157,13 @@ def test_a_family_rollout_rows_are_every_seat_of_a_self_play_episode():
 
 
 def test_a_family_whose_group_holds_one_trajectory_is_refused():
-    from baselines.grpo.family_rollout import FamilyRollout
     from llm_envs.registration import make_family
 
     family = make_family("expert_iteration", {}, strategy_mix={"iid": 1})
     with pytest.raises(ValueError, match="needs at least two"):
         FamilyRollout(family)
+    with pytest.raises(ValueError, match="needs at least two"):
+        FamilyRollout.for_env("expert_iteration", options={"num_generations": 1})
 
 
 def test_grpo_takes_any_registered_env_and_names_them_when_unknown():

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from baselines.cli import config_table, parse_config
-from baselines.grpo.adapters import DebateRollout, SingleAgentRollout
+from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.run import GRPORunConfig, build_rollout, grpo_config_kwargs, main
 
 
@@ -40,7 +40,10 @@ def test_every_flag_is_documented():
 
 
 def test_bad_config_fails_at_construction():
-    with pytest.raises(ValueError, match="max_steps must be an int >= 1, got 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_steps\n  Input should be greater than or equal to 1 .*input_value=0,",
+    ):
         GRPORunConfig(max_steps=0)
     with pytest.raises(ValueError, match="task for env='debate'"):
         GRPORunConfig(env="debate", task="humaneval")
@@ -71,27 +74,43 @@ def test_gpu_defaults():
         grpo_config_kwargs(GRPORunConfig(vllm="on"), 3, gpu=False)
 
 
-def test_rollouts_per_env():
+def test_max_completion_length_is_the_tokens_of_the_most_turns_an_agent_takes():
+    kwargs = grpo_config_kwargs(GRPORunConfig(max_tokens=50), 3, gpu=False, max_turns=3)
+    assert kwargs["max_completion_length"] == 150
+
+
+def test_every_env_gets_its_familys_rollout():
+    # Each family answers the run's settings: its group, its turns, its tasks.
     debate = build_rollout(GRPORunConfig(env="debate", env_kwargs={"num_agents": 4}))
-    assert isinstance(debate, DebateRollout) and debate.num_generations == 4
+    assert isinstance(debate, FamilyRollout) and debate.num_generations == 4
+    assert debate.max_turns == 3 and debate.family.env_kwargs["observation_mode"] == "chat"
     questions = build_rollout(
-        GRPORunConfig(task="arithmetic", task_kwargs={"num_problems": 5, "max_digits": 1})
+        GRPORunConfig(
+            task="arithmetic", task_kwargs={"max_digits": 1}, max_steps=3, items_per_step=2
+        )
     )
-    assert len(questions.dataset_prompts()) <= 5
-    assert all(q.answer is not None for q in questions.config.questions)
+    assert len(questions.dataset_prompts()) == 6  # a row for each group the run trains on
+    plan = questions.family.training([0], 0)
+    assert all(o["question"].answer is not None for o in plan.options)
     ei = build_rollout(
         GRPORunConfig(
-            env="expert_iteration", num_generations=5, task="arithmetic",
-            task_kwargs={"num_problems": 7},
+            env="expert_iteration", num_generations=5, strategy="two_turn_feedback",
+            task="arithmetic", task_kwargs={"num_problems": 7},
         )
     )  # fmt: skip
-    assert isinstance(ei, SingleAgentRollout) and ei.num_generations == 5
-    assert ei.agent == "solver" and len(ei.dataset_prompts()) <= 7
-    code = build_rollout(GRPORunConfig(env="code_collab", env_kwargs={"num_turns": 1}))
-    assert isinstance(code, SingleAgentRollout) and code.agent == "main"
-    assert len(code.dataset_prompts()) == 164  # HumanEval
-    with pytest.raises(ValueError, match=r"baselines\.magrpo"):
-        build_rollout(GRPORunConfig(env="code_collab", env_kwargs={"num_agents": 2}))
+    assert (ei.num_generations, ei.max_turns) == (5, 2)
+    assert ei.family.mix == {"two_turn_feedback": 5}
+    ei_code = build_rollout(GRPORunConfig(env="expert_iteration", task="mbpp"))
+    assert len(ei_code.family.train_problems) == 120  # MBPP's train split
+    code = build_rollout(
+        GRPORunConfig(
+            env="code_collab", task="humaneval", env_kwargs={"num_agents": 1, "num_turns": 1}
+        )
+    )
+    assert (code.num_generations, code.max_turns, code.family.agents) == (4, 1, ("main",))
+    assert len(code.family.problems) == 164  # HumanEval
+    team = build_rollout(GRPORunConfig(env="code_collab", num_generations=2))
+    assert team.num_generations == 4 and team.family.agents == ("helper", "main")
 
 
 @pytest.mark.slow
@@ -101,7 +120,7 @@ def test_rollouts_per_env():
     [
         ["--env", "debate"],
         ["--env", "expert_iteration", "--strategy", "two_turn_feedback"],
-        ["--env", "code_collab", "--env-kwargs", '{"num_turns": 2}'],
+        ["--env", "code_collab", "--env-kwargs", '{"num_agents": 1, "num_turns": 2}'],
     ],
 )
 def test_a_tiny_run_end_to_end(tmp_path, env_flags):
@@ -146,10 +165,3 @@ def test_the_docs_show_the_current_flags():
 def test_questions_come_from_the_task_not_from_env_kwargs():
     with pytest.raises(ValueError, match=r"env_kwargs must not set \['questions'\]"):
         GRPORunConfig(env_kwargs={"questions": ["What is 2 + 2?"]})
-
-
-def test_one_str_is_not_a_list_of_questions():
-    from baselines.grpo.adapters import DebateRollout
-
-    with pytest.raises(TypeError, match="got one str 'What is 2 \\+ 2\\?'; pass questions="):
-        DebateRollout("What is 2 + 2?")

@@ -12,13 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from baselines.grpo.adapters import DebateRollout, expert_iteration_rollout
+from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.run import GRPORunConfig
 from baselines.policies import ScriptedPolicy
 from baselines.report import write_report
 from llm_envs.debate import scripted_debaters
 from llm_envs.expert_iteration import ScriptedMathSolver
-from llm_envs.tasks import ArithmeticTask
 
 
 @pytest.fixture
@@ -42,13 +41,18 @@ def fake_trainer(tokenizer, output_dir, *, step=0, training=True, main_process=T
 
 
 def debate_rollout(tokenizer, save_episodes):
-    return DebateRollout(
-        ["What is 2 + 3?", "What is 17 * 23?"],
-        num_agents=2,
-        max_rounds=2,
+    return FamilyRollout.for_env(
+        "debate",
+        {"num_agents": 2, "max_rounds": 2},
+        num_groups=2,
         save_episodes=save_episodes,
         policy=ScriptedPolicy(scripted_debaters(2, seed=0), tokenizer),
     )
+
+
+def question(row):
+    """The question a data-set row shows after its key."""
+    return row.split(": ", 1)[1]
 
 
 def read(path):
@@ -58,7 +62,8 @@ def read(path):
 @pytest.mark.slow
 def test_each_training_step_saves_its_first_episodes(tokenizer, tmp_path):
     rollout = debate_rollout(tokenizer, save_episodes=1)
-    two_debates = ["What is 2 + 3?"] * 2 + ["What is 17 * 23?"] * 2
+    rows = rollout.dataset_prompts()
+    two_debates = [rows[0]] * 2 + [rows[1]] * 2
     rollout(two_debates, fake_trainer(tokenizer, tmp_path, step=0))
     rollout(two_debates, fake_trainer(tokenizer, tmp_path, step=1))
 
@@ -68,23 +73,24 @@ def test_each_training_step_saves_its_first_episodes(tokenizer, tmp_path):
     # The step that trains on the batch (TRL samples before its optimizer step),
     # as in metrics.jsonl's "iteration".
     assert record["iteration"] == 1 and record["env"] == "debate_v0"
-    assert record["title"] == "What is 2 + 3?"
+    assert record["title"] == question(rows[0])
     assert {t["agent"] for t in record["turns"]} == {"agent_0", "agent_1"}
     assert all(t["prompt"] and t["text"] for t in record["turns"])
 
     # The report turns them into transcript pages.
     index = write_report(tmp_path)
     assert "step_00001.html" in index.read_text()
-    assert "What is 2 + 3?" in (index.parent / "step_00001.html").read_text()
+    assert question(rows[0])[:20] in (index.parent / "step_00001.html").read_text()
 
 
 @pytest.mark.slow
 def test_a_second_generation_batch_of_the_same_step_keeps_the_first(tokenizer, tmp_path):
     rollout = debate_rollout(tokenizer, save_episodes=1)
-    rollout(["What is 2 + 3?"] * 2, fake_trainer(tokenizer, tmp_path, step=3))
-    rollout(["What is 17 * 23?"] * 2, fake_trainer(tokenizer, tmp_path, step=3))
+    rows = rollout.dataset_prompts()
+    rollout([rows[0]] * 2, fake_trainer(tokenizer, tmp_path, step=3))
+    rollout([rows[1]] * 2, fake_trainer(tokenizer, tmp_path, step=3))
     (record,) = read(tmp_path / "episodes" / "step_00004.jsonl")
-    assert record["title"] == "What is 2 + 3?"
+    assert record["title"] == question(rows[0])
 
 
 @pytest.mark.parametrize(
@@ -96,17 +102,18 @@ def test_a_second_generation_batch_of_the_same_step_keeps_the_first(tokenizer, t
 def test_nothing_is_saved(tokenizer, tmp_path, save_episodes, training, main_process):
     rollout = debate_rollout(tokenizer, save_episodes=save_episodes)
     trainer = fake_trainer(tokenizer, tmp_path, training=training, main_process=main_process)
-    out = rollout(["What is 2 + 3?"] * 2, trainer)
+    out = rollout(rollout.dataset_prompts()[:1] * 2, trainer)
     assert len(out["completion_ids"]) == 2
     assert not (tmp_path / "episodes").exists()
 
 
 @pytest.mark.slow
 def test_single_agent_episodes_are_saved_per_episode(tokenizer, tmp_path):
-    rollout = expert_iteration_rollout(
-        "two_turn_feedback",
-        ArithmeticTask(num_problems=4, seed=1),
-        num_generations=2,
+    rollout = FamilyRollout.for_env(
+        "expert_iteration",
+        task="arithmetic",
+        num_groups=4,
+        options={"strategy": "two_turn_feedback", "num_generations": 2},
         save_episodes=3,
         policy=ScriptedPolicy(ScriptedMathSolver(), tokenizer),
     )
@@ -124,6 +131,6 @@ def test_single_agent_episodes_are_saved_per_episode(tokenizer, tmp_path):
 
 def test_save_episodes_is_checked():
     with pytest.raises(ValueError, match="save_episodes must be an int >= 0, got -1"):
-        DebateRollout(save_episodes=-1)
-    with pytest.raises(ValueError, match="save_episodes must be an int >= 0, got -1"):
+        FamilyRollout.for_env("debate", save_episodes=-1)
+    with pytest.raises(ValueError, match=r"save_episodes\n  Input should be greater than or eq"):
         GRPORunConfig(save_episodes=-1)

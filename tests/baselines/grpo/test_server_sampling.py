@@ -110,11 +110,11 @@ URL = "http://127.0.0.1:8000/v1"
         ({"sampler_url": f"{URL},localhost"}, "got 'localhost' in"),
         ({"sampler_url": "http:///v1"}, "got 'http:///v1'"),
         ({"sampler_url": " , "}, "sampler_url: no server URL in ' , '"),
-        ({"sampler_url": URL, "sampler_routing": "random"}, "sampler_routing must be one of"),
+        ({"sampler_url": URL, "sampler_routing": "random"}, r"sampler_routing\n  Input should be"),
         ({"sampler_url": URL, "vllm": "on"}, "vllm='on' starts TRL's own vLLM engine"),
         ({"sampler_weights_dir": "w"}, "sampler_weights_dir='w' is for sampling from servers"),
         ({"sampler_weight_transfer": "nccl"}, "set sampler_url too"),
-        ({"sampler_url": URL, "sampler_weight_transfer": "ftp"}, "must be one of"),
+        ({"sampler_url": URL, "sampler_weight_transfer": "ftp"}, "should be 'folder' or 'nccl'"),
         (
             {"sampler_url": URL, "sampler_weight_transfer": "nccl", "sampler_weights_dir": "w"},
             "drop sampler_weights_dir",

@@ -14,15 +14,11 @@ import os
 
 import pytest
 
-from baselines.grpo.adapters import (
-    DebateRollout,
-    env_reward,
-    expert_iteration_rollout,
-)
+from baselines.grpo.adapters import env_reward
+from baselines.grpo.family_rollout import FamilyRollout
 from baselines.policies import ScriptedPolicy
 from llm_envs.debate import scripted_debaters
 from llm_envs.expert_iteration import ScriptedMathSolver
-from llm_envs.tasks import ArithmeticTask
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -151,7 +147,11 @@ def logged(trainer, key):
 @pytest.mark.slow
 @pytest.mark.training
 def test_debate_trains_with_the_trainers_own_model(tiny_model_dir, tmp_path):
-    rollout = Recorder(DebateRollout(num_agents=3, max_rounds=2, max_tokens_per_turn=12))
+    rollout = Recorder(
+        FamilyRollout.for_env(
+            "debate", {"num_agents": 3, "max_rounds": 2}, num_groups=8, max_tokens_per_turn=12
+        )
+    )
     trainer = make_trainer(tiny_model_dir, rollout, tmp_path)
     changed, batches = train_and_capture(trainer)
 
@@ -174,7 +174,13 @@ def test_multi_turn_debate_masks_what_the_others_said(tiny_model_dir, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     policy = StopAwareScripted(scripted_debaters(3, seed=0), tok)
     rollout = Recorder(
-        DebateRollout(num_agents=3, max_rounds=3, max_tokens_per_turn=64, policy=policy)
+        FamilyRollout.for_env(
+            "debate",
+            {"num_agents": 3, "max_rounds": 3},
+            num_groups=8,
+            max_tokens_per_turn=64,
+            policy=policy,
+        )
     )
     trainer = make_trainer(tiny_model_dir, rollout, tmp_path, steps=1)
     changed, batches = train_and_capture(trainer)
@@ -221,10 +227,12 @@ def test_expert_iteration_trains(tiny_model_dir, tmp_path, strategy):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     rollout = Recorder(
-        expert_iteration_rollout(
-            strategy,
-            ArithmeticTask(num_problems=8, seed=1),
-            num_generations=2,
+        FamilyRollout.for_env(
+            "expert_iteration",
+            task="arithmetic",
+            seed=1,
+            num_groups=8,
+            options={"strategy": strategy, "num_generations": 2},
             max_tokens_per_turn=32,
             policy=AlternatingSolvers(tok),
         )
@@ -252,10 +260,11 @@ def test_expert_iteration_trains(tiny_model_dir, tmp_path, strategy):
 
 @pytest.mark.slow
 def test_two_turn_feedback_with_the_trainers_own_model(tiny_model_dir, tmp_path):
-    rollout = expert_iteration_rollout(
-        "two_turn_feedback",
-        ArithmeticTask(num_problems=4),
-        num_generations=2,
+    rollout = FamilyRollout.for_env(
+        "expert_iteration",
+        task="arithmetic",
+        num_groups=4,
+        options={"strategy": "two_turn_feedback", "num_generations": 2},
         max_tokens_per_turn=8,
     )
     trainer = make_trainer(tiny_model_dir, rollout, tmp_path)
@@ -291,9 +300,12 @@ def test_with_vllm_colocate_the_rollout_samples_through_trls_engine(tiny_model_d
         temperature=1.0,
         top_p=1.0,
     )
-    rollout = DebateRollout(num_agents=2, max_rounds=2, max_tokens_per_turn=8)
-    out = rollout(["What is 1 + 1?"] * 2, trainer)
-    check_one_completion_per_prompt([(["What is 1 + 1?"] * 2, out)], group_size=2)
+    rollout = FamilyRollout.for_env(
+        "debate", {"num_agents": 2, "max_rounds": 2}, num_groups=1, max_tokens_per_turn=8
+    )
+    prompts = rollout.dataset_prompts() * 2
+    out = rollout(prompts, trainer)
+    check_one_completion_per_prompt([(prompts, out)], group_size=2)
     for lps, mask in zip(out["logprobs"], out["env_mask"], strict=True):
         sampled = [lp for lp, m in zip(lps, mask, strict=True) if m == 1]
         assert all(lp < 0 for lp in sampled)  # the engine's logprobs, not placeholders

@@ -47,6 +47,9 @@ def test_smollm2_learns_the_debate_format(tmp_path, smollm2_dir):
         save_every=0,
         output_dir=str(tmp_path / "run"),
         progress=False,
+        # One thread: under pytest -n 2 another test shares the two cores, and vLLM's
+        # threads bound to every core wait for each other (CI: 1392 s with the default).
+        num_threads=1,
     )
     rows = [json.loads(line) for line in train(config).read_text().splitlines()]
     rows = [row for row in rows if "env/all/turn/parse_error" in row]
