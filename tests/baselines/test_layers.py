@@ -71,3 +71,25 @@ def test_every_unit_is_placed_in_a_layer():
     units = {p.relative_to(ROOT).with_suffix("").parts[0] for p in _modules()}
     for unit in units:
         _layer(unit)
+
+
+def _family_packages() -> set[str]:
+    """``llm_envs.debate``, ``llm_envs.textarena``...: the packages of the registered families."""
+    from llm_envs.registration import family_class, family_names
+
+    return {".".join(family_class(n).__module__.split(".")[:2]) for n in family_names()}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_baselines_imports_no_family(path):
+    # Every trainer, the evaluator and the report take a family through the protocol
+    # (llm_envs.family, llm_envs.registration): none imports a family's own package.
+    families = _family_packages()
+    named = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            named += [(node.lineno, node.module)]
+        elif isinstance(node, ast.Import):
+            named += [(node.lineno, a.name) for a in node.names]
+    wrong = [f"line {n}: {m}" for n, m in named if ".".join(m.split(".")[:2]) in families]
+    assert not wrong, f"baselines/{path.relative_to(ROOT)} imports a family: {wrong}"
