@@ -12,9 +12,17 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["VALID_OPS", "Vote", "agent_ids", "check_num_agents", "is_valid_vote"]
+__all__ = [
+    "VALID_OPS",
+    "Vote",
+    "agent_ids",
+    "check_num_agents",
+    "is_valid_vote",
+    "lower_seat_wins",
+]
 
 VALID_OPS: frozenset[str] = frozenset({">", "="})
 """The comparison operators a valid vote may carry: ``a > b`` (a beats b) and ``a = b`` (a tie)."""
@@ -75,3 +83,19 @@ def agent_ids(num_agents: int) -> dict[object, int]:
     also what ``a in range(num_agents)`` means in Python.
     """
     return {i: i for i in range(num_agents)}
+
+
+def lower_seat_wins(votes: Iterable[Vote], num_agents: int) -> tuple[int, int]:
+    """How many valid strict votes put the lower-numbered seat first, of how many.
+
+    A judge that votes by position (``Agent 0 > Agent 1`` whatever was written)
+    shows as a share far from one half once the models rotate through the seats.
+    Ties and invalid votes are left out.
+
+    Example:
+        >>> votes = [Vote(2, 0, ">", 1), Vote(2, 1, ">", 0), Vote(0, 1, "=", 2), Vote(1, 0, ">", 0)]
+        >>> lower_seat_wins(votes, 3)
+        (1, 2)
+    """
+    strict = [v for v in votes if v.op == ">" and is_valid_vote(v, num_agents)]
+    return sum(int(v.a) < int(v.b) for v in strict), len(strict)

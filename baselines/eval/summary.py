@@ -40,7 +40,7 @@ from typing import Any
 
 from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
-from llm_envs.judgements import Vote, is_valid_vote
+from llm_envs.judgements import Vote, is_valid_vote, lower_seat_wins
 from llm_envs.registration import family_class, family_names, metric_title
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "ModelScore",
     "Tournament",
     "TournamentRow",
-    "lower_seat_wins",
     "summarize",
     "unjudged_pairs",
 ]
@@ -121,7 +120,7 @@ class Tournament:
         votes_total: Valid votes in all the debates.
         seat_order: Of the valid strict votes (``a > b``), how many put the
             lower-numbered seat first, and how many there were
-            (:func:`lower_seat_wins`).
+            (:func:`~llm_envs.judgements.lower_seat_wins`).
     """
 
     rows: tuple[TournamentRow, ...]
@@ -240,21 +239,17 @@ class EvalSummary:
         return "\n".join(lines)
 
     def ranking_basis(self) -> str:
-        """One line above the tournament table: what its ranking rests on.
-
-        Example: ``Ranked by Bradley-Terry ratings (Elo scale) from 12 judgements;
-        1 unrated model listed after them, without a rank.``
-        """
-        if self.tournament is None:
+        """One line above the tournament table: what its ranking rests on."""
+        if self.tournament is None or not self.tournament.rows:
             return ""
         rows = self.tournament.rows
         unrated = sum(r.rating is None for r in rows)
-        used = self.tournament.leaderboard.judgements_used
         if unrated == len(rows):
             return (
                 "No judgement compares two models, so no model is rated: ranked by correct "
                 "solutions, then answers stated in the text, then fewer parse errors."
             )
+        used = self.tournament.leaderboard.judgements_used
         line = f"Ranked by Bradley-Terry ratings (Elo scale) from {used} judgements"
         if unrated:
             models = "model" if unrated == 1 else "models"
@@ -591,19 +586,3 @@ def _tournament(
     return Tournament(
         tuple(rated + unrated), tuple(ranks), board, votes_total, (seat_order[0], seat_order[1])
     )
-
-
-def lower_seat_wins(votes: Sequence[Vote], num_agents: int) -> tuple[int, int]:
-    """How many valid strict votes put the lower-numbered seat first, of how many.
-
-    A judge that votes by position (``Agent 0 > Agent 1`` whatever was written)
-    shows as a share far from one half once the models rotate through the seats.
-    Ties and invalid votes are left out.
-
-    Example:
-        >>> votes = [Vote(2, 0, ">", 1), Vote(2, 1, ">", 0), Vote(0, 1, "=", 2), Vote(1, 0, ">", 0)]
-        >>> lower_seat_wins(votes, 3)
-        (1, 2)
-    """
-    strict = [v for v in votes if v.op == ">" and is_valid_vote(v, num_agents)]
-    return sum(int(v.a) < int(v.b) for v in strict), len(strict)

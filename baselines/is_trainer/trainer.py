@@ -75,9 +75,9 @@ from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
-    console,
     gather_lists,
     start_run,
+    train_with,
 )
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
@@ -532,12 +532,9 @@ def train(config: ISTrainerConfig) -> Path:
     """Train (or resume) with ``config``; return the path of ``metrics.jsonl``.
 
     Progress lines and quiet libraries as the command line has them
-    (:func:`~baselines.training.run.console`).
+    (:func:`~baselines.training.run.train_with`).
     """
-    with console(config):
-        with phase("set up"):
-            trainer = ISTrainer(config)
-        return trainer.run()
+    return train_with(ISTrainer, config)
 
 
 def main(

@@ -69,7 +69,6 @@ from baselines.magrpo.tree import (
     tree_metric_values,
 )
 from baselines.policies.base import Completion, Policy, SamplingParams
-from baselines.progress import phase
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     latest_checkpoint,
@@ -86,8 +85,8 @@ from baselines.training.run import (
     TrainingRun,
     accumulating,
     command_line,
-    console,
     start_run,
+    train_with,
 )
 from baselines.training.weights import loading_whole_models
 from llm_envs.family import EpisodePlan, Family, derive_seed
@@ -527,12 +526,9 @@ def train(config: MAGRPOConfig) -> Path:
     """Train (or resume) with ``config``; return the path of ``metrics.jsonl``.
 
     Progress lines and quiet libraries as the command line has them
-    (:func:`~baselines.training.run.console`).
+    (:func:`~baselines.training.run.train_with`).
     """
-    with console(config):
-        with phase("set up"):
-            trainer = MAGRPOTrainer(config)
-        return trainer.run()
+    return train_with(MAGRPOTrainer, config)
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.magrpo") -> None:

@@ -86,6 +86,7 @@ __all__ = [
     "seed_everything",
     "setup_errors_exit",
     "start_run",
+    "train_with",
 ]
 
 ConfigT = TypeVar("ConfigT", bound=TrainerConfig)
@@ -547,6 +548,17 @@ def console(config: TrainerConfig) -> Iterator[None]:
         library_logs_to(Path(config.output_dir) / LIBRARY_LOG),
     ):
         yield
+
+
+def train_with(trainer_type: Callable[[ConfigT], TrainingRun], config: ConfigT) -> Path:
+    """Set a trainer up and run it in :func:`console`; return the path of ``metrics.jsonl``.
+
+    What each trainer's ``train(config)`` does.
+    """
+    with console(config):
+        with phase("set up"):
+            trainer = trainer_type(config)
+        return trainer.run()
 
 
 def command_line(
