@@ -230,5 +230,7 @@ class TrainerConfig(RunConfig):
     """
     progress: bool = True
     """show progress: in a terminal, a bar for the iterations and one for each phase (sampling,
-    evaluation); otherwise one line per iteration.
+    evaluation); otherwise one line per iteration, and a line naming the phase, how far it is
+    and its time whenever 30 s pass without one. Either way other libraries' log lines and
+    warnings go to ``OUTPUT_DIR/libraries.log``.
     """

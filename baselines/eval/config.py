@@ -142,7 +142,8 @@ class EvalConfig:
     report: bool = True
     """write the HTML report (``output_dir/report/index.html``) at the end."""
     progress: bool = True
-    """show a progress bar (in a terminal) or a line per batch of episodes."""
+    """show a progress bar (in a terminal) or a line per batch of episodes, and a line
+    whenever 30 s pass without one."""
     models: tuple[str, ...]
     """the models, one spec each: ``[NAME=]MODEL[@temperature=T,top_p=P,max_tokens=N]`` with
     ``MODEL`` ``tiny``, ``smollm2-135m-instruct``, a checkpoint folder, a Hugging Face id, a server
