@@ -58,9 +58,10 @@ from baselines.grpo.config import GRPORunConfig
 from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
+from baselines.progress import phase
 from baselines.run_directory import RunDirectory
 from baselines.training.lora import lora_config, require_peft
-from baselines.training.run import interrupts_end_cleanly, setup_errors_exit
+from baselines.training.run import console, interrupts_end_cleanly, setup_errors_exit
 from baselines.training.trackers import require_tracker
 
 __all__ = [
@@ -248,6 +249,17 @@ def build_trainer(cfg: GRPORunConfig, rollout_func: EnvRollout | None = None) ->
     return trainer
 
 
+def _step_counter(steps: Any) -> Any:
+    """A ``transformers.TrainerCallback`` that advances the phase ``steps`` after each step."""
+    from transformers import TrainerCallback
+
+    class CountSteps(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            steps.advance()
+
+    return CountSteps()
+
+
 def main(
     argv: Sequence[str] | None = None, *, prog: str = "python -m baselines.grpo"
 ) -> dict[str, Any]:
@@ -255,12 +267,19 @@ def main(
     # rollout_func is experimental in TRL 1.16; we pin the TRL version we adapt to.
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     cfg = parse_config(GRPORunConfig, argv, prog=prog)
-    with setup_errors_exit(prog):
-        trainer = build_trainer(cfg)
-    with interrupts_end_cleanly(prog, Path(cfg.output_dir), argv):  # TRL keeps no checkpoint
-        trainer.train()
-    if cfg.save_model:
-        save_final_model(trainer, cfg.output_dir)
+    with console(cfg.output_dir):
+        with setup_errors_exit(prog), phase("set up"):
+            trainer = build_trainer(cfg)
+        # TRL keeps no checkpoint; its steps are counted for the heartbeat's lines.
+        with (
+            interrupts_end_cleanly(prog, Path(cfg.output_dir), argv),
+            phase("train", total=cfg.max_steps, unit="steps") as steps,
+        ):
+            trainer.add_callback(_step_counter(steps))
+            trainer.train()
+        if cfg.save_model:
+            with phase("save final model"):
+                save_final_model(trainer, cfg.output_dir)
     history = [h for h in trainer.state.log_history if "reward" in h]
     for h in history:
         print(

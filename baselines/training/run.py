@@ -533,7 +533,7 @@ def interrupts_end_cleanly(
 
 
 @contextlib.contextmanager
-def console(config: TrainerConfig) -> Iterator[None]:
+def console(output_dir: str | Path, *, progress: bool = True) -> Iterator[None]:
     """What a run shows while the block runs: its own progress, not other libraries' noise.
 
     A heartbeat line whenever 30 s pass in silence (:func:`baselines.progress.heartbeat`;
@@ -544,8 +544,8 @@ def console(config: TrainerConfig) -> Iterator[None]:
     """
     main_process = os.environ.get("RANK", "0") == "0"  # accelerate launch sets RANK
     with (
-        heartbeat(enabled=config.progress and main_process),
-        library_logs_to(Path(config.output_dir) / LIBRARY_LOG),
+        heartbeat(enabled=progress and main_process),
+        library_logs_to(Path(output_dir) / LIBRARY_LOG),
     ):
         yield
 
@@ -555,7 +555,7 @@ def train_with(trainer_type: Callable[[ConfigT], TrainingRun], config: ConfigT) 
 
     What each trainer's ``train(config)`` does.
     """
-    with console(config):
+    with console(config.output_dir, progress=config.progress):
         with phase("set up"):
             trainer = trainer_type(config)
         return trainer.run()
@@ -579,7 +579,7 @@ def command_line(
     can race with DeepSpeed's and abort a process that had finished.
     """
     config = parse_config(config_type, argv, prog=prog)
-    with console(config):
+    with console(config.output_dir, progress=config.progress):
         with setup_errors_exit(prog), phase("set up"):
             trainer = trainer_type(config)
         with interrupts_end_cleanly(prog, trainer.run_dir.path, argv):
