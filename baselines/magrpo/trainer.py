@@ -129,8 +129,6 @@ class MAGRPOTrainer(TrainingRun):
         tokenizer: Any | None = None,
         samplers: Mapping[str, Policy] | None = None,
     ) -> None:
-        from baselines.policies.transformers_policy import TransformersPolicy
-
         self.config = config
         # The family (its eval_problems held out); one MAGRPO cannot train fails here.
         self.family: Family = team_family(config)
@@ -170,22 +168,7 @@ class MAGRPOTrainer(TrainingRun):
         for model in models.values():
             model.train()
         optimizers = make_optimizers(config, models, own_folders, self.device)
-        # FSDP, ZeRO-3: a whole copy per agent, made before the model is sharded,
-        # refreshed from the gathered shards after each of the agent's steps (_refresh).
-        self._copies: dict[str, TransformersPolicy] = {}
-        if samplers is None:
-            policies = {
-                agent: TransformersPolicy(self.processes.sampling_model(model), self.tokenizer)
-                for agent, model in models.items()
-            }
-            self._copies = policies if self.processes.whole_copies else {}
-            samplers = policies
-        self.samplers: dict[str, Policy] = dict(samplers)
-        if self.shared:  # each agent samples with its own adapter switched on
-            self.samplers = {
-                agent: AdapterPolicy(policy, models[agent], agent)
-                for agent, policy in self.samplers.items()
-            }
+        self.samplers = self._build_samplers(models, samplers)
         self.models, self.optimizers = self.processes.prepare(models, optimizers)
         if self.processes.accelerate_checkpoints and checkpoint is not None:
             load_checkpoint(self.accelerator, checkpoint)
@@ -212,6 +195,30 @@ class MAGRPOTrainer(TrainingRun):
             )
 
     # ------------------------------------------------------------------ setup
+
+    def _build_samplers(
+        self, models: Mapping[str, Any], given: Mapping[str, Policy] | None
+    ) -> dict[str, Policy]:
+        """Each agent's sampler: ``given``, or a transformers policy on its model.
+
+        Under FSDP and ZeRO-3 it is a whole copy per agent, made before the
+        model is sharded and refreshed from the gathered shards after each of
+        the agent's steps (:meth:`_refresh`). With LoRA each agent samples with
+        its own adapter switched on.
+        """
+        from baselines.policies.transformers_policy import TransformersPolicy
+
+        self._copies: dict[str, TransformersPolicy] = {}
+        if given is None:
+            policies = {
+                agent: TransformersPolicy(self.processes.sampling_model(model), self.tokenizer)
+                for agent, model in models.items()
+            }
+            self._copies = policies if self.processes.whole_copies else {}
+            given = policies
+        if not self.shared:
+            return dict(given)
+        return {agent: AdapterPolicy(p, models[agent], agent) for agent, p in given.items()}
 
     def write_episodes(self, name: str, records: Sequence[Mapping[str, Any]]) -> Path | None:
         """Write episode records to ``OUTPUT_DIR/episodes/{name}.jsonl`` (for the report)."""
