@@ -57,21 +57,49 @@ def _from_a_library(filename: str) -> bool:
     return any(name in parts for name in LIBRARIES)
 
 
+class _RunLog(logging.FileHandler):
+    """A log file opened on the first record, its folder made then.
+
+    A folder that cannot be made (an ``--output-dir`` the run will refuse with
+    its own message) loses the records instead of printing logging's traceback.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+        self.unwritable = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.unwritable:
+            return
+        if self.stream is None:
+            try:
+                Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+                self.stream = self._open()
+            except OSError:
+                self.unwritable = True
+                return
+        super().emit(record)
+
+
 @contextlib.contextmanager
 def library_logs_to(path: Path | str) -> Iterator[None]:
     """While the block runs, the libraries' log records and warnings are appended to ``path``.
 
     The file is opened on the first record (a run that says nothing leaves
-    none). Everything is restored afterwards: the loggers' handlers and
-    propagation, and :func:`warnings.showwarning`.
+    none). Everything is restored afterwards: the loggers' handlers,
+    propagation and levels, :func:`warnings.showwarning` and the environment
+    variables that keep vLLM and the hub's bars quiet.
     """
     if os.environ.get("LLM_ENVS_LIBRARY_LOGS", "").lower() == "console":
         yield
         return
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")  # vLLM imported later adds no handler
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading bars
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    quiet = {
+        "VLLM_CONFIGURE_LOGGING": "0",  # vLLM imported later adds no console handler
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' loading bars
+    }
+    ours = [name for name in quiet if name not in os.environ]
+    os.environ.update({name: quiet[name] for name in ours})
+    handler = _RunLog(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     saved: list[tuple[logging.Logger, list[logging.Handler], bool, int]] = []
     for name in LIBRARIES:
@@ -82,6 +110,14 @@ def library_logs_to(path: Path | str) -> Iterator[None]:
                 logger.removeHandler(old)
         logger.addHandler(handler)
         logger.propagate = False
+    # A library logger some other configuration switched off would drop its records.
+    disabled = [
+        lg
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger) and lg.disabled and name.split(".")[0] in LIBRARIES
+    ]
+    for lg in disabled:
+        lg.disabled = False
     vllm = logging.getLogger("vllm")
     if vllm.level == logging.NOTSET:
         vllm.setLevel(logging.INFO)  # vLLM's info lines, as its own logging shows them
@@ -108,6 +144,10 @@ def library_logs_to(path: Path | str) -> Iterator[None]:
         yield
     finally:
         warnings.showwarning = shown
+        for name in ours:
+            os.environ.pop(name, None)
+        for lg in disabled:
+            lg.disabled = True
         for logger, handlers, propagate, level in saved:
             logger.removeHandler(handler)
             for old in handlers:

@@ -80,3 +80,26 @@ def test_library_logs_stay_on_the_console_when_asked(tmp_path, monkeypatch):
     with library_logs_to(tmp_path / "libraries.log"):
         logging.getLogger("vllm").warning("engine noise")
     assert not (tmp_path / "libraries.log").exists()
+
+
+def test_a_library_logger_switched_off_elsewhere_still_reaches_the_file(tmp_path):
+    import logging
+
+    from baselines.library_logs import library_logs_to
+
+    quiet = logging.getLogger("vllm.switched_off")
+    quiet.disabled = True  # as a dictConfig with disable_existing_loggers leaves it
+    with library_logs_to(tmp_path / "libraries.log"):
+        quiet.warning("still recorded")
+    assert "still recorded" in (tmp_path / "libraries.log").read_text()
+    assert quiet.disabled  # put back
+
+
+def test_an_output_folder_that_cannot_be_made_loses_the_records_quietly(capsys):
+    import logging
+
+    from baselines.library_logs import library_logs_to
+
+    with library_logs_to("/proc/no/such/libraries.log"):
+        logging.getLogger("vllm").warning("nowhere to go")
+    assert "Logging error" not in capsys.readouterr().err
