@@ -12,8 +12,8 @@ Example:
     >>> import logging, tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> with library_logs_to(folder / "libraries.log"):
-    ...     logging.getLogger("vllm.engine").warning("engine noise")
-    >>> "engine noise" in (folder / "libraries.log").read_text()
+    ...     logging.getLogger("transformers.generation").warning("generation noise")
+    >>> "generation noise" in (folder / "libraries.log").read_text()
     True
 """
 

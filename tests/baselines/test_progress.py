@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import io
+import logging
 import time
 
+import pytest
+
 from baselines.progress import heartbeat, phase, say, status
+
+
+@pytest.fixture
+def vllm_warnings_pass():
+    # Other tests in this process may have configured vLLM's logger (its level comes
+    # from VLLM_LOGGING_LEVEL when vLLM configures it): these tests check the routing.
+    vllm, disabled = logging.getLogger("vllm"), logging.root.manager.disable
+    level = vllm.level
+    vllm.setLevel(logging.NOTSET)
+    logging.disable(logging.NOTSET)
+    yield
+    vllm.setLevel(level)
+    logging.disable(disabled)
 
 
 def test_status_names_the_innermost_phase_then_the_outer_ones():
@@ -46,14 +62,15 @@ def test_a_heartbeat_switched_off_prints_nothing():
     assert out.getvalue() == ""
 
 
-def test_library_noise_goes_to_the_run_folder_and_ours_stays_on_the_console(tmp_path, capsys):
-    import logging
+def test_library_noise_goes_to_the_run_folder_and_ours_stays_on_the_console(
+    tmp_path, capsys, vllm_warnings_pass
+):
     import warnings
 
     from baselines.library_logs import library_logs_to
 
     log = tmp_path / "libraries.log"
-    vllm = logging.getLogger("vllm.model_executor")
+    vllm = logging.getLogger("vllm.llm_envs_test.model_executor")
     with library_logs_to(log):
         vllm.warning("RotaryEmbedding: Failed to load weights")
         logging.getLogger("transformers.modeling_utils").warning("loading weights")
@@ -72,8 +89,6 @@ def test_library_noise_goes_to_the_run_folder_and_ours_stays_on_the_console(tmp_
 
 
 def test_library_logs_stay_on_the_console_when_asked(tmp_path, monkeypatch):
-    import logging
-
     from baselines.library_logs import library_logs_to
 
     monkeypatch.setenv("LLM_ENVS_LIBRARY_LOGS", "console")
@@ -82,12 +97,12 @@ def test_library_logs_stay_on_the_console_when_asked(tmp_path, monkeypatch):
     assert not (tmp_path / "libraries.log").exists()
 
 
-def test_a_library_logger_switched_off_elsewhere_still_reaches_the_file(tmp_path):
-    import logging
-
+def test_a_library_logger_switched_off_elsewhere_still_reaches_the_file(
+    tmp_path, vllm_warnings_pass
+):
     from baselines.library_logs import library_logs_to
 
-    quiet = logging.getLogger("vllm.switched_off")
+    quiet = logging.getLogger("vllm.llm_envs_test.switched_off")
     quiet.disabled = True  # as a dictConfig with disable_existing_loggers leaves it
     with library_logs_to(tmp_path / "libraries.log"):
         quiet.warning("still recorded")
@@ -96,8 +111,6 @@ def test_a_library_logger_switched_off_elsewhere_still_reaches_the_file(tmp_path
 
 
 def test_an_output_folder_that_cannot_be_made_loses_the_records_quietly(capsys):
-    import logging
-
     from baselines.library_logs import library_logs_to
 
     with library_logs_to("/proc/no/such/libraries.log"):
