@@ -138,6 +138,8 @@ class ISTrainer(TrainingRun):
         self.start_iteration = 0 if checkpoint is None else load_checkpoint(acc, checkpoint)
         self.max_model_len = loaded.max_model_len
         self.sampler = self._build_sampler(start.cuda)
+        if self.start_iteration > 0:
+            self._refresh_sampler()  # the engine started from the initial weights
         self._opponent: Policy | None = None
         self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
@@ -154,11 +156,11 @@ class ISTrainer(TrainingRun):
     # ------------------------------------------------------------------ setup
 
     def _build_sampler(self, cuda: bool) -> Any:
-        """The sampler (config.sampler), with the current weights when the run resumed."""
+        """The sampler (``config.sampler``) of the initial weights."""
         config, acc = self.config, self.accelerator
         kind = resolve_sampler_kind(config.sampler, num_processes=self.world)
         with loading_whole_models(acc):  # a sampler's own copy stays whole
-            sampler = build_sampler(
+            return build_sampler(
                 kind,
                 model=self.unwrapped,
                 tokenizer=self.tokenizer,
@@ -171,10 +173,6 @@ class ISTrainer(TrainingRun):
                 sharded=is_sharded(acc),
                 num_processes=self.world,
             )
-        self.sampler = sampler
-        if self.start_iteration > 0:
-            self._refresh_sampler()  # the engine started from the initial weights
-        return sampler
 
     @property
     def unwrapped(self) -> Any:
