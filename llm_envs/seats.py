@@ -1,0 +1,205 @@
+"""One seat of a multi-agent episode, seen as a single-agent environment.
+
+Single-agent engines (OpenEnv, TRL's ``environment_factory``, ``verifiers``)
+drive one actor through ``reset`` and ``step``. :class:`SeatView` gives them
+one seat of any llm-envs environment, AEC or parallel: the other seats are
+played by scripted :class:`~llm_envs.family.Agent` players (a family's
+reference players by default, see :func:`family_seat`), the environment keeps
+its own turn order and rewards, and the view only stops where its seat must
+act. Nothing is parsed here: observations and rewards are the environment's.
+
+The view's reward at a step is everything the environment paid its seat since
+the seat's previous action, the others' moves and the episode's settlement
+included, so a seat's rewards over an episode add up to its return.
+
+Example:
+    >>> from llm_envs.debate import env
+    >>> from llm_envs.debate.agents import scripted_debaters
+    >>> view = SeatView(env(num_agents=3, max_rounds=1), "agent_0", scripted_debaters(3))
+    >>> observation, info = view.reset(seed=0)
+    >>> _, reward, terminated, truncated, _ = view.step("no tags at all")
+    >>> terminated, reward  # a broken answer costs -1
+    (True, -1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pettingzoo import AECEnv, ParallelEnv
+
+if TYPE_CHECKING:
+    from llm_envs.family import Agent, Family
+
+__all__ = ["SeatView", "family_seat"]
+
+
+class SeatView:
+    """One seat of an AEC or parallel environment; scripted players take the others.
+
+    Args:
+        env: the environment (not yet reset).
+        seat: the agent this view acts for (one of ``env.possible_agents``).
+        others: a player for every other agent that acts in an episode.
+
+    Raises:
+        ValueError: a seat the environment does not have, or another seat
+            without a player (the message names them).
+    """
+
+    def __init__(
+        self,
+        env: AECEnv[Any, Any, Any] | ParallelEnv[Any, Any, Any],
+        seat: str,
+        others: Mapping[str, Agent],
+    ) -> None:
+        agents = list(env.possible_agents)
+        if seat not in agents:
+            raise ValueError(f"seat {seat!r} is not an agent of this env; it has {agents}")
+        missing = [a for a in agents if a != seat and a not in others]
+        if missing:
+            raise ValueError(
+                f"no player for {missing}: give `others` a player for every seat but {seat!r}"
+            )
+        self.env = env
+        self.seat = seat
+        self.others = dict(others)
+        self._parallel = isinstance(env, ParallelEnv)
+        self._observation: Any = None
+        self._info: dict[str, Any] = {}
+        self._done = True
+        self._started = False
+        self._terminated = self._truncated = False
+
+    @property
+    def done(self) -> bool:
+        """Whether the seat's episode is over (``step`` then raises)."""
+        return self._done
+
+    def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode; play the others until the seat must act.
+
+        Returns:
+            The seat's first observation and info. When the episode ends
+            before the seat ever acts, the view is :attr:`done` at once.
+        """
+        self._started = True
+        opts = dict(options) if options is not None else None
+        if self._parallel:
+            observations, infos = self.env.reset(seed=seed, options=opts)
+            self._observations, self._infos = observations, infos
+            self._done = self.seat not in self.env.agents
+            self._observation, self._info = observations.get(self.seat), infos.get(self.seat, {})
+        else:
+            self.env.reset(seed=seed, options=opts)
+            self._done = False
+            self._advance_aec()
+        return self._observation, dict(self._info)
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Act for the seat; play the others until the seat acts again or its episode ends.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)`` of the seat,
+            Gymnasium's order; ``reward`` is what the seat was paid since its
+            previous action.
+
+        Raises:
+            RuntimeError: before :meth:`reset`, or after the seat's episode ended.
+        """
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if self._done:
+            raise RuntimeError("the seat's episode is over; call reset() to start another")
+        if not isinstance(action, str):
+            raise TypeError(f"a seat's action is its text (str), got {type(action).__name__}")
+        if self._parallel:
+            return self._step_parallel(action)
+        self.env.step(action)
+        reward = self._advance_aec()
+        return self._observation, reward, self._terminated, self._truncated, dict(self._info)
+
+    def record(self) -> Any:
+        """The environment's record of the episode (llm-envs environments keep one)."""
+        return self.env.unwrapped.record()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _advance_aec(self) -> float:
+        """Play the others (and dead steps) until the seat must act or is out; return its pay.
+
+        The pay is what ``last()`` reports when the seat is next selected:
+        PettingZoo's reward accumulated since the seat's previous action.
+        """
+        env, paid = self.env, 0.0
+        self._terminated = self._truncated = False
+        while env.agents:
+            agent = env.agent_selection
+            observation, reward, terminated, truncated, info = env.last()
+            if agent == self.seat:
+                paid += float(reward)
+                self._observation, self._info = observation, info
+                if not (terminated or truncated):
+                    return paid
+                self._terminated, self._truncated = bool(terminated), bool(truncated)
+                self._done = True
+            env.step(None if terminated or truncated else self.others[agent](observation, info))
+        self._done = True
+        return paid
+
+    def _step_parallel(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        env = self.env
+        joint = {
+            agent: action
+            if agent == self.seat
+            else self.others[agent](self._observations[agent], self._infos.get(agent, {}))
+            for agent in env.agents
+        }
+        observations, rewards, terminations, truncations, infos = env.step(joint)
+        self._observations, self._infos = observations, infos
+        self._observation = observations.get(self.seat, self._observation)
+        self._info = infos.get(self.seat, self._info)
+        self._terminated = bool(terminations.get(self.seat, True))
+        self._truncated = bool(truncations.get(self.seat, False))
+        self._done = self._terminated or self._truncated or self.seat not in env.agents
+        reward = float(rewards.get(self.seat, 0.0))
+        while self._done and env.agents:  # the others play on; the seat's record completes
+            joint = {
+                agent: self.others[agent](observations[agent], infos.get(agent, {}))
+                for agent in env.agents
+            }
+            observations, _, _, _, infos = env.step(joint)
+        return self._observation, reward, self._terminated, self._truncated, dict(self._info)
+
+
+def family_seat(
+    family: Family,
+    seat: str,
+    *,
+    problem: int = 0,
+    seed: int = 0,
+    others: Mapping[str, Agent] | None = None,
+) -> tuple[SeatView, int, dict[str, Any]]:
+    """A seat of the family's evaluation episode ``problem``, with its reset seed and options.
+
+    Args:
+        family: the family (:func:`~llm_envs.registration.make_family`).
+        seat: the agent to act for.
+        problem: the evaluation problem (``Family.eval_episode``).
+        seed: the seed the family derives the episode's seed from.
+        others: players for the other seats; default the family's reference players.
+
+    Returns:
+        ``(view, reset_seed, reset_options)``: call ``view.reset(seed=reset_seed,
+        options=reset_options)`` to play the problem.
+
+    Raises:
+        ValueError: the family has no reference players and ``others`` is None
+            (the family's message says why), or a bad seat.
+    """
+    env, reset_seed, options = family.eval_episode(problem, seed)
+    players = dict(others) if others is not None else family.reference_players()
+    return SeatView(env, seat, players), reset_seed, options
