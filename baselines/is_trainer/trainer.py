@@ -141,6 +141,8 @@ class ISTrainer(TrainingRun):
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
         self._opponent: Policy | None = None
+        # Until the first optimizer step the trained weights are the initial model's.
+        self._weights_moved = self.start_iteration > 0
         self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
@@ -331,6 +333,7 @@ class ISTrainer(TrainingRun):
         norm = math.nan if clipped is None else float(clipped)  # None: DeepSpeed clips itself
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self._weights_moved = True
         timings["time/optimizer_step"] += time.perf_counter() - start
         if refresh:
             timings["time/refresh"] += self._refresh_sampler()
@@ -402,6 +405,15 @@ class ISTrainer(TrainingRun):
     # ------------------------------------------------------------- evaluation
 
     def _fixed_opponent(self) -> Policy:
+        """The evaluation's fixed opponent; the trained policy's own sampler while they agree.
+
+        The default opponent is the initial model. Before the first optimizer
+        step the sampler holds exactly those weights, so the evaluation before
+        training plays every seat on one engine, in one batched call per turn,
+        and the opponent's engine starts only when the weights have moved.
+        """
+        if self.config.eval_opponent is None and not self._weights_moved:
+            return self.sampler.policy
         if self._opponent is None:
             self._opponent = build_fixed_policy(
                 self.config.eval_opponent,

@@ -353,6 +353,23 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
 
 @pytest.mark.slow
 @pytest.mark.training
+def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import ISTrainer
+
+    trainer = ISTrainer(tiny_config(tmp_path, tiny_model_dir, eval_every=1, eval_groups=1))
+    # The initial model is the default opponent: before a step, that is the sampler's model.
+    assert trainer._fixed_opponent() is trainer.sampler.policy
+    before = trainer.evaluate()
+    assert before["eval/num_episodes"] == 2 and before["eval/opponent/num_episodes"] == 2
+    trainer.train_iteration(0)
+    opponent = trainer._fixed_opponent()
+    assert opponent is not trainer.sampler.policy and opponent is trainer._fixed_opponent()
+    assert set(trainer.evaluate()) == set(before)
+    trainer.finish()
+
+
+@pytest.mark.slow
+@pytest.mark.training
 def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(
     tmp_path, tiny_model_dir, capsys
 ):
