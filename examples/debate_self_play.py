@@ -82,6 +82,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "reference answer (0: votes earn only what the recipe pays, nothing)",
     )
     parser.add_argument(
+        "--shaping-vote",
+        type=float,
+        default=0.0,
+        metavar="VOTE",
+        help="opt-in shaping weight of casting a valid vote, for answers that had two others "
+        "to compare (0: none)",
+    )
+    parser.add_argument(
+        "--shuffle-answers",
+        action="store_true",
+        help="show the other answers of each round in an order drawn per prompt, not by seat, "
+        "so judges cannot learn to vote by position",
+    )
+    parser.add_argument(
         "--warm-start-steps",
         type=int,
         default=2,
@@ -122,11 +136,14 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         "max_rounds": args.rounds,
         "reward": args.reward,  # one group is one debate; the reward wrapper is an env argument
     }
+    if args.shuffle_answers:
+        env_kwargs["shuffle_answers"] = True
     contract, correct = args.shaping
-    if contract or correct or args.shaping_judge:
+    if contract or correct or args.shaping_judge or args.shaping_vote:
         env_kwargs["shaping"] = {"contract": contract, "correct": correct}
-        if args.shaping_judge:
-            env_kwargs["shaping"]["judge"] = args.shaping_judge
+        for term, weight in (("judge", args.shaping_judge), ("vote", args.shaping_vote)):
+            if weight:
+                env_kwargs["shaping"][term] = weight
     return ISTrainerConfig(
         model=args.model,
         env="debate",
@@ -158,14 +175,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = load_metrics(metrics_path)
     index = write_report(config.output_dir)
 
-    print("\niteration  reward  parse_error  correct  valid_votes")
+    # The report's names: turn/voted is the share of answers that could vote and did,
+    # turn/vote_lower_seat the share of strict votes for the lower seat (position bias).
+    print("\niteration  reward  parse_error  correct  voted  lower_seat  pairwise_reward")
     for row in rows:
         if "env/all/reward/total" in row:  # the final evaluation line has eval metrics only
             print(
                 f"{row['iteration']:9d}  {row['env/all/reward/total']:6.3f}  "
                 f"{row.get('env/all/turn/parse_error', math.nan):11.3f}  "
                 f"{row.get('env/all/turn/solution_correct', math.nan):7.3f}  "
-                f"{row.get('env/all/pairwise_total_votes', math.nan):11.2f}"
+                f"{row.get('env/all/turn/voted', math.nan):5.3f}  "
+                f"{row.get('env/all/turn/vote_lower_seat', math.nan):10.3f}  "
+                f"{row.get('env/all/pairwise_reward', math.nan):15.3f}"
             )
     print(f"reward curve, first -> last: {first_and_last(rows, 'env/all/reward/total')}")
     print(f"parse errors, first -> last: {first_and_last(rows, 'env/all/turn/parse_error')}")

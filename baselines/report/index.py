@@ -84,7 +84,17 @@ def _what_html(
 # Which way is better, by the metric's last name segment: rewards and success rates up,
 # parse errors down; anything else (loss, time...) is neither.
 _BETTER_DOWN = ("parse_error",)
-_BETTER_UP = ("reward", "total", "correct", "pass_rate", "solved", "consensus_reached")
+_BETTER_UP = (
+    "reward",
+    "total",
+    "correct",
+    "pass_rate",
+    "solved",
+    "consensus_reached",
+    "voted",
+    "vote_agreement",
+    "pairwise_reward",
+)
 
 
 def _change_html(name: str, first: float, last: float) -> str:

@@ -199,6 +199,14 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
     (rf"env/all/turn/({_SUCCESS_NAMES})", "{success}, per turn"),
     (rf"env/(?:all/)?({_SUCCESS_NAMES})", "{success}, per agent and episode (its last info)"),
     (r"env/turn_(\d+)/(pass_rate|solved)", "{success}, turn \\1"),
+    # Judging, where agents vote on each other (per answer that had two others to compare).
+    (r"env/all/turn/voted", "fraction of answers that cast a valid vote, of those that could"),
+    (r"env/all/turn/vote_agreement", "share of an answer's votes that agree with the reference"),
+    (
+        r"env/all/turn/vote_lower_seat",
+        "position bias: share of strict votes for the lower-numbered seat (unbiased: 0.5)",
+    ),
+    (r"env/all/pairwise_reward", "the pairwise reward alone (win rate or win minus loss)"),
     (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
     (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
     (r"optim/loss|loss", "training loss"),
@@ -211,7 +219,15 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
 )
 _MAX_HEADLINE = 16
 
-_EVALUATION = re.compile(rf"eval/(?:(opponent|final|all)/)?(reward/total|reward|{_SUCCESS_NAMES})")
+_JUDGING_MEANINGS = {
+    "voted": "fraction of last answers that cast a valid vote, of those that could",
+    "vote_agreement": "share of the last answers' votes that agree with the reference",
+    "vote_lower_seat": "position bias: share of strict votes for the lower seat (unbiased: 0.5)",
+}
+_JUDGING = "|".join(_JUDGING_MEANINGS)
+_EVALUATION = re.compile(
+    rf"eval/(?:(opponent|final|all)/)?(reward/total|reward|{_SUCCESS_NAMES}|{_JUDGING})"
+)
 _EVAL_MEANINGS = {
     "opponent": "the fixed opponent's, in the same episodes",
     "final": "at the last turn",
@@ -258,7 +274,7 @@ def evaluation_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
     """The evaluation metrics of the report's table, as ``(name, meaning)``.
 
     ``eval/reward/total``, ``eval/opponent/...``, ``eval/final/...``,
-    ``eval/all/...`` and the success rates under them.
+    ``eval/all/...`` and the success rates and judging measures under them.
 
     Example:
         >>> evaluation_metrics(["eval/num_episodes", "eval/correct", "eval/reward/total"])
@@ -269,7 +285,11 @@ def evaluation_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
         match = _EVALUATION.fullmatch(name)
         if match:
             scope, what = match.groups()
-            meaning = "reward" if what.startswith("reward") else _SUCCESS[what]
+            meaning = (
+                "reward"
+                if what.startswith("reward")
+                else _SUCCESS.get(what) or _JUDGING_MEANINGS[what]
+            )
             if scope:
                 meaning += f", {_EVAL_MEANINGS[scope]}"
             rows.append((name, meaning))

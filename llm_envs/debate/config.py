@@ -51,6 +51,11 @@ class DebateConfig:
             per round, the first one written (a repeat, or a contradiction,
             later in the same answer is dropped); see
             :func:`~llm_envs.debate.rewards.once_per_voter_and_pair`.
+        shuffle_answers: show the other agents' answers of each round in an
+            order drawn for each prompt (from the reset seed: the same seed
+            shows the same orders, and the prompts in the record show them),
+            instead of seat order, so a judge cannot learn to vote by the
+            position of an answer. Off by default (the seed shows seat order).
     """
 
     num_agents: int = 3
@@ -61,6 +66,7 @@ class DebateConfig:
     on_parse_error: OnParseError = "penalize"
     observation_mode: ObservationMode = "prompt"
     vote_counting: VoteCounting = "as_written"
+    shuffle_answers: bool = False
 
     def __post_init__(self) -> None:
         check_int("num_agents", self.num_agents, minimum=2)
@@ -93,6 +99,10 @@ class DebateConfig:
                 f"got {describe(self.vote_counting)}: "
                 "leave it out (or 'as_written') to count every comparison as the seed does, or "
                 "pass 'once_per_pair' to count each agent's comparison of a pair once per round"
+            )
+        if not isinstance(self.shuffle_answers, bool):
+            raise TypeError(
+                f"shuffle_answers must be True or False, got {describe(self.shuffle_answers)}"
             )
         if self.observation_mode == "chat" and self.history_rounds != -1:
             raise ValueError(

@@ -79,6 +79,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, ClassVar, Self
 
+import numpy as np
 from pettingzoo import AECEnv
 
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, TURN, Message, Observation
@@ -88,6 +89,7 @@ from llm_envs.debate.prompts import (
     format_turn,
     format_turns_by_round,
     round_instruction,
+    shuffled_within_rounds,
     system_prompt,
 )
 from llm_envs.debate.protocol import CONSENSUS, TAGS, DebateResponse, ParseError, parse_response
@@ -100,6 +102,7 @@ from llm_envs.debate.rewards import (
     win_minus_loss,
     win_rate,
 )
+from llm_envs.debate.shaping import OthersSeen, judging_info
 from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
 from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.spaces import SAMPLE_FRAGMENTS
@@ -116,6 +119,9 @@ __all__ = [
 ]
 
 _KNOWN_OPTIONS = frozenset({"question"})
+_ANSWER_INFO = ("voted", "vote_agreement", "vote_lower_seat")
+"""Infos of one answer that not every answer has: dropped from the author's infos
+before its next answer's are written, so a turn never shows an earlier turn's."""
 
 
 def _sample_fragments() -> tuple[str, ...]:
@@ -193,6 +199,12 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._chat: dict[str, list[Message]] = {a: [] for a in self.agents}
         self._observations = {}
         self._seen: dict[str, int] = dict.fromkeys(self.agents, 0)
+        self._latest_correct: dict[int, bool] = {}  # agent -> its latest answer was correct
+        self._checked: dict[str, bool] = {}  # solution -> correct, checked once per debate
+        # Drawn only when asked for, so the default debate's random stream is the seed's.
+        self._order_key = (
+            int(self.np_random.integers(1 << 62)) if self.config.shuffle_answers else 0
+        )
         self.infos = {a: self._context_info(a) for a in self.agents}
 
     def step(self, action: str | None) -> None:
@@ -216,19 +228,42 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         counted = self._counted_votes(response)
         self.votes.extend(counted)
         self._seen[agent] = len(self.turns)
+        judging = judging_info(
+            response.comparisons if response is not None else (),
+            counted,
+            OthersSeen(self._latest_correct, author),
+            self.config.num_agents,
+            reference=self.question.answer is not None,
+        )
+        self._latest_correct[author] = self._is_correct(response)
 
         penalized = error is not None and self.config.on_parse_error == "penalize"
         if penalized:
             self.rewards[agent] = -1.0
         self._advance(ended_by_error=penalized)
 
-        outcome = self._outcome_info(response, error, len(counted))
+        outcome = {**self._outcome_info(response, error, len(counted)), **judging}
         # Only the acting agent's context moves on (its next turn); at the end, everyone's
         # does. Updating all N infos every step would make a round cost N^2.
         for a in self.agents if self.done else (agent,):
             info = self._context_info(a)
-            self.infos[a] = {**self.infos[a], **info, **(outcome if a == agent else {})}
+            if a == agent:
+                earlier = {k: v for k, v in self.infos[a].items() if k not in _ANSWER_INFO}
+                self.infos[a] = {**earlier, **info, **outcome}
+            else:
+                self.infos[a] = {**self.infos[a], **info}
         self._accumulate_rewards()
+
+    def _is_correct(self, response: DebateResponse | None) -> bool:
+        """Whether an answer's solution matches the reference (False without one, or broken)."""
+        if response is None or self.question.answer is None:
+            return False
+        checked = self._checked.get(response.solution)
+        if checked is None:
+            checked = self._checked[response.solution] = bool(
+                self.question.is_correct(response.solution)
+            )
+        return checked
 
     def _counted_votes(self, response: DebateResponse | None) -> tuple[Vote, ...]:
         """The votes of one answer that go into the ledger, by ``vote_counting``."""
@@ -301,9 +336,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "repeated_votes_dropped": len(parsed.comparisons) - votes_counted,
         }
         if self.question.answer is not None:
-            info["solution_correct"] = bool(
-                response is not None and self.question.is_correct(response.solution)
-            )
+            info["solution_correct"] = self._is_correct(response)
         return info
 
     # -------------------------------------------------------------- observation
@@ -360,7 +393,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         if cfg.history_rounds >= 0:
             first_round = self._round - cfg.history_rounds
             completed = [t for t in completed if t.round >= first_round]
-        shown = completed + current
+        shown = self._in_shown_order([*completed, *current], agent_index)
         in_progress = None if (self.agents and self.done) else self._round
         parts = [f"Question: {self.question.text}"]
         if shown:
@@ -369,12 +402,21 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         parts.append(self._instruction(agent_index))
         return "\n\n".join(parts)
 
+    def _in_shown_order(self, turns: list[RecordedTurn], reader: int) -> list[RecordedTurn]:
+        """``turns`` as ``reader``'s prompt shows them: seat order, or shuffled within rounds."""
+        if not self.config.shuffle_answers:
+            return turns
+        rng = np.random.default_rng((self._order_key, len(self.turns), reader))
+        return shuffled_within_rounds(turns, rng)
+
     def _chat_prefix(self, agent: str) -> list[Message]:
         i = self._index[agent]
         history = self._chat[agent]
         if not history:
             history = [{"role": "system", "content": self._system_prompt(i)}]
-        new_turns = [t for t in self.turns[self._seen[agent] :] if t.agent != i]
+        new_turns = self._in_shown_order(
+            [t for t in self.turns[self._seen[agent] :] if t.agent != i], i
+        )
         parts = [] if self._seen[agent] else [f"Question: {self.question.text}"]
         if new_turns:
             heading = "Since your last answer:" if self._seen[agent] else "Answers so far:"
@@ -420,6 +462,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             "win_rate": list(win_rate(self.votes, n).rewards),
             "win_minus_loss": list(win_minus_loss(self.votes, n).rewards),
         }
+        if self.config.shuffle_answers:  # the prompts show each reader's order
+            summary["shuffle_answers"] = True
         return self._episode_record(self.question.text, summary, turns)
 
     # ------------------------------------------------------------------- render
@@ -468,8 +512,8 @@ def env(
             the parse-error penalty.
         shaping: opt-in partial credit added to every answer's reward by
             :class:`~llm_envs.debate.shaping.DebateShaping`: weights of its terms,
-            ``{"contract": 0.5, "correct": 0.5, "judge": 0.5}`` (a term left
-            out weighs 0).
+            ``{"contract": 0.5, "correct": 0.5, "judge": 0.5, "vote": 0.5}``
+            (a term left out weighs 0).
             None (the default) keeps the seed's reward alone.
         **overrides: :class:`DebateEnv` arguments.
     """
@@ -487,6 +531,7 @@ def env(
                 contract=weights.get("contract", 0.0),
                 correct=weights.get("correct", 0.0),
                 judge=weights.get("judge", 0.0),
+                vote=weights.get("vote", 0.0),
             )
         )
     return wrap_aec(DebateEnv(config, **overrides), *inner)

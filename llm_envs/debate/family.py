@@ -353,26 +353,38 @@ def _shaping(
 ) -> dict[int, float]:
     """debate.env(shaping=...): each answer's partial credit, recomputed by the env's own rules."""
     from llm_envs.debate.protocol import parse_comparisons
-    from llm_envs.debate.shaping import judge_score, shaping_reward, visible_correctness
+    from llm_envs.debate.shaping import judging_info, shaping_reward, visible_correctness
+    from llm_envs.judgements import Vote
 
-    reference = record["summary"].get("reference_answer") is not None
+    summary = record["summary"]
+    reference = summary.get("reference_answer") is not None
+    num_agents = len(summary["win_rate"])
     seen: list[tuple[int, bool]] = []  # (author, solution_correct) of the answers so far
     shaped: dict[int, float] = {}
     for t in record["turns"]:
         author = int(t["agent"].rsplit("_", 1)[-1])
         correct = bool(t["details"].get("solution_correct"))
         if t["agent"] == agent:
-            judgement = None
-            if reference:
-                votes = parse_comparisons("\n".join(t["details"].get("votes", [])), author)
-                judgement = judge_score(votes.comparisons, visible_correctness(seen, author))
+            comparisons = parse_comparisons(
+                "\n".join(t["details"].get("votes", [])), author
+            ).comparisons
+            judging = judging_info(
+                comparisons,
+                [Vote(author, *c) for c in comparisons],
+                visible_correctness(seen, author),
+                num_agents,
+                reference=reference,
+            )
+            could_vote = "voted" in judging
             shaped[t["round"]] = shaping_reward(
                 t["text"],
                 correct if reference else None,
                 contract=float(shaping.get("contract", 0.0)),
                 correct=float(shaping.get("correct", 0.0)),
                 judge=float(shaping.get("judge", 0.0)),
-                judgement=judgement,
+                judgement=judging.get("vote_agreement", 0.0) if reference and could_vote else None,
+                vote=float(shaping.get("vote", 0.0)),
+                voted=judging.get("voted"),
             )
         seen.append((author, correct))
     return shaped

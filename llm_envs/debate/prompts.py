@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from llm_envs.contract import Message
 from llm_envs.debate.protocol import (
     COMPARISON,
@@ -117,6 +119,27 @@ def format_turns_by_round(
             last_round = turn.round
         blocks.append(format_turn(turn, max_chars))
     return "\n\n".join(blocks)
+
+
+def shuffled_within_rounds(
+    turns: Sequence[RecordedTurn], rng: np.random.Generator
+) -> list[RecordedTurn]:
+    """The turns with each round's answers in a random order; the rounds stay in order.
+
+    Example:
+        >>> turns = [RecordedTurn(a, r, "", None, None) for r in (1, 2) for a in range(3)]
+        >>> shown = shuffled_within_rounds(turns, np.random.default_rng(0))
+        >>> [t.round for t in shown], sorted(t.agent for t in shown[:3])
+        ([1, 1, 1, 2, 2, 2], [0, 1, 2])
+    """
+    out: list[RecordedTurn] = []
+    start = 0
+    for end in range(1, len(turns) + 1):
+        if end == len(turns) or turns[end].round != turns[start].round:
+            block = list(turns[start:end])
+            out.extend(block[i] for i in rng.permutation(len(block)))
+            start = end
+    return out
 
 
 _MAX_LISTED_OTHERS = 8

@@ -6,7 +6,7 @@ every answer, however close it came, so policy gradients have nothing to
 follow. :class:`DebateShaping` adds, to every answer's step reward,
 
     ``contract * contract_score(answer) + correct * solution_correct
-    + judge * judge_score(answer's votes)``
+    + judge * judge_score(answer's votes) + vote * voted``
 
 where :func:`~llm_envs.debate.protocol.contract_score` is the fraction of the
 contract's five parts written correctly (1 exactly when the answer parses),
@@ -14,25 +14,27 @@ contract's five parts written correctly (1 exactly when the answer parses),
 answer, and :func:`judge_score` is the share of the answer's votes that agree
 with the reference: a correct solution above a wrong one, a tie between two
 right or two wrong ones (questions without a reference answer add nothing for
-either term).
+either term), and ``voted`` is 1 when the answer cast a valid vote (both
+``judge`` and ``vote`` count only answers that had two other answers to
+compare; the debate's ``voted`` info, see :func:`judging_info`).
 
 The seed's reward pays an agent for the votes it *receives*, never for the
 ones it casts, so nothing in it teaches a model to judge: a small model soon
 learns to write N/A in ``<comparison>``, and a debate with no votes has no
-winner. The ``judge`` term pays for casting votes that a referee would agree
-with.
+winner. The ``vote`` term pays for casting a vote at all, the ``judge`` term
+for casting votes that a referee would agree with.
 
 This is *shaping*, not the seed's reward: it is off unless asked for
 (``debate.env(shaping={"contract": 0.5})``), it composes with the pairwise
 reward (both are added), and every shaped answer says what it added in its
 infos under ``shaping/`` names (``shaping/contract``, ``shaping/correct``,
-``shaping/reward``), so a metric built from them is never mistaken for the
-win rate.
+``shaping/judge``, ``shaping/vote``, ``shaping/reward``), so a metric built
+from them is never mistaken for the win rate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pettingzoo import AECEnv
@@ -40,10 +42,19 @@ from pettingzoo.utils import BaseWrapper
 
 from llm_envs.arguments import check_number
 from llm_envs.debate.protocol import Comparison, contract_score
+from llm_envs.judgements import Vote, is_valid_vote, lower_seat_wins
 
-__all__ = ["SHAPING_TERMS", "DebateShaping", "judge_score", "shaping_reward", "visible_correctness"]
+__all__ = [
+    "SHAPING_TERMS",
+    "DebateShaping",
+    "OthersSeen",
+    "judge_score",
+    "judging_info",
+    "shaping_reward",
+    "visible_correctness",
+]
 
-SHAPING_TERMS = ("contract", "correct", "judge")
+SHAPING_TERMS = ("contract", "correct", "judge", "vote")
 """The terms :class:`DebateShaping` can weigh, as ``debate.env(shaping=...)`` names them."""
 
 
@@ -55,6 +66,8 @@ def shaping_reward(
     correct: float,
     judge: float = 0.0,
     judgement: float | None = None,
+    vote: float = 0.0,
+    voted: float | None = None,
 ) -> float:
     """The shaping one debate answer earns (see the module docstring).
 
@@ -65,6 +78,9 @@ def shaping_reward(
         correct: weight of a correct solution.
         judge: weight of ``judgement``.
         judgement: the answer's :func:`judge_score`; None when it had nothing to judge.
+        vote: weight of ``voted``.
+        voted: 1 when the answer cast a valid vote, 0 when it cast none; None
+            when it had nothing to compare (see :func:`judging_info`).
 
     Example:
         >>> shaping_reward("<solution>4</solution>", True, contract=0.5, correct=1.0)
@@ -77,6 +93,8 @@ def shaping_reward(
     bonus = contract * contract_score(text) + correct * float(bool(solution_correct))
     if judgement is not None:
         bonus += judge * judgement
+    if voted is not None:
+        bonus += vote * voted
     return bonus
 
 
@@ -142,6 +160,88 @@ def visible_correctness(turns: Sequence[tuple[int, bool]], voter: int) -> dict[i
     return latest
 
 
+class OthersSeen(Mapping[int, bool]):
+    """Every agent's latest answer but the voter's: was it correct? A view, built in O(1).
+
+    ``latest`` maps each agent that has answered to whether its latest answer
+    was correct (a broken answer is not); the view leaves ``voter`` out, as
+    :func:`visible_correctness` does, without copying a debate's N entries per answer.
+
+    Example:
+        >>> seen = OthersSeen({0: True, 1: False, 2: True}, voter=2)
+        >>> len(seen), dict(seen)
+        (2, {0: True, 1: False})
+    """
+
+    def __init__(self, latest: Mapping[int, bool], voter: int) -> None:
+        self._latest = latest
+        self._voter = voter
+
+    def __getitem__(self, agent: int) -> bool:
+        if agent == self._voter:
+            raise KeyError(agent)
+        return self._latest[agent]
+
+    def __contains__(self, agent: object) -> bool:
+        return agent != self._voter and agent in self._latest
+
+    def __len__(self) -> int:
+        return len(self._latest) - (self._voter in self._latest)
+
+    def __iter__(self) -> Iterator[int]:
+        return (agent for agent in self._latest if agent != self._voter)
+
+
+def judging_info(
+    comparisons: Sequence[Comparison],
+    counted: Sequence[Vote],
+    seen: Mapping[int, bool],
+    num_agents: int,
+    *,
+    reference: bool,
+) -> dict[str, float]:
+    """What one answer's votes say about its judging: the debate's per-answer vote infos.
+
+    Args:
+        comparisons: the comparisons the answer wrote (``DebateResponse.comparisons``).
+        counted: its votes as the ledger counts them (``vote_counting`` applied).
+        seen: every other agent that answered before it, mapped to whether its
+            latest answer was correct (:class:`OthersSeen`).
+        num_agents: agents in the debate.
+        reference: whether the question has a reference answer (else the
+            correctness in ``seen`` means nothing and no agreement is reported).
+
+    Returns:
+        Nothing when fewer than two other answers were there to compare. Else
+        ``voted``: 1.0 when the answer cast at least one valid vote, else 0.0;
+        ``vote_agreement``: its :func:`judge_score` (the share of its
+        comparisons that agree with the reference), when it wrote any and the
+        question has a reference answer; ``vote_lower_seat``: the share of its
+        valid strict votes that put the lower-numbered seat first (a judge that
+        votes by seat drifts from one half), when it cast one.
+
+    Example:
+        >>> seen = {0: True, 1: False}
+        >>> judging_info([(1, ">", 0)], [Vote(2, 1, ">", 0)], seen, 3, reference=True)
+        {'voted': 1.0, 'vote_agreement': 0.0, 'vote_lower_seat': 0.0}
+        >>> judging_info([], [], seen, 3, reference=False)
+        {'voted': 0.0}
+        >>> judging_info([], [], {0: True}, 3, reference=True)  # one answer: nothing to compare
+        {}
+    """
+    if len(seen) < 2:
+        return {}
+    info = {"voted": float(any(is_valid_vote(v, num_agents) for v in counted))}
+    if comparisons and reference:
+        agreement = judge_score(comparisons, seen)
+        if agreement is not None:
+            info["vote_agreement"] = agreement
+    lower, strict = lower_seat_wins(counted, num_agents)
+    if strict:
+        info["vote_lower_seat"] = lower / strict
+    return info
+
+
 class DebateShaping(BaseWrapper[str, Any, Any]):
     """Adds partial credit for the contract, a correct solution and sound votes to each answer.
 
@@ -172,6 +272,7 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
         contract: float = 0.5,
         correct: float = 0.0,
         judge: float = 0.0,
+        vote: float = 0.0,
     ):
         if not hasattr(env.unwrapped, "turns") or not hasattr(env.unwrapped, "question"):
             raise TypeError(
@@ -181,15 +282,17 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
         check_number("contract", contract, minimum=0)
         check_number("correct", correct, minimum=0)
         check_number("judge", judge, minimum=0)
-        if contract == 0 and correct == 0 and judge == 0:
+        check_number("vote", vote, minimum=0)
+        if contract == 0 and correct == 0 and judge == 0 and vote == 0:
             raise ValueError(
-                "DebateShaping with contract=0, correct=0 and judge=0 adds nothing; give a "
-                "weight > 0 or leave the wrapper out (shaping=None)"
+                "DebateShaping with every weight 0 (contract, correct, judge, vote) adds "
+                "nothing; give a weight > 0 or leave the wrapper out (shaping=None)"
             )
         super().__init__(env)
         self.contract = float(contract)
         self.correct = float(correct)
         self.judge = float(judge)
+        self.vote = float(vote)
 
     def step(self, action: Any) -> None:
         """Step the debate; when an answer was given, add its shaping to the author's reward."""
@@ -200,22 +303,17 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
             and bool(base.agents)
             and not (base.terminations.get(agent) or base.truncations.get(agent))
         )
-        reference = answered and base.question.answer is not None
-        if reference:
-            seen = visible_correctness(
-                [(t.agent, self._correct(t.response)) for t in base.turns],
-                voter=base.possible_agents.index(agent),
-            )
         self.env.step(action)
         if not answered:
             return
-        info = base.infos[agent]
+        # The answer's own infos (the debate writes them): shaping reads, never re-judges.
+        info = {k: v for k, v in base.infos[agent].items() if not k.startswith("shaping/")}
+        reference = base.question.answer is not None
         contract = contract_score(action)
         correct = bool(info.get("solution_correct")) if reference else None
-        judgement = None
-        if reference:
-            response = base.turns[-1].response
-            judgement = judge_score(response.comparisons if response else (), seen)
+        could_vote = "voted" in info  # two other answers were there to compare
+        judgement = float(info.get("vote_agreement", 0.0)) if reference and could_vote else None
+        voted = float(info["voted"]) if could_vote else None
         bonus = shaping_reward(
             action,
             correct,
@@ -223,6 +321,8 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
             correct=self.correct,
             judge=self.judge,
             judgement=judgement,
+            vote=self.vote,
+            voted=voted,
         )
         base.rewards[agent] += bonus
         base._cumulative_rewards[agent] += bonus
@@ -231,22 +331,9 @@ class DebateShaping(BaseWrapper[str, Any, Any]):
             shaped["shaping/correct"] = float(correct)
         if judgement is not None:
             shaped["shaping/judge"] = judgement
+        if voted is not None:
+            shaped["shaping/vote"] = voted
         base.infos[agent] = {**info, **shaped}
-
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset the debate (and forget the last question's checked solutions)."""
-        self._checked: dict[str, bool] = {}
-        self.env.reset(seed=seed, options=options)
-
-    def _correct(self, response: Any) -> bool:
-        # Each earlier answer is checked once per debate, not once per later turn.
-        if response is None:
-            return False
-        checked = self.__dict__.setdefault("_checked", {})
-        if response.solution not in checked:
-            question = self.env.unwrapped.question
-            checked[response.solution] = bool(question.is_correct(response.solution))
-        return checked[response.solution]
 
 
 def check_shaping(shaping: Mapping[str, float] | None) -> dict[str, float] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,8 @@ from llm_envs.debate import (
 )
 from llm_envs.debate.protocol import TAGS, ParseError, contract_score, format_response
 from llm_envs.debate.protocol import parse_response as parse
-from llm_envs.debate.shaping import visible_correctness
+from llm_envs.debate.shaping import OthersSeen, judging_info, visible_correctness
+from llm_envs.judgements import Vote, lower_seat_wins
 
 GOOD = format_response(solution="4", evaluation="N/A", consensus=False, consensus_reason="r")
 
@@ -295,3 +297,167 @@ def test_judge_reads_each_agents_latest_answer() -> None:
     answers += [_answer("4"), _answer("4"), _answer("4", "Agent 0 = Agent 1")]
     _, infos = _play(env, answers)
     assert infos["agent_2"]["shaping/judge"] == 1.0
+
+
+# ------------------------------------------------------------------- judging infos and vote
+
+
+def test_each_answer_says_whether_it_voted_how_well_and_for_which_seat() -> None:
+    env = debate.env(
+        num_agents=3, max_rounds=2, questions=[DebateQuestion("What is 2 + 2?", answer="4")]
+    )
+    answers = [_answer("4"), _answer("5"), _answer("4", "Agent 1 > Agent 0")]
+    answers += [_answer("4", "Agent 1 > Agent 2"), _answer("4"), _answer("4")]
+    env.reset(seed=0)
+    per_turn = []
+    for answer in answers:
+        agent = env.agent_selection
+        env.step(answer)
+        per_turn.append(
+            {
+                k: env.unwrapped.infos[agent].get(k)
+                for k in ("voted", "vote_agreement", "vote_lower_seat")
+            }
+        )
+    none = {"voted": None, "vote_agreement": None, "vote_lower_seat": None}
+    assert per_turn[:2] == [none, none]  # fewer than two answers to compare: no judging infos
+    # agent_2 put the wrong answer (agent_1's 5) first, and the higher seat first.
+    assert per_turn[2] == {"voted": 1.0, "vote_agreement": 0.0, "vote_lower_seat": 0.0}
+    # agent_0 saw agent_1 (5) and agent_2 (4): wrong first again, but the lower seat.
+    assert per_turn[3] == {"voted": 1.0, "vote_agreement": 0.0, "vote_lower_seat": 1.0}
+    # agent_1 cast nothing: no agreement and no seat share, and nothing left from earlier.
+    assert per_turn[4] == {"voted": 0.0, "vote_agreement": None, "vote_lower_seat": None}
+
+
+def test_an_answer_without_votes_shows_no_earlier_answers_judging() -> None:
+    env = debate.env(
+        num_agents=3, max_rounds=2, questions=[DebateQuestion("What is 2 + 2?", answer="4")]
+    )
+    answers = [_answer("4"), _answer("4"), _answer("4", "Agent 0 = Agent 1")]
+    answers += [_answer("4"), _answer("4"), _answer("4")]
+    _, infos = _play(env, answers)
+    assert infos["agent_2"]["voted"] == 0.0
+    assert "vote_agreement" not in infos["agent_2"] and "vote_lower_seat" not in infos["agent_2"]
+
+
+def test_vote_pays_an_answer_that_casts_a_valid_vote() -> None:
+    shaping = {"vote": 0.25}
+    cast = _play(
+        _debate(shaping=shaping), [_answer("4"), _answer("5"), _answer("5", "Agent 1 > Agent 0")]
+    )
+    silent = _play(_debate(shaping=shaping), [_answer("4"), _answer("5"), _answer("5")])
+    assert (
+        cast[1]["agent_2"]["shaping/vote"] == 1.0 and cast[1]["agent_2"]["shaping/reward"] == 0.25
+    )
+    assert silent[1]["agent_2"]["shaping/vote"] == 0.0
+    assert "shaping/vote" not in cast[1]["agent_1"]  # one other answer: nothing to compare
+    assert cast[0]["agent_2"] - silent[0]["agent_2"] == pytest.approx(0.25)  # the voter's pay
+    assert cast[0]["agent_1"] - silent[0]["agent_1"] == 1.0  # the win goes to the one voted up
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.sampled_from([">", "="]), st.integers(0, 4)), max_size=6
+    ),
+    st.dictionaries(st.integers(0, 4), st.booleans(), max_size=5),
+    st.booleans(),
+)
+def test_judging_info_is_what_its_votes_say(comparisons, seen, reference) -> None:
+    author = 3
+    seen.pop(author, None)
+    votes = [Vote(author, a, op, b) for a, op, b in comparisons]
+    info = judging_info(comparisons, votes, seen, 5, reference=reference)
+    if len(seen) < 2:
+        assert info == {}
+        return
+    valid = [v for v in votes if v.a != v.b]
+    assert info["voted"] == float(bool(valid))
+    strict = [v for v in valid if v.op == ">"]
+    if strict:
+        assert info["vote_lower_seat"] == sum(v.a < v.b for v in strict) / len(strict)
+    else:
+        assert "vote_lower_seat" not in info
+    if reference and comparisons:
+        assert info["vote_agreement"] == judge_score(comparisons, seen)
+    else:
+        assert "vote_agreement" not in info
+
+
+def test_others_seen_is_the_latest_answers_but_the_voters() -> None:
+    latest = {0: True, 1: False, 2: True}
+    seen = OthersSeen(latest, voter=1)
+    assert dict(seen) == {0: True, 2: True} and len(seen) == 2
+    assert 1 not in seen and 0 in seen
+    with pytest.raises(KeyError):
+        seen[1]
+    assert len(OthersSeen(latest, voter=7)) == 3
+
+
+# ------------------------------------------------------------------------ shuffled answers
+
+
+def _positional_judge(observation, info) -> str:
+    """Votes the first answer shown above the second, whatever they say (a judge by position)."""
+    prompt = observation["messages"][-1]["content"]
+    shown = [int(n) for n in re.findall(r"^\[Agent (\d+)\]", prompt, flags=re.M)]
+    me = int(re.search(r"You are Agent (\d+)", prompt).group(1))
+    others = list(dict.fromkeys(a for a in shown if a != me))
+    vote = f"Agent {others[0]} > Agent {others[1]}" if len(others) >= 2 else "N/A"
+    return format_response(solution="4", comparison=vote, consensus=False)
+
+
+def _lower_seat_share(shuffle: bool, seeds: range) -> float:
+    lower = strict = 0
+    for seed in seeds:
+        env = debate.env(
+            num_agents=3,
+            max_rounds=2,
+            questions=[DebateQuestion("What is 2 + 2?", answer="4")],
+            shuffle_answers=shuffle,
+        )
+        env.reset(seed=seed)
+        for agent in env.agent_iter():
+            _, _, terminated, truncated, info = env.last()
+            env.step(
+                None if terminated or truncated else _positional_judge(env.observe(agent), info)
+            )
+        won, counted = lower_seat_wins(env.unwrapped.votes, 3)
+        lower, strict = lower + won, strict + counted
+    return lower / strict
+
+
+def test_shuffled_answers_take_the_seat_out_of_a_positional_judges_votes() -> None:
+    assert _lower_seat_share(False, range(40)) == 1.0  # seat order: position is the seat
+    assert 0.35 < _lower_seat_share(True, range(40)) < 0.65
+
+
+def test_shuffled_prompts_are_the_seeds_and_keep_the_rounds() -> None:
+    def prompts(seed: int, shuffle: bool) -> list[str]:
+        env = debate.env(num_agents=4, max_rounds=2, shuffle_answers=shuffle)
+        env.reset(seed=seed)
+        seen = []
+        for _agent in env.agent_iter():
+            observation, _, terminated, truncated, _ = env.last()
+            seen.append(observation["messages"][-1]["content"])
+            env.step(None if terminated or truncated else _answer("4"))
+        return seen
+
+    assert prompts(3, True) == prompts(3, True)  # the reset seed fixes every order
+    assert any(prompts(s, True) != prompts(s, False) for s in range(5))
+    # the question drawn is the seed's either way: shuffling draws after it
+    assert [p.split("\n")[0] for p in prompts(3, True)] == [
+        p.split("\n")[0] for p in prompts(3, False)
+    ]
+    last = prompts(3, True)[7]
+    assert last.index("=== Round 1") < last.index("=== Round 2")
+    assert sorted(re.findall(r"\[Agent (\d)\]", last.split("=== Round 2")[0])) == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
+
+
+def test_shuffle_answers_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="shuffle_answers must be True or False"):
+        debate.env(shuffle_answers="yes")
