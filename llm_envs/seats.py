@@ -10,7 +10,9 @@ act. Nothing is parsed here: observations and rewards are the environment's.
 
 The view's reward at a step is everything the environment paid its seat since
 the seat's previous action, the others' moves and the episode's settlement
-included, so a seat's rewards over an episode add up to its return.
+included (the first step's also holds what was paid before the seat's first
+turn), so a seat's rewards over an episode add up to its return,
+:attr:`SeatView.episode_return`.
 
 Example:
     >>> from llm_envs.debate import env
@@ -71,11 +73,18 @@ class SeatView:
         self._done = True
         self._started = False
         self._terminated = self._truncated = False
+        self._unpaid = 0.0  # paid before the seat's first turn: goes into its first step
+        self._return = 0.0
 
     @property
     def done(self) -> bool:
         """Whether the seat's episode is over (``step`` then raises)."""
         return self._done
+
+    @property
+    def episode_return(self) -> float:
+        """Everything the seat was paid this episode so far (before its first turn included)."""
+        return self._return
 
     def reset(
         self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
@@ -87,6 +96,7 @@ class SeatView:
             before the seat ever acts, the view is :attr:`done` at once.
         """
         self._started = True
+        self._return = self._unpaid = 0.0
         opts = dict(options) if options is not None else None
         if self._parallel:
             observations, infos = self.env.reset(seed=seed, options=opts)
@@ -96,7 +106,8 @@ class SeatView:
         else:
             self.env.reset(seed=seed, options=opts)
             self._done = False
-            self._advance_aec()
+            self._unpaid = self._advance_aec()
+            self._return = self._unpaid
         return self._observation, dict(self._info)
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -119,7 +130,9 @@ class SeatView:
         if self._parallel:
             return self._step_parallel(action)
         self.env.step(action)
-        reward = self._advance_aec()
+        paid = self._advance_aec()
+        reward, self._unpaid = self._unpaid + paid, 0.0
+        self._return += paid
         return self._observation, reward, self._terminated, self._truncated, dict(self._info)
 
     def record(self) -> Any:
@@ -166,6 +179,7 @@ class SeatView:
         self._truncated = bool(truncations.get(self.seat, False))
         self._done = self._terminated or self._truncated or self.seat not in env.agents
         reward = float(rewards.get(self.seat, 0.0))
+        self._return += reward
         while self._done and env.agents:  # the others play on; the seat's record completes
             joint = {
                 agent: self.others[agent](observations[agent], infos.get(agent, {}))

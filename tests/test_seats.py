@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from pettingzoo import AECEnv
 
 from llm_envs.code_collab import ScriptedCoder, parallel_env
 from llm_envs.code_collab import env as code_env
@@ -127,3 +128,47 @@ def test_misuse_is_refused_with_the_fix():
     view.step("x")
     with pytest.raises(RuntimeError, match="over"):
         view.step("x")
+
+
+class _TipJar(AECEnv):
+    """Two agents, two turns each; every move pays the *other* agent 1 (a test double)."""
+
+    def __init__(self):
+        self.metadata = {"name": "tip_jar"}
+        self.possible_agents = ["a", "b"]
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection, self.moves = "a", 0
+
+    def observe(self, agent):
+        return f"move {self.moves}"
+
+    def step(self, action):
+        agent = self.agent_selection
+        if self.terminations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        self.rewards = {a: float(a != agent) for a in self.agents}
+        self.moves += 1
+        if self.moves == 4:
+            self.terminations = dict.fromkeys(self.agents, True)
+        self.agent_selection = "b" if agent == "a" else "a"
+        self._accumulate_rewards()
+
+
+def test_pay_before_the_seats_first_turn_goes_into_its_first_step():
+    view = SeatView(_TipJar(), "b", {"a": lambda observation, info: "tip"})
+    view.reset()
+    assert view.episode_return == 1.0  # a moved first and paid b
+    rewards = [view.step("tip")[1]]
+    while not view.done:
+        rewards.append(view.step("tip")[1])
+    # First step: a's first tip (before b's turn) and its second; then nothing is left.
+    assert rewards == [2.0, 0.0] and view.episode_return == sum(rewards) == 2.0

@@ -293,18 +293,15 @@ class DebateFamily(FamilyBase):
                 "the reference entrant reads the other answers from the prompt; "
                 "leave observation_mode at 'prompt' in --env-kwargs"
             )
-        answers: dict[str, str] = {}
-        for question in self.eval_questions:
-            if question.answer is None:
-                raise ValueError(
-                    "the reference entrant answers with each question's reference answer, and "
-                    f"{question.text!r} has none; use --task arithmetic or gsm8k"
-                )
-            # (Agents find the question by its first line: llm_envs.debate.agents.question_in.)
-            answers[question.text.split("\n", 1)[0]] = question.answer
+        questions = self.eval_questions
+        # A counted set (the built-in questions) is checked whole; a math task's
+        # questions all have answers, and may be a million: its first stands for all.
+        for question in questions if self.num_eval_problems is not None else questions[:1]:
+            _ReferenceAnswers.check(question)
+        answers = _ReferenceAnswers(questions)
         seats = len(self.agents)
         return {
-            agent: JudgingDebater(index, seats, solver=answers.get, max_votes=seats * seats)
+            agent: JudgingDebater(index, seats, solver=answers, max_votes=seats * seats)
             for index, agent in enumerate(self.agents)
         }
 
@@ -388,6 +385,41 @@ def _shaping(
             )
         seen.append((author, correct))
     return shaped
+
+
+class _ReferenceAnswers:
+    """``question's first line -> reference answer``, read from the questions as far as asked.
+
+    A task may hold a million questions (arithmetic): reading them all up front
+    cost the reference entrant half a minute; this reads them in order until
+    the one asked for, once. (Agents find the question by its first line:
+    :func:`llm_envs.debate.agents.question_in`.)
+
+    Raises:
+        ValueError: a question without a reference answer (the built-in ones).
+    """
+
+    def __init__(self, questions: Sequence[Any]) -> None:
+        self._unread = iter(questions)
+        self._answers: dict[str, str] = {}
+
+    @staticmethod
+    def check(question: Any) -> None:
+        """Refuse a question without a reference answer (the message says which to use)."""
+        if question.answer is None:
+            raise ValueError(
+                "the reference entrant answers with each question's reference answer, and "
+                f"{question.text!r} has none; use --task arithmetic or gsm8k"
+            )
+
+    def __call__(self, first_line: str) -> str | None:
+        while first_line not in self._answers:
+            question = next(self._unread, None)
+            if question is None:
+                return None
+            self.check(question)
+            self._answers[question.text.split("\n", 1)[0]] = question.answer
+        return self._answers[first_line]
 
 
 class _BrokenIn:
