@@ -255,7 +255,32 @@ ADAPT: dict[tuple[str, str], Adapt] = {
         training=True,
         timeout=300,
     ),
-    ("docs/trl_grpo.md", "GRPOTrainer("): Adapt(
+    ("docs/trl_grpo.md", "environment_factory=factory"): Adapt(
+        # A model whose chat template renders tools: the tiny random one with TRL's Qwen2.5
+        # template (it calls no tool: every rollout leaves its turn to silence, scored -1).
+        prelude=(
+            "import shutil\n"
+            "from transformers import AutoTokenizer\n"
+            "from trl.chat_template_utils import qwen2_5_chat_template\n"
+            "from baselines.models import resolve_model\n"
+            "shutil.copytree(resolve_model('tiny'), 'tiny-tools')\n"
+            "tokenizer = AutoTokenizer.from_pretrained('tiny-tools')\n"
+            "tokenizer.chat_template = qwen2_5_chat_template\n"
+            "tokenizer.save_pretrained('tiny-tools')\n"
+        ),
+        replace=(
+            ('model="Qwen/Qwen2.5-0.5B-Instruct"', 'model="tiny-tools"'),
+            ("factory.dataset(900, first_problem=100)", "factory.dataset(2, first_problem=100)"),
+            (
+                "max_completion_length=1024",
+                'max_completion_length=16, max_steps=1, report_to="none"',
+            ),
+        ),
+        slow=True,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "rollout_func=rollout"): Adapt(
         # A model folder for TRL: the tiny random one, built offline in seconds.
         prelude="from baselines.models import resolve_model\n",
         replace=(

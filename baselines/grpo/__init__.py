@@ -5,6 +5,8 @@
   :mod:`baselines.grpo.adapters`).
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment's tokens masked out of the loss.
+* :mod:`baselines.grpo.environment`: one seat of any family as TRL's
+  ``environment_factory`` (a tool-using environment).
 * :mod:`baselines.grpo.config`: :class:`GRPORunConfig`.
 * :mod:`baselines.grpo.run`: building TRL's trainer from it, and the command line.
 
@@ -14,5 +16,6 @@
 from __future__ import annotations
 
 from baselines.grpo.config import GRPORunConfig
+from baselines.grpo.environment import SeatEnvironmentFactory
 
-__all__ = ["GRPORunConfig"]
+__all__ = ["GRPORunConfig", "SeatEnvironmentFactory"]

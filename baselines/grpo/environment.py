@@ -1,0 +1,424 @@
+"""One seat of any registered family as a tool-using environment for TRL's ``environment_factory``.
+
+TRL 1.16's ``GRPOTrainer(environment_factory=f)`` drives a single policy that
+talks to an environment through tool calls:
+
+* ``f()`` is called with no argument, once to probe the class and then once for
+  every rollout slot of a batch (instances are pooled and reused, each
+  ``reset`` between two rollouts);
+* before generation, ``env.reset(**row)`` gets the data-set row of the rollout
+  (every column, ``prompt`` included); a string it returns is appended to the
+  prompt's last message, ``None`` leaves the prompt as it is;
+* every public method other than ``reset`` and ``get_reward`` is a tool: its
+  name, type hints and Google docstring become the schema the chat template
+  shows the model, and its return value (as ``str``) is the tool message the
+  model reads next. A tool that raises gives the model ``{"error": ...}``;
+* ``env.get_reward()`` (no argument) is called once per finished rollout, and
+  its float is a reward column named after the class
+  (``rewards/SeatEnvironment/mean`` in the logs), weight 1.
+
+:class:`SeatEnvironmentFactory` is that ``f`` for one seat of a registered
+family: it builds the family once (:func:`~llm_envs.registration.make_family`)
+and each :class:`SeatEnvironment` plays the family's problem ``p`` through
+:func:`llm_envs.seats.family_seat`, the family's reference players (or players
+you give) in the other seats. :meth:`SeatEnvironmentFactory.dataset` gives one
+row per problem: its index and, as the prompt, the seat's first observation.
+The seat's move is the tool :meth:`SeatEnvironment.take_turn`, which returns
+what the seat sees next; :meth:`SeatEnvironment.get_reward` is the seat's
+return.
+
+Nothing here parses environment text: the model's tool argument is the
+seat's action as it stands, and observations and rewards are the
+environment's. Nothing here names a family either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from baselines.grpo.adapters import refuse_context_swap
+from llm_envs.family import Agent, Family, derive_seed
+from llm_envs.registration import make_family
+from llm_envs.seats import SeatView, family_seat
+
+__all__ = ["EPISODE_OVER", "SeatEnvironment", "SeatEnvironmentFactory"]
+
+EPISODE_OVER = "The episode is over."
+"""The last line of the tool result that ends the seat's episode."""
+
+Players = Callable[[], Mapping[str, Agent]]
+"""A function that returns fresh players for the other seats: called once per episode."""
+
+
+class SeatEnvironment:
+    """One seat of a family's episode, played by the model through one tool.
+
+    Built by :class:`SeatEnvironmentFactory` (TRL calls it with no argument);
+    the seat's problems are the family's evaluation problems
+    (:func:`llm_envs.seats.family_seat`), each reset with the seed the
+    evaluator uses for it, ``derive_seed(seed, problem)``.
+
+    Its only public methods are TRL's: ``reset``, the tool ``take_turn`` and
+    ``get_reward`` (TRL exposes every other public method as a tool too); what
+    a logger reads is in properties.
+
+    Args:
+        family: the family (:func:`~llm_envs.registration.make_family`).
+        seat: the agent the model plays.
+        seed: the seed of the problems' resets.
+        players: fresh players for the other seats, called once per episode;
+            None for the family's reference players, asked for at every reset
+            (the factory asks once), or none where the seat is the family's
+            only agent.
+    """
+
+    def __init__(
+        self, family: Family, seat: str, *, seed: int = 0, players: Players | None = None
+    ) -> None:
+        self.family = family
+        self.seat = seat
+        self.seed = seed
+        self.players = players
+        self._view: SeatView | None = None
+        self._problem: int | None = None
+        self._messages: list[dict[str, str]] = []
+        self._return = 0.0
+        self._turns = 0
+        self._unplayed_turns = 0
+
+    # ------------------------------------------------------------------ TRL's interface
+
+    def reset(self, problem: int | None = None, prompt: Any = None, **row: Any) -> None:
+        """Start the row's problem; play the other seats until this one must act.
+
+        TRL passes the data-set row as keyword arguments. The row's ``prompt``
+        must be the seat's first observation, as
+        :meth:`SeatEnvironmentFactory.dataset` writes it, so nothing is
+        appended to it (``None`` is returned); other columns are ignored.
+
+        Args:
+            problem: the family's evaluation problem to play.
+            prompt: the row's prompt, checked against the first observation.
+            **row: other columns of the row (ignored).
+
+        Raises:
+            ValueError: no ``problem`` column, a prompt that is not the seat's
+                first observation (a data set built with other settings), an
+                episode that ends before the seat acts, or a first turn that
+                trains on another context than it shows
+                (:func:`~baselines.grpo.adapters.refuse_context_swap`).
+        """
+        if problem is None:
+            raise ValueError(
+                "the data-set row has no 'problem' column: build the data set with "
+                "SeatEnvironmentFactory.dataset(num_problems), one row per problem"
+            )
+        messages = self._start(int(problem))
+        if prompt is not None and _plain(prompt) != messages:
+            raise ValueError(
+                f"the row's prompt is not {self.seat}'s first observation of problem {problem}: "
+                "build the data set with the factory that makes these environments "
+                "(SeatEnvironmentFactory.dataset), with the same env, task, seat and seed"
+            )
+        self._messages = messages
+        return None
+
+    def take_turn(self, text: str) -> str:
+        """Take your turn: send your reply to the latest message, written as its instructions ask.
+
+        The text is your whole move, read exactly as you write it: follow the
+        format the instructions ask for; anything else is scored as it stands.
+
+        Args:
+            text: your complete reply for this turn, in the format the instructions ask for.
+
+        Returns:
+            What you see next: the new messages for your next turn, or the end of the episode.
+        """
+        view = self._require_view()
+        if view.done:
+            raise RuntimeError(f"{EPISODE_OVER} There are no more turns to take.")
+        before = [*self._messages, {"role": "assistant", "content": text}]
+        observation, reward, _, _, _ = view.step(text)
+        self._turns += 1
+        self._return += reward
+        self._messages = _messages(observation)
+        new = _after_shared_prefix(before, self._messages)
+        parts = [m["content"] for m in new]
+        if view.done:
+            parts.append(EPISODE_OVER)
+        return "\n\n".join(parts)
+
+    def get_reward(self) -> float:
+        """The seat's return: every reward the environment paid it in the episode.
+
+        A rollout can stop before the seat's episode does (the model answered
+        without calling the tool, or TRL's ``max_tool_calling_iterations`` or
+        ``max_completion_length`` cut it short). The seat then said nothing:
+        its remaining turns are played as the empty string, and the
+        environment scores that as it scores any text.
+
+        Raises:
+            RuntimeError: before :meth:`reset`, or an environment that keeps
+                asking for turns past the family's ``max_agent_turns``.
+        """
+        view = self._require_view()
+        limit = max(1, self.family.max_agent_turns) + 1
+        while not view.done:
+            if self._turns + self._unplayed_turns >= limit:
+                raise RuntimeError(
+                    f"{self.seat} has taken {self._turns + self._unplayed_turns} turns of problem "
+                    f"{self._problem} and the episode goes on, past the family's max_agent_turns "
+                    f"({self.family.max_agent_turns}): the environment must end its episodes"
+                )
+            _, reward, _, _, _ = view.step("")
+            self._unplayed_turns += 1
+            self._return += reward
+        return self._return
+
+    # ------------------------------------------------------------------ for loggers
+
+    @property
+    def problem(self) -> int | None:
+        """The problem of the current episode (None before the first reset)."""
+        return self._problem
+
+    @property
+    def turns(self) -> int:
+        """The seat's turns taken through the tool in the current episode."""
+        return self._turns
+
+    @property
+    def unplayed_turns(self) -> int:
+        """The seat's turns :meth:`get_reward` played as the empty string (the model's silence)."""
+        return self._unplayed_turns
+
+    @property
+    def done(self) -> bool:
+        """Whether the seat's episode is over."""
+        return self._view is None or self._view.done
+
+    @property
+    def episode_return(self) -> float:
+        """What the environment has paid the seat so far in this episode."""
+        return self._return
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The environment's record of the episode (``llm_envs.records.EpisodeRecord``).
+
+        None before the first reset. After :meth:`get_reward` it is the whole
+        episode, every seat's turns included, ready for ``python -m
+        baselines.report`` (``episodes/step_NNNNN.jsonl``, one record a line).
+        """
+        if self._view is None:
+            return None
+        record: dict[str, Any] = self._view.record()
+        return record
+
+    # ------------------------------------------------------------------ helpers
+
+    def _start(self, problem: int) -> list[dict[str, str]]:
+        """Reset the seat's episode of ``problem``; return its first observation's chat."""
+        view, reset_seed, options = family_seat(
+            self.family,
+            self.seat,
+            problem=problem,
+            seed=derive_seed(self.seed, problem),
+            others=_others(self.family, self.seat, self.players),
+        )
+        observation, info = view.reset(seed=reset_seed, options=options)
+        if view.done:
+            raise ValueError(
+                f"problem {problem} ends before {self.seat} acts: nothing to train on; "
+                "play another seat or leave this problem out of the data set"
+            )
+        refuse_context_swap(self.seat, info)
+        self._view, self._problem = view, problem
+        self._return, self._turns, self._unplayed_turns = 0.0, 0, 0
+        return _messages(observation)
+
+    def _require_view(self) -> SeatView:
+        if self._view is None:
+            raise RuntimeError("call reset(problem=...) before taking a turn or asking the reward")
+        return self._view
+
+
+class SeatEnvironmentFactory:
+    """TRL's ``environment_factory`` for one seat of a registered family.
+
+    Calling it returns a fresh :class:`SeatEnvironment`; :meth:`dataset` is
+    the matching training data set, one row per problem.
+
+    Args:
+        env: a registered family's name (what ``--env`` takes).
+        env_kwargs: the environment's arguments.
+        seat: the agent the model plays (one of the family's ``agents``).
+        task: the family's question or problem source.
+        task_kwargs: the task's settings.
+        seed: the family's seed, and the seed each problem's reset derives from.
+        players: fresh players for the other seats, called once per episode
+            (e.g. ``lambda: {"agent_1": MyPlayer(seed=0)}``); None for the
+            family's reference players, asked for once and playing every
+            episode, as in the evaluator (none needed where the seat is the
+            family's only agent).
+
+    Attributes:
+        family: the family, built once.
+        environments: every environment this factory made, in order (TRL
+            reuses them: after a training step each holds the step's episode).
+
+    Raises:
+        ValueError: an unknown family or a bad setting (the family's message),
+            a seat the family does not have, or no players for the other seats
+            (a family without reference players: its message says why).
+
+    Example:
+        >>> factory = SeatEnvironmentFactory(
+        ...     "debate", {"num_agents": 3, "max_rounds": 1}, seat="agent_2", task="arithmetic"
+        ... )
+        >>> row = factory.dataset(2)[1]
+        >>> env = factory()
+        >>> env.reset(**row)
+        >>> env.take_turn("no tags").endswith("The episode is over.")
+        True
+        >>> env.get_reward(), env.record["turns"][2]["text"]  # a broken answer costs -1
+        (-1.0, 'no tags')
+    """
+
+    def __init__(
+        self,
+        env: str,
+        env_kwargs: Mapping[str, Any] | None = None,
+        *,
+        seat: str = "agent_0",
+        task: str = "default",
+        task_kwargs: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        players: Players | None = None,
+    ) -> None:
+        self.family = make_family(
+            env, dict(env_kwargs or {}), task=task, seed=seed, task_kwargs=dict(task_kwargs or {})
+        )
+        if seat not in self.family.agents:
+            raise ValueError(
+                f"seat {seat!r} is not an agent of --env {env}; "
+                f"choose one of {list(self.family.agents)}"
+            )
+        if players is None and tuple(self.family.agents) != (seat,):
+            # Asked once, as the evaluator does (its reference entrant plays every episode
+            # with one set): building them can take seconds (a task's every answer), and
+            # TRL resets an environment per rollout. Where the family has none, its
+            # message names the fix, before a model is loaded.
+            reference = self.family.reference_players()
+            players = lambda: reference  # noqa: E731 (a closure over the one set)
+        self.seat = seat
+        self.seed = seed
+        self.players = players
+        family_seat(self.family, seat, others=_others(self.family, seat, players))  # checks them
+        self.environments: list[SeatEnvironment] = []
+
+    @property
+    def max_turns(self) -> int:
+        """The most turns the seat takes in an episode (the family's ``max_agent_turns``).
+
+        A bound for ``GRPOConfig(max_tool_calling_iterations=...)``: one tool call per turn.
+        """
+        return int(self.family.max_agent_turns)
+
+    def __call__(self) -> SeatEnvironment:
+        """A fresh environment (TRL calls this once per rollout slot it needs)."""
+        environment = SeatEnvironment(self.family, self.seat, seed=self.seed, players=self.players)
+        self.environments.append(environment)
+        return environment
+
+    def prompts(self, problems: Sequence[int]) -> list[list[dict[str, str]]]:
+        """The seat's first observation of each problem: the chats the model starts from."""
+        probe = SeatEnvironment(self.family, self.seat, seed=self.seed, players=self.players)
+        return [probe._start(p) for p in problems]
+
+    def dataset(self, num_problems: int, *, first_problem: int = 0) -> Any:
+        """The training data set: one row per problem, ``problem`` and ``prompt``.
+
+        ``prompt`` is the seat's first observation of the problem (a chat, so
+        TRL renders it with the tokenizer's chat template and the tool's
+        schema). TRL repeats each row ``num_generations`` times: a group is
+        that many episodes of one problem, which differ only in what the model
+        writes.
+
+        Args:
+            num_problems: rows, problems ``first_problem .. first_problem + num_problems - 1``.
+            first_problem: the first problem; start past the ones you evaluate on
+                (the problems are the family's evaluation problems).
+
+        Raises:
+            ValueError: ``num_problems < 1``, ``first_problem < 0``, or more
+                problems than the family has.
+        """
+        from datasets import Dataset
+
+        if num_problems < 1 or first_problem < 0:
+            raise ValueError(
+                "need num_problems >= 1 and first_problem >= 0, "
+                f"got {num_problems} and {first_problem}"
+            )
+        available = self.family.num_eval_problems
+        if available is not None and first_problem + num_problems > available:
+            raise ValueError(
+                f"--env {self.family.name} has {available} problems, asked for problems "
+                f"{first_problem}..{first_problem + num_problems - 1}; ask for fewer"
+            )
+        problems = list(range(first_problem, first_problem + num_problems))
+        return Dataset.from_dict({"problem": problems, "prompt": self.prompts(problems)})
+
+
+def _others(family: Family, seat: str, players: Players | None) -> Mapping[str, Agent] | None:
+    """Fresh players for the other seats: yours, none for a one-seat family, else the family's."""
+    if players is not None:
+        return dict(players())
+    if tuple(family.agents) == (seat,):
+        return {}
+    return None  # family_seat asks the family for its reference players
+
+
+def _messages(observation: Any) -> list[dict[str, str]]:
+    """An observation's chat as plain ``{"role", "content"}`` dicts."""
+    if not isinstance(observation, Mapping) or not isinstance(observation.get("messages"), list):
+        raise TypeError(
+            "a seat's observation must be an llm-envs chat, {'messages': [...]}, got "
+            f"{type(observation).__name__}"
+        )
+    return _plain(observation["messages"])
+
+
+def _plain(messages: Any) -> list[dict[str, str]]:
+    # A data set's rows may carry extra keys (None-filled by the Arrow schema): keep
+    # the role and the content, which is all a chat message is here.
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+
+
+def _after_shared_prefix(
+    before: list[dict[str, str]], after: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """The messages of ``after`` past the longest prefix it shares with ``before``.
+
+    ``before`` is the seat's last observation plus its move: an environment
+    whose chat grows (one chat per episode) shares all of it, and one that
+    rebuilds its prompt each turn shares the system message; either way what
+    is left is what the seat has not seen.
+
+    Example:
+        >>> s, u1, a, u2 = ({"role": r, "content": c} for r, c in
+        ...                 [("system", "S"), ("user", "1"), ("assistant", "A"), ("user", "2")])
+        >>> _after_shared_prefix([s, u1, a], [s, u1, a, u2])  # a growing chat
+        [{'role': 'user', 'content': '2'}]
+        >>> _after_shared_prefix([s, u1, a], [s, u2])  # a prompt rebuilt each turn
+        [{'role': 'user', 'content': '2'}]
+    """
+    shared = 0
+    for old, new in zip(before, after, strict=False):
+        if old != new:
+            break
+        shared += 1
+    return after[shared:]
