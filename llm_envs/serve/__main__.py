@@ -1,0 +1,112 @@
+"""``python -m llm_envs.serve``: serve llm-envs episodes over HTTP and WebSocket.
+
+::
+
+    python -m llm_envs.serve --env debate --task arithmetic --port 8000 --records runs/serve
+
+``--env``, ``--env-kwargs``, ``--task`` and ``--task-kwargs`` are the defaults
+of what a request leaves out; a request may name any registered env. The
+default env's family is built before the server listens, so bad settings fail
+here (exit status 2) with the family's message. ``docs/serve.md`` describes
+the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"needs a JSON object like '{{\"num_agents\": 3}}', got {text!r}"
+        )
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    """The command line's flags."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Serve llm-envs episodes over HTTP and WebSocket, one client per seat, and "
+        "single seats (reference players in the others) to OpenEnv clients under /openenv.",
+    )
+    parser.add_argument("--env", help="the default env (a registered family, e.g. debate)")
+    parser.add_argument("--env-kwargs", type=_json_object, default={}, help="its arguments, JSON")
+    parser.add_argument("--task", help="its task (default: the family's first)")
+    parser.add_argument("--task-kwargs", type=_json_object, default={}, help="the task's settings")
+    parser.add_argument("--seed", type=int, default=0, help="the families' seed: which problems")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
+    parser.add_argument("--records", help="directory of episodes.jsonl (default: memory only)")
+    parser.add_argument(
+        "--seat-timeout",
+        type=_positive,
+        default=300.0,
+        help="seconds a seat has to act; then the server plays '' for it (default 300)",
+    )
+    parser.add_argument(
+        "--max-episodes", type=int, default=1024, help="multi-seat episodes at once"
+    )
+    parser.add_argument("--max-sessions", type=int, default=64, help="OpenEnv sessions at once")
+    parser.add_argument("--workers", type=int, help="threads running env steps (default: Python's)")
+    parser.add_argument("--log-level", default="info", help="uvicorn's log level")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.serve") -> int:
+    """Run the server until interrupted; return the exit status (2 for bad flags or settings)."""
+    parser = build_parser(prog)
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    try:
+        import uvicorn
+
+        from llm_envs.serve.app import ServeSettings, build_app
+    except ModuleNotFoundError as exc:
+        print(
+            f"{prog}: needs the {exc.name} package, which is not installed: "
+            'pip install "llm-envs[serve]" && pip install --no-deps openenv-core==0.3.0',
+            file=sys.stderr,
+        )
+        return 2
+    from llm_envs.serve.errors import ServeError
+    from llm_envs.serve.families import Defaults
+
+    settings = ServeSettings(
+        defaults=Defaults(args.env, args.env_kwargs, args.task, args.task_kwargs),
+        seed=args.seed,
+        records=args.records,
+        seat_timeout=args.seat_timeout,
+        max_episodes=args.max_episodes,
+        max_sessions=args.max_sessions,
+        workers=args.workers,
+    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
+    try:
+        app = build_app(settings)
+    except ServeError as exc:
+        parser.error(str(exc))
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""The episode server's web app: HTTP and WebSocket routes over the hub, and the OpenEnv view.
+
+Routes (``docs/serve.md`` has the protocol with examples):
+
+==========================================  ============================================
+``GET  /health``                            running and recorded episode counts
+``GET  /envs``                              the registered envs and their tasks
+``POST /episodes``                          create an episode (:class:`EpisodeRequest`)
+``GET  /episodes/{id}``                     a running episode's seats, or a finished record
+``POST /episodes/{id}/seats/{seat}/join``   take a seat; the reply holds its token
+``GET  /episodes/{id}/seats/{seat}/turn``   the seat's current message (``?wait=`` seconds)
+``POST /episodes/{id}/seats/{seat}/act``    act: ``{"text": ...}``
+``WS   /episodes/{id}/seats/{seat}/ws``     join and play the seat on one socket
+``/openenv/...``                            one seat vs reference players, OpenEnv's protocol
+==========================================  ============================================
+
+Seat requests carry the seat's token in the ``X-Seat-Token`` header (a
+socket's ``?token=`` rejoins after a reconnect). Refusals are JSON
+``{"detail": message}`` with the hub's status (404 unknown, 409 out of turn
+or taken, 422 malformed, 403 without the token); on a socket they are
+``error`` messages, and a refused join closes it with code 4000 + status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import uvicorn
+from fastapi import Body, FastAPI, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+import llm_envs
+from llm_envs.registration import family_class, family_names
+from llm_envs.serve.errors import ServeError
+from llm_envs.serve.families import Defaults, Families, resolve
+from llm_envs.serve.hub import Hub, Seat
+from llm_envs.serve.openenv_view import SingleSeat, openenv_app
+from llm_envs.serve.protocol import (
+    ActMessage,
+    ActRequest,
+    EpisodeRequest,
+    Message,
+    dumps,
+    error,
+    validation_message,
+)
+from llm_envs.serve.store import EpisodeStore
+
+__all__ = ["ServeSettings", "build_app", "serving"]
+
+_FINAL = frozenset({"end", "abandoned", "error"})  # a seat's socket closes after these
+_SHAPES = {
+    "/act": '{"text": "..."} (and "turn": n to refuse a stale turn)',
+    "/episodes": '{"env": "debate", "env_kwargs": {}, "task": "arithmetic", "problem": 0, '
+    '"seed": 0}',
+}
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How a server runs (``python -m llm_envs.serve`` builds it from its flags).
+
+    Attributes:
+        defaults: the env, env_kwargs, task and task_kwargs a request leaves out.
+        seed: the families' seed (which problems there are).
+        records: the directory of ``episodes.jsonl``; None keeps records in memory.
+        seat_timeout: seconds a seat has to act once its turn begins.
+        max_episodes: the most multi-seat episodes running at once.
+        max_sessions: the most OpenEnv single-seat sessions at once.
+        workers: threads that run environment steps (None: Python's default).
+    """
+
+    defaults: Defaults = field(default_factory=Defaults)
+    seed: int = 0
+    records: str | None = None
+    seat_timeout: float = 300.0
+    max_episodes: int = 1024
+    max_sessions: int = 64
+    workers: int | None = None
+
+
+class _JSON(JSONResponse):
+    """JSON whatever the env put in an info (numpy values included)."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content).encode()
+
+
+def build_app(settings: ServeSettings) -> FastAPI:
+    """The server's app: the hub's routes, and the OpenEnv single-seat view under ``/openenv``.
+
+    The default env's family is built and the records are read back here,
+    before the app serves a request.
+
+    Raises:
+        ServeError: default settings the env refuses (the family's message).
+    """
+    families = Families(seed=settings.seed)
+    if settings.defaults.env is not None:  # bad flags fail at start-up, not at the first request
+        families.family(resolve(EpisodeRequest(), settings.defaults))
+    store = EpisodeStore(settings.records)
+    hub = Hub(
+        families,
+        store,
+        seat_timeout=settings.seat_timeout,
+        max_episodes=settings.max_episodes,
+        workers=settings.workers,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await hub.close()
+
+    app = FastAPI(
+        title="llm-envs episode server",
+        version=llm_envs.__version__,
+        lifespan=lifespan,
+        default_response_class=_JSON,
+    )
+    app.state.hub = hub
+
+    @app.exception_handler(ServeError)
+    async def refused(request: Request, exc: ServeError) -> _JSON:
+        return _JSON({"detail": str(exc)}, status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> _JSON:
+        # The server's own fault (or a missing data set): say what broke, not just "500".
+        return _JSON({"detail": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, exc: RequestValidationError) -> _JSON:
+        path = request.url.path
+        shape = next((s for end, s in _SHAPES.items() if path.endswith(end)), "what /docs shows")
+        return _JSON({"detail": validation_message(exc.errors(), shape)}, status_code=422)
+
+    @app.get("/health")
+    async def health() -> _JSON:
+        return _JSON({"status": "ok", "running": hub.running, "recorded": len(store)})
+
+    @app.get("/envs")
+    async def envs() -> _JSON:
+        listed = [
+            {
+                "env": name,
+                "tasks": list(family_class(name).tasks),
+                "default": name == settings.defaults.env,
+            }
+            for name in family_names()
+        ]
+        return _JSON({"envs": listed})
+
+    @app.post("/episodes", status_code=201)
+    async def create(request: Annotated[EpisodeRequest | None, Body()] = None) -> _JSON:
+        spec = resolve(request or EpisodeRequest(), settings.defaults)
+        episode = await hub.create(spec)
+        return _JSON(episode.status(), status_code=201)
+
+    @app.get("/episodes/{episode_id}")
+    async def describe(episode_id: str) -> _JSON:
+        return _JSON(await hub.describe(episode_id))
+
+    @app.post("/episodes/{episode_id}/seats/{seat}/join")
+    async def join(
+        episode_id: str, seat: str, x_seat_token: Annotated[str | None, Header()] = None
+    ) -> _JSON:
+        token = await hub.join(episode_id, seat, x_seat_token)
+        return _JSON(_joined(hub, episode_id, seat, token))
+
+    @app.get("/episodes/{episode_id}/seats/{seat}/turn")
+    async def turn(
+        episode_id: str,
+        seat: str,
+        wait: Annotated[float, Query(ge=0, le=60)] = 0.0,
+        x_seat_token: Annotated[str | None, Header()] = None,
+    ) -> _JSON:
+        return _JSON(await hub.poll(episode_id, seat, x_seat_token, wait))
+
+    @app.post("/episodes/{episode_id}/seats/{seat}/act")
+    async def act(
+        episode_id: str,
+        seat: str,
+        action: ActRequest,
+        x_seat_token: Annotated[str | None, Header()] = None,
+    ) -> _JSON:
+        return _JSON(await hub.act(episode_id, seat, x_seat_token, action.text, action.turn))
+
+    @app.websocket("/episodes/{episode_id}/seats/{seat}/ws")
+    async def seat_socket(
+        websocket: WebSocket, episode_id: str, seat: str, token: str | None = None
+    ) -> None:
+        await websocket.accept()
+        try:
+            token = await hub.join(episode_id, seat, token)
+            _, place = hub.seat(episode_id, seat, token)
+        except ServeError as exc:
+            await _send(websocket, error(exc.status, str(exc)))
+            await _close(websocket, 4000 + exc.status)
+            return
+        try:
+            await _send(websocket, _joined(hub, episode_id, seat, token))
+            await _play(websocket, hub, episode_id, place, token)
+        except WebSocketDisconnect:
+            pass  # the client left; its seat stays its own (rejoin with the token)
+
+    app.mount(
+        "/openenv",
+        openenv_app(
+            SingleSeat(settings.defaults, families, store), max_sessions=settings.max_sessions
+        ),
+    )
+    return app
+
+
+@contextlib.contextmanager
+def serving(settings: ServeSettings, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Run a server in a background thread while the block runs; yield its base URL.
+
+    For notebooks, tests and scripts that play against a server of their own
+    (port 0: any free port); a deployment runs ``python -m llm_envs.serve``.
+
+    Raises:
+        ServeError: default settings the env refuses.
+        RuntimeError: the server did not start within a minute.
+    """
+    server = uvicorn.Server(
+        uvicorn.Config(build_app(settings), host=host, port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="llm-envs-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the server on {host}:{port} did not start; is the port taken?")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _joined(hub: Hub, episode_id: str, seat: str, token: str) -> Message:
+    episode, _ = hub.seat(episode_id, seat, token)
+    return {
+        "type": "joined",
+        "episode": episode_id,
+        "seat": seat,
+        "token": token,
+        "seats": list(episode.seats),
+    }
+
+
+async def _play(websocket: WebSocket, hub: Hub, episode_id: str, place: Seat, token: str) -> None:
+    """Push the seat's messages as they come; take its actions; close after its last message."""
+    sent = place.version
+    if place.message is not None:
+        await _send(websocket, place.message)
+        if place.message["type"] in _FINAL:
+            await _close(websocket, 1000)
+            return
+    incoming = asyncio.ensure_future(websocket.receive())
+    change = asyncio.ensure_future(place.changed(sent))
+    try:
+        while True:
+            done, _ = await asyncio.wait({incoming, change}, return_when=asyncio.FIRST_COMPLETED)
+            if incoming in done:
+                received = incoming.result()
+                if received["type"] == "websocket.disconnect":
+                    return
+                await _send(websocket, await _reply(hub, episode_id, place.name, token, received))
+                incoming = asyncio.ensure_future(websocket.receive())
+            if change not in done:
+                continue
+            sent = place.version
+            message = place.message
+            if message is not None:
+                await _send(websocket, message)
+                if message["type"] in _FINAL:
+                    await _close(websocket, 1000)
+                    return
+            change = asyncio.ensure_future(place.changed(sent))
+    finally:
+        incoming.cancel()
+        change.cancel()
+
+
+async def _reply(
+    hub: Hub, episode_id: str, seat: str, token: str, received: Mapping[str, Any]
+) -> Message:
+    """The answer to one message from a seat's client: ``accepted``, or an ``error``."""
+    raw = received.get("text")
+    if raw is None:
+        raw = (received.get("bytes") or b"").decode("utf-8", "replace")
+    try:
+        message = ActMessage.model_validate(json.loads(raw))
+    except ValidationError as exc:
+        shape = '{"type": "act", "text": "..."}'
+        return error(422, validation_message(exc.errors(), shape))
+    except ValueError as exc:
+        return error(422, f'not JSON ({exc}); send {{"type": "act", "text": "..."}}')
+    try:
+        return await hub.act(episode_id, seat, token, message.text, message.turn)
+    except ServeError as exc:
+        return error(exc.status, str(exc))
+
+
+async def _send(websocket: WebSocket, message: Message) -> None:
+    await websocket.send_text(dumps(message))
+
+
+async def _close(websocket: WebSocket, code: int) -> None:
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # closed by the client already
+        await websocket.close(code=code)
