@@ -7,6 +7,8 @@
     llm-envs magrpo                      # MAGRPO (python -m baselines.magrpo)
     llm-envs report runs/is_trainer      # a run's report (python -m baselines.report)
     llm-envs eval ...                    # evaluation (python -m baselines.eval)
+    llm-envs serve --env debate          # episodes over the network (python -m llm_envs.serve)
+    llm-envs sandbox-serve --port 8080   # SandboxFusion's API (python -m llm_envs.sandbox.service)
 
 ``llm-envs-train``, ``llm-envs-report`` and ``llm-envs-eval`` are the same
 subcommands as commands of their own (``pyproject.toml``'s
@@ -36,6 +38,8 @@ class Command:
     summary: str
     takes_prog: bool = True
     """Whether its ``main`` takes ``prog=`` (the name its ``--help`` and errors show)."""
+    extra: str = "train"
+    """The ``llm-envs[...]`` extra that installs what it needs."""
 
 
 COMMANDS: dict[str, Command] = {
@@ -47,6 +51,16 @@ COMMANDS: dict[str, Command] = {
     ),
     "eval": Command(
         "baselines.eval.__main__", "evaluate models in an environment; rank them by debate"
+    ),
+    "serve": Command(
+        "llm_envs.serve.__main__",
+        "serve environments over HTTP and WebSocket, one client per seat",
+        extra="serve",
+    ),
+    "sandbox-serve": Command(
+        "llm_envs.sandbox.service_main",
+        "serve the sandbox over HTTP with SandboxFusion's API (/run_code, /submit)",
+        extra="sandbox-service",
     ),
 }
 
@@ -86,7 +100,7 @@ def run(name: str, argv: Sequence[str]) -> int:
             raise SystemExit(2) from None
         print(
             f"llm-envs {name}: needs the {exc.name} package, which is not installed: "
-            'pip install "llm-envs[train]"',
+            f'pip install "llm-envs[{command.extra}]"',
             file=sys.stderr,
         )
         raise SystemExit(2) from None

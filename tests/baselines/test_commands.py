@@ -35,7 +35,7 @@ def test_extras_are_named_for_what_they_bring():
     ("argv", "status", "stream", "text"),
     [
         ([], 2, "out", "usage: llm-envs COMMAND"),
-        (["--help"], 0, "out", "report  write a run's report"),
+        (["--help"], 0, "out", "report         write a run's report"),
         (["--version"], 0, "out", "llm-envs "),
         (["fit"], 2, "err", "unknown command 'fit'; choose one of ['eval', 'grpo'"),
     ],
