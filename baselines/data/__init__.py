@@ -2,6 +2,9 @@
 
 * :mod:`baselines.data.advantages`: returns, group-centred advantages and
   stratified strategy weights (pure functions).
+* :mod:`baselines.data.credit`: multi-agent credit assignment, the schemes a
+  trainer picks by name (group mean, role baselines, per-agent normalization,
+  agent- and turn-wise groups).
 * :mod:`baselines.data.datums`: trajectories to token-level
   :class:`~baselines.types.Datum` rows, packing and padding them for a forward pass.
 * :mod:`baselines.data.episode_metrics`: the ``env/...`` metrics of a batch of
@@ -24,6 +27,13 @@ from baselines.data.advantages import (
     stratified_scales,
     trajectory_return,
 )
+from baselines.data.credit import (
+    CREDIT_NAMES,
+    Credit,
+    CreditName,
+    RoleBaselines,
+    assign_credit,
+)
 from baselines.data.datums import (
     assemble_training_data,
     pack_data,
@@ -35,8 +45,13 @@ from baselines.data.datums import (
 from baselines.data.episode_metrics import episode_metrics, numeric_info
 
 __all__ = [
+    "CREDIT_NAMES",
     "UNTAGGED",
+    "Credit",
+    "CreditName",
+    "RoleBaselines",
     "assemble_training_data",
+    "assign_credit",
     "center_advantages",
     "drop_constant_groups",
     "episode_metrics",

@@ -30,17 +30,18 @@ environment beyond a transition's ``info``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from baselines.data.advantages import (
-    center_advantages,
     group_returns,
     is_constant_group,
     strategy_counts,
     stratified_scales,
 )
+from baselines.data.credit import Credit, assign_credit
 from baselines.types import (
     TOKEN_DTYPE,
     VALUE_DTYPE,
@@ -65,14 +66,13 @@ __all__ = [
     "unpack_data",
 ]
 
-# (start, end, sampling logprobs, loss weight) of one action inside a full sequence.
-_ActionSpan = tuple[int, int, tuple[float, ...], float]
+# (start, end, sampling logprobs, loss weight, advantage) of one action inside a full sequence.
+_ActionSpan = tuple[int, int, tuple[float, ...], float, float]
 
 
 def _build_datum(
     full_sequence: list[int],
     action_spans: list[_ActionSpan],
-    advantage: float,
     strategy: str | None,
 ) -> Datum | None:
     """Fill the per-token arrays of one full sequence and shift it into input/target form."""
@@ -84,7 +84,7 @@ def _build_datum(
     advantages = np.zeros(length, dtype=VALUE_DTYPE)
     mask = np.zeros(length, dtype=VALUE_DTYPE)
     weights = np.zeros(length, dtype=VALUE_DTYPE)
-    for start, end, sampling_logprobs, loss_weight in action_spans:
+    for start, end, sampling_logprobs, loss_weight, advantage in action_spans:
         logprobs[start:end] = sampling_logprobs
         advantages[start:end] = advantage
         mask[start:end] = 1.0
@@ -103,14 +103,16 @@ def _build_datum(
 
 def trajectory_to_data(
     trajectory: Trajectory,
-    advantage: float,
+    advantage: float | Sequence[float] | np.ndarray,
     context_transform: ContextTransform | None = None,
 ) -> list[Datum]:
     """Convert one trajectory into Datums (the debate recipe, with the context swap).
 
     Args:
         trajectory: one agent's turns in one episode.
-        advantage: the trajectory's advantage, put on each of its action tokens.
+        advantage: the trajectory's advantage, put on each of its action tokens;
+            or one advantage per turn (``agent_turn_groups`` credit), each put on
+            its turn's action tokens.
         context_transform: ``(observation_tokens, turn_index) -> training
             observation tokens``, applied before the prefix check. Actions and
             sampling logprobs are never passed to it.
@@ -132,13 +134,13 @@ def trajectory_to_data(
             >>> d.mask.tolist(), d.logprobs.tolist(), d.advantages.tolist()
             ([0.0, 1.0, 0.0, 1.0], [0.0, -0.5, 0.0, -0.25], [0.0, 2.0, 0.0, 2.0])
     """
-    advantage = float(advantage)
+    advantages_T = _turn_advantages(advantage, len(trajectory.transitions))
     data: list[Datum] = []
     full_sequence: list[int] = []
     action_spans: list[_ActionSpan] = []
 
     def finalize() -> None:
-        datum = _build_datum(full_sequence, action_spans, advantage, trajectory.strategy)
+        datum = _build_datum(full_sequence, action_spans, trajectory.strategy)
         if datum is not None:
             data.append(datum)
 
@@ -161,9 +163,26 @@ def trajectory_to_data(
         start = len(full_sequence)
         full_sequence.extend(transition.action)
         end = len(full_sequence)
-        action_spans.append((start, end, transition.logprobs, transition.loss_weight))
+        action_spans.append(
+            (start, end, transition.logprobs, transition.loss_weight, advantages_T[turn])
+        )
     finalize()
     return data
+
+
+def _turn_advantages(advantage: float | Sequence[float] | np.ndarray, turns: int) -> list[float]:
+    """One advantage per turn: the trajectory's repeated, or the per-turn ones checked."""
+    if np.ndim(advantage) == 0:
+        return [float(advantage)] * turns  # type: ignore[arg-type]
+    values = [float(a) for a in advantage]  # type: ignore[union-attr]
+    if len(values) != turns:
+        raise ValueError(
+            f"got {len(values)} per-turn advantages for a trajectory of {turns} turns; "
+            "give one per turn, or one float for the whole trajectory"
+        )
+    if not all(map(math.isfinite, values)):
+        raise ValueError(f"per-turn advantages must be finite, got {values}")
+    return values
 
 
 def training_context_transform(
@@ -217,6 +236,7 @@ def assemble_training_data(
     normalize_std: bool = False,
     std_epsilon: float = 1e-6,
     drop_constant: bool = True,
+    credit: Credit | None = None,
 ) -> TrainingBatch:
     """Advantages, stratification and Datum conversion for a batch of groups.
 
@@ -227,9 +247,11 @@ def assemble_training_data(
        ones included: they were sampled, their gradient is simply zero, and
        leaving them out would inflate the weight of strategies that often
        produce constant groups.
-    2. Drop groups with constant returns (``drop_constant``), keeping at least one.
-    3. Per kept group: returns, centred advantages (optionally std-normalized),
-       then ``A_i *= w_s / n_s`` when ``strategy_weights`` is given.
+    2. Drop groups without signal (``drop_constant``): with the default credit,
+       those whose returns are all equal; keep at least one.
+    3. Per kept group: the advantages of ``credit`` (default: returns centred
+       per group, optionally std-normalized), then ``A_i *= w_s / n_s`` when
+       ``strategy_weights`` is given.
     4. Each trajectory -> Datums with its training context (see
        :func:`training_context_transform`).
 
@@ -242,17 +264,38 @@ def assemble_training_data(
             as ``"untagged"``); None weights every trajectory equally.
         normalize_std: divide centred returns by the group std + ``std_epsilon``.
         std_epsilon: see ``normalize_std``.
-        drop_constant: drop groups whose returns are all equal.
+        drop_constant: drop groups whose advantages are all zero (with the
+            default credit: whose returns are all equal).
+        credit: the batch's credit (:func:`baselines.data.credit.assign_credit`
+            of these groups, any scheme); None assigns ``group_mean`` with
+            ``normalize_std`` and ``std_epsilon``.
 
     Returns:
-        The Datums, group by group, and batch metrics.
+        The Datums, group by group, and batch metrics (the credit's included).
+
+    Raises:
+        ValueError: no group; ``credit`` of another batch, or given together
+            with ``normalize_std`` (pass that to ``assign_credit``).
     """
     if not groups_P:
         raise ValueError("groups_P is empty; assemble_training_data needs at least one group")
+    if credit is None:
+        credit = assign_credit(groups_P, normalize_std=normalize_std, epsilon=std_epsilon)
+    elif normalize_std:
+        raise ValueError(
+            "normalize_std applies to the default credit only; with credit given, pass "
+            "normalize_std to assign_credit instead"
+        )
+    sizes = [len(group) for group in groups_P]
+    if [len(a) for a in credit.advantages_P_G] != sizes:
+        raise ValueError(
+            f"credit holds advantages for groups of sizes {[len(a) for a in credit.advantages_P_G]}"
+            f" but the batch's groups have sizes {sizes}; assign credit to these groups"
+        )
     returns_P = [group_returns(group) for group in groups_P]
     mixed_P = [not is_constant_group(returns_G) for returns_G in returns_P]
     # Same rule as drop_constant_groups, by index so that n_s and scales stay aligned.
-    kept_P = [p for p, mixed in enumerate(mixed_P) if mixed or not drop_constant] or [0]
+    kept_P = [p for p, signal in enumerate(credit.signal_P) if signal or not drop_constant] or [0]
 
     all_strategies = [t.strategy for group in groups_P for t in group.trajectories_G]
     counts = strategy_counts(all_strategies)
@@ -267,13 +310,15 @@ def assemble_training_data(
     num_trajectories = 0
     for p in kept_P:
         group = groups_P[p]
-        advantages_G = center_advantages(
-            returns_P[p], normalize_std=normalize_std, epsilon=std_epsilon
+        scales_G = scales[offsets_P1[p] : offsets_P1[p + 1]]
+        advantages_G: Sequence[float | np.ndarray] = (
+            (credit.advantages_P_G[p] * scales_G).tolist()
+            if credit.turn_advantages_P_G is None
+            else [a * s for a, s in zip(credit.turn_advantages_P_G[p], scales_G, strict=True)]
         )
-        advantages_G = advantages_G * scales[offsets_P1[p] : offsets_P1[p + 1]]
         for trajectory, advantage in zip(group.trajectories_G, advantages_G, strict=True):
             transform = training_context_transform(trajectory, render_messages, context_transform)
-            data.extend(trajectory_to_data(trajectory, float(advantage), transform))
+            data.extend(trajectory_to_data(trajectory, advantage, transform))
             num_trajectories += 1
 
     metrics: dict[str, float] = {
@@ -288,6 +333,7 @@ def assemble_training_data(
     }
     for strategy, count in counts.items():
         metrics[f"strategy/{strategy}/num_trajectories"] = count
+    metrics.update(credit.metrics)
     return TrainingBatch(data_D=tuple(data), metrics=metrics)
 
 

@@ -19,6 +19,10 @@ The rollout functions here:
 4. return the environment's return (step rewards + final reward) as the extra
    field ``env_reward``, read by the reward function :func:`env_reward`, and
    per-completion metrics as ``env_metrics``, which :func:`env_reward` logs;
+   with a ``credit`` scheme other than ``group_mean``, also each completion's
+   advantage under it (:mod:`baselines.data.credit`, one TRL group = one
+   training group) as ``credit_reward``, which :func:`env_reward` hands TRL
+   in place of the return;
 5. with ``save_episodes > 0``, write the first episodes' transcripts
    (:class:`~llm_envs.records.EpisodeRecord`) of each training step to
    ``OUTPUT_DIR/episodes/step_NNNNN.jsonl`` for ``python -m baselines.report``.
@@ -34,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from baselines.data.credit import CREDIT_NAMES, CreditName, RoleBaselines, assign_credit
 from baselines.data.episode_metrics import numeric_info
 from baselines.grpo.assembly import AssembledCompletion, SampledTurn, assemble_completion
 from baselines.grpo.reward import env_reward
@@ -45,7 +50,7 @@ from baselines.policies.base import (
 )
 from baselines.rollouts import rollout
 from baselines.run_directory import RunDirectory
-from baselines.types import Tokens, Trajectory
+from baselines.types import Tokens, Trajectory, TrajectoryGroup
 from llm_envs.contract import TRAINING_MESSAGES
 
 __all__ = ["EnvRollout", "env_reward", "trainer_policy"]
@@ -89,11 +94,19 @@ class EnvRollout:
             ``metrics.jsonl``). Only the main process writes; evaluation rollouts
             (model in eval mode) and environments without ``record()`` are not
             saved; 0 saves nothing.
+        credit: the credit-assignment scheme (:mod:`baselines.data.credit`);
+            ``group_mean`` leaves the returns to TRL's own centring, any other
+            adds each completion's advantage as ``credit_reward``, which TRL
+            centres again per group (a no-op where the group's advantages sum
+            to zero; see docs/credit.md). Use ``scale_rewards="none"`` with it.
 
     Attributes:
         episodes_played: episodes played so far.
         last_output: what the last call returned to TRL (``None`` before the
             first), to inspect a completion and its ``env_mask``.
+        role_baselines: the running baselines of ``credit="role_baseline"``
+            after the last call (this process's episodes only).
+        credit_env: the environment name the role baselines are kept under.
     """
 
     num_generations: int
@@ -110,11 +123,17 @@ class EnvRollout:
         seed: int = 0,
         close_final_turn: bool = True,
         save_episodes: int = 0,
+        credit: CreditName = "group_mean",
     ) -> None:
         if max_tokens_per_turn < 1:
             raise ValueError(f"max_tokens_per_turn must be >= 1, got {max_tokens_per_turn}")
         if not isinstance(save_episodes, int) or save_episodes < 0:
             raise ValueError(f"save_episodes must be an int >= 0, got {save_episodes!r}")
+        if credit not in CREDIT_NAMES:
+            raise ValueError(f"credit must be one of {list(CREDIT_NAMES)}, got {credit!r}")
+        self.credit = credit
+        self.credit_env = type(self).__name__
+        self.role_baselines = RoleBaselines()
         self.max_tokens_per_turn = max_tokens_per_turn
         self.policy = policy
         self.seed = seed
@@ -168,9 +187,11 @@ class EnvRollout:
             "env_reward": [],
             "env_metrics": [],
         }
+        played: list[tuple[Trajectory, float]] = []
         for prompt, (index, agent) in zip(prompts, plan.rows, strict=True):
             result = results[index]
             trajectory = result.trajectories[agent]
+            played.append((trajectory, result.final_rewards[agent]))
             if trajectory.transitions:
                 refuse_context_swap(agent, trajectory.transitions[0].info)
                 done = assemble_completion(
@@ -187,8 +208,31 @@ class EnvRollout:
             out["env_mask"].append(done.env_mask)
             out["env_reward"].append(trajectory.step_reward + result.final_rewards[agent])
             out["env_metrics"].append(_metrics(trajectory, done))
+        if self.credit != "group_mean":
+            out["credit_reward"] = self._credit_rewards(played)
         self.last_output = out
         return out
+
+    def _credit_rewards(self, played: Sequence[tuple[Trajectory, float]]) -> list[float]:
+        """Each completion's advantage under :attr:`credit`, TRL's groups as the training groups."""
+        size = self.num_generations
+        groups = [
+            TrajectoryGroup([t for t, _ in block], [final for _, final in block])
+            for block in (played[start : start + size] for start in range(0, len(played), size))
+        ]
+        credit = assign_credit(
+            groups, self.credit, env=self.credit_env, baselines=self.role_baselines
+        )
+        if credit.turn_advantages_P_G is not None and any(
+            len(turns) > 1 for group in credit.turn_advantages_P_G for turns in group
+        ):
+            raise ValueError(
+                f"credit={self.credit!r} gives each turn its own advantage, but TRL gives a "
+                "completion (all of an agent's turns) one: use it with agents of one turn, or "
+                "train with the importance-sampling trainer (baselines.is_trainer)"
+            )
+        self.role_baselines = credit.baselines
+        return [float(a) for advantages_G in credit.advantages_P_G for a in advantages_G]
 
     def _save_episodes(self, trainer: Any, envs: Sequence[Any]) -> None:
         """Write the first :attr:`save_episodes` transcripts of a training step (see the class)."""

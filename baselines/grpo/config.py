@@ -25,11 +25,20 @@ from baselines.config import (
     RunConfig,
     UnitFraction,
 )
+from baselines.data.credit import CreditName
 from baselines.policies.server_pool import Routing, split_urls
 from baselines.policies.server_weights import WeightTransfer
 from llm_envs.registration import family_class
 
-__all__ = ["DeviceName", "EnvName", "GRPORunConfig", "LossType", "Switch", "TaskName"]
+__all__ = [
+    "CreditName",
+    "DeviceName",
+    "EnvName",
+    "GRPORunConfig",
+    "LossType",
+    "Switch",
+    "TaskName",
+]
 
 EnvName = str
 """A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
@@ -99,6 +108,15 @@ class GRPORunConfig(RunConfig):
     expert-iteration plan and the MAGRPO paper (no standard-deviation normalization), ``group`` or
     ``batch`` divide by the group's or batch's standard deviation.
     """
+    credit: CreditName = "group_mean"
+    """multi-agent credit assignment (docs/credit.md): ``group_mean`` (TRL's own group centring of
+    the returns), ``role_baseline`` (each seat's return minus its running baseline in the
+    environment), ``per_agent_norm`` (each seat normalized by its own mean and std in the group) or
+    ``agent_turn_groups`` (each seat centred on its own mean in the group; for agents of one turn).
+    The rollout hands TRL these advantages as the rewards, and TRL's centring then changes nothing
+    (``role_baseline``: as far as the group's baselines add up to its returns, exactly in a
+    two-player zero-sum game). All but ``group_mean`` need ``scale_rewards='none'``.
+    """
     beta: NonNegativeFloat = 0.0
     """KL coefficient against the initial model; 0 loads no reference model."""
     vllm: Switch = "auto"
@@ -145,6 +163,12 @@ class GRPORunConfig(RunConfig):
             )
         if self.task_kwargs and self.task != "arithmetic":
             raise ValueError(f"task_kwargs are for task='arithmetic', got task={self.task!r}")
+        if self.credit != "group_mean" and self.scale_rewards != "none":
+            raise ValueError(
+                f"credit={self.credit!r} hands TRL advantages as rewards, and "
+                f"scale_rewards={self.scale_rewards!r} would divide them by a std again: set "
+                "scale_rewards='none' (per_agent_norm divides by each seat's std itself)"
+            )
         owned = sorted({"questions", "problems"} & set(self.env_kwargs))
         if owned:
             raise ValueError(

@@ -10,6 +10,7 @@ never names one.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,7 +49,9 @@ class FamilyRollout(EnvRollout):
         ValueError: a family whose groups hold fewer than two trajectories
             (GRPO centres returns within a group) or differ in size, or whose
             first turns train on another context than they sample on
-            (:func:`~baselines.grpo.adapters.refuse_context_swap`).
+            (:func:`~baselines.grpo.adapters.refuse_context_swap`); a ``credit``
+            its groups cannot carry (a seat-wise scheme on groups with one
+            trajectory per seat, ``agent_turn_groups`` on agents of several turns).
 
     Example:
         >>> rollout = FamilyRollout.for_env(
@@ -74,6 +77,8 @@ class FamilyRollout(EnvRollout):
                 "centres returns within a group and needs at least two"
             )
         self.max_turns = int(getattr(family, "max_agent_turns", 1))
+        self.credit_env = family.name
+        _refuse_credit_without_comparisons(self.credit, self._rows(first), self.max_turns, family)
         _refuse_first_turn_swaps(first)
 
     @classmethod
@@ -162,6 +167,29 @@ class FamilyRollout(EnvRollout):
             options.extend(plan.options)
             seeds.extend(plan.seeds)
         return _Plan(envs, options, rows, seeds)
+
+
+def _refuse_credit_without_comparisons(
+    credit: str, rows: Sequence[tuple[int, str]], max_turns: int, family: Any
+) -> None:
+    """Refuse, before a model is loaded, a credit scheme this family's groups give nothing to."""
+    if credit not in ("per_agent_norm", "agent_turn_groups"):
+        return
+    seats = Counter(agent for _, agent in rows)
+    if max(seats.values()) < 2:
+        raise ValueError(
+            f"credit={credit!r} compares a seat's trajectories within a group, but a group of "
+            f"--env {family.name} holds one trajectory per seat ({sorted(seats)}), so every "
+            "advantage would be 0; use credit='role_baseline' (a running baseline per seat) "
+            "or 'group_mean'"
+        )
+    if credit == "agent_turn_groups" and max_turns > 1:
+        raise ValueError(
+            f"credit='agent_turn_groups' gives each turn its own advantage, but an agent of "
+            f"--env {family.name} takes up to {max_turns} turns in one TRL completion, which "
+            "gets one advantage; use credit='per_agent_norm', or the importance-sampling "
+            "trainer (baselines.is_trainer), which trains each turn on its own advantage"
+        )
 
 
 def _refuse_first_turn_swaps(plan: EpisodePlan) -> None:

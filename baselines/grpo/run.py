@@ -110,6 +110,7 @@ def build_rollout(cfg: GRPORunConfig) -> FamilyRollout:
         options=settings,
         max_tokens_per_turn=cfg.max_tokens,
         save_episodes=cfg.save_episodes,
+        credit=cfg.credit,
     )
 
 

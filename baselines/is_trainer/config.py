@@ -30,11 +30,13 @@ from baselines.config import (
     TrainerConfig,
     UnitFraction,
 )
+from baselines.data.credit import CreditName
 from baselines.policies.server_pool import Routing
 from baselines.policies.server_weights import WeightTransfer
 from llm_envs.registration import family_class, family_names
 
 __all__ = [
+    "CreditName",
     "DeviceName",
     "EnvName",
     "ISTrainerConfig",
@@ -131,12 +133,20 @@ class ISTrainerConfig(TrainerConfig):
     plain sum of the debate recipe (scale the learning rate to the batch).
     """
     normalize_advantages: bool = False
-    """divide centred returns by their group's standard deviation (GRPO-style); off follows the
+    """divide centred returns by the standard deviation of those they are compared with (their
+    group; under ``agent_turn_groups``, the same seat's same turn) (GRPO-style); off follows the
     debate recipe.
     """
     drop_constant_groups: bool = True
-    """skip groups whose returns are all equal: their advantages are all zero, so they cost compute
-    and add no gradient.
+    """skip groups whose advantages are all zero (under ``group_mean``: whose returns are all
+    equal): they cost compute and add no gradient.
+    """
+    credit: CreditName = "group_mean"
+    """multi-agent credit assignment (docs/credit.md): ``group_mean`` (returns centred per group),
+    ``role_baseline`` (each seat against its running baseline in the environment, SPIRAL's role
+    baselines; saved in the checkpoints), ``per_agent_norm`` (each seat normalized by its own
+    mean and std in the group, Dr. MAS) or ``agent_turn_groups`` (each turn compared with the same
+    seat's same turn in the group, AT-GRPO).
     """
     sampler: SamplerName = "auto"
     """``auto`` (vLLM when importable, else transformers), ``vllm`` (an in-process engine refreshed
@@ -219,6 +229,11 @@ class ISTrainerConfig(TrainerConfig):
     """
 
     def _check_rules(self) -> None:
+        if self.normalize_advantages and self.credit in ("role_baseline", "per_agent_norm"):
+            raise ValueError(
+                f"normalize_advantages is for credit 'group_mean' or 'agent_turn_groups'; "
+                f"credit={self.credit!r} decides the scale itself: drop normalize_advantages"
+            )
         if self.sampler == "openai" and not self.sampler_url:
             raise ValueError("sampler='openai' needs sampler_url (the server's /v1 base URL)")
         if self.sampler_weights_dir is not None and self.sampler != "openai":

@@ -6,10 +6,12 @@ model weights, optimizer state and every process's random states, sharded the
 right way under FSDP or DeepSpeed, plus the model's ``config.json`` and
 tokenizer; MAGRPO: a folder per agent with its model, tokenizer and
 ``optimizer.pt``) and ``trainer_state.json`` with ``k``, the number of
-completed iterations. With LoRA (``lora_r > 0``) the model's part is the
-adapter alone, in PEFT's format (``adapter/`` for the IS trainer, see
-:func:`save_adapters_only`; each agent's folder for MAGRPO): the frozen base
-weights come from ``model`` again on resume. Since each iteration's data is a pure function of the
+completed iterations, and the trainer's own plain state, if any (the IS
+trainer's role baselines; :func:`checkpoint_state`). With LoRA
+(``lora_r > 0``) the model's part is the adapter alone, in PEFT's format
+(``adapter/`` for the IS trainer, see :func:`save_adapters_only`; each
+agent's folder for MAGRPO): the frozen base weights come from ``model`` again
+on resume. Since each iteration's data is a pure function of the
 seed and its index, ``k`` is the whole data position.
 
 Every checkpoint is written by :func:`writing_checkpoint`: into
@@ -25,7 +27,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from baselines.run_directory import CHECKPOINTS_DIR
 __all__ = [
     "DropMessages",
     "checkpoint_iteration",
+    "checkpoint_state",
     "describe_checkpoint",
     "latest_checkpoint",
     "load_checkpoint",
@@ -64,6 +67,21 @@ def checkpoint_iteration(checkpoint: str | Path) -> int:
     return int(json.loads((Path(checkpoint) / _STATE_FILE).read_text())["iteration"])
 
 
+def checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
+    """The trainer's own state a checkpoint holds (``state`` of :func:`writing_checkpoint`).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     with writing_checkpoint(out, 3, state={"baseline": 0.25}):
+        ...         pass
+        ...     checkpoint_state(latest_checkpoint(out))
+        {'baseline': 0.25}
+    """
+    saved = json.loads((Path(checkpoint) / _STATE_FILE).read_text())
+    return {key: value for key, value in saved.items() if key != "iteration"}
+
+
 @contextlib.contextmanager
 def writing_checkpoint(
     output_dir: str | Path,
@@ -72,6 +90,7 @@ def writing_checkpoint(
     keep: int = 1,
     writer: bool = True,
     barrier: Callable[[], None] = lambda: None,
+    state: Mapping[str, Any] | None = None,
 ) -> Iterator[Path]:
     """Yield the folder to write a checkpoint into; publish it when the block ends.
 
@@ -88,9 +107,14 @@ def writing_checkpoint(
             main process); every process may write into the yielded folder.
         barrier: waits for every process (``accelerator.wait_for_everyone``);
             called before and after the block and after publishing.
+        state: the trainer's own plain state (JSON values), written into
+            ``trainer_state.json`` beside the iteration; read back with
+            :func:`checkpoint_state`.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1 (the checkpoint just written), got {keep}")
+    if state is not None and "iteration" in state:
+        raise ValueError("state must not hold 'iteration': the checkpoint writes it itself")
     final = _checkpoint_path(output_dir, iteration)
     folder, tmp = final.parent, final.with_name(final.name + ".tmp")
     if writer:
@@ -100,7 +124,7 @@ def writing_checkpoint(
     yield tmp
     barrier()
     if writer:
-        (tmp / _STATE_FILE).write_text(json.dumps({"iteration": iteration}))
+        (tmp / _STATE_FILE).write_text(json.dumps({"iteration": iteration, **(state or {})}))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         older = sorted(p for p in folder.iterdir() if _NAME.match(p.name) and p != final)
@@ -167,15 +191,22 @@ def save_checkpoint(
     tokenizer: Any,
     *,
     keep: int = 1,
+    state: Mapping[str, Any] | None = None,
 ) -> Path:
     """Save an ``accelerate`` training state after ``iteration`` completed iterations.
 
-    Every process must call it (each saves its random states).
+    Every process must call it (each saves its random states). ``state`` is the
+    trainer's own plain state (:func:`checkpoint_state` reads it back).
     """
     main = bool(accelerator.is_main_process)
     logging.getLogger("accelerate.utils.other").addFilter(_QUIET)  # once: filters are a set
     with writing_checkpoint(
-        output_dir, iteration, keep=keep, writer=main, barrier=accelerator.wait_for_everyone
+        output_dir,
+        iteration,
+        keep=keep,
+        writer=main,
+        barrier=accelerator.wait_for_everyone,
+        state=state,
     ) as folder:
         accelerator.save_state(str(folder), safe_serialization=True)
         if main:

@@ -427,6 +427,10 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         if values["task"] not in family_class(values["env"]).tasks:
             values["task"] = "default"
         values["env_kwargs"].pop("termination_threshold", None)
+    if values.get("credit", "group_mean") != "group_mean":  # a scheme that sets its own scale
+        for name, plain in (("normalize_advantages", False), ("scale_rewards", "none")):
+            if name in values:
+                values[name] = plain
     if "loss_type" in values:  # GRPO: a task of the env, task_kwargs for arithmetic only
         from baselines.grpo.config import tasks_of
 
