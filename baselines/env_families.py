@@ -23,7 +23,7 @@ from baselines.rollouts import EpisodeResult, group_by
 from baselines.types import TrajectoryGroup
 from llm_envs.family import EpisodePlan, derive_seed
 
-__all__ = ["EpisodeBatch", "batch_of", "derive_seed"]
+__all__ = ["EpisodeBatch", "batch_of", "derive_seed", "one_per_setting"]
 
 
 @dataclass
@@ -71,3 +71,56 @@ def batch_of(plan: EpisodePlan) -> EpisodeBatch:
         to_groups=to_groups,
         trained_agents=list(plan.trained_agents),
     )
+
+
+def one_per_setting(plan: EpisodePlan) -> tuple[EpisodePlan, list[frozenset[str]]]:
+    """The plan with each setting played once, for an opponent with the trained weights.
+
+    A role-rotated evaluation plays one setting (reset seed and options) once
+    per seating: the trained policy in some seats, the fixed opponent in the
+    others. While both are the same weights, those episodes differ only in
+    their random draws, and one episode of each setting measures the same
+    thing. This keeps the first episode of each setting; its trained seats are
+    every seat any copy trained, and the second value gives, per kept episode,
+    every seat any copy left to the opponent (a seat is often both).
+
+    Example:
+        >>> trained = [frozenset("a"), frozenset("b"), frozenset("a")]
+        >>> plan = EpisodePlan(
+        ...     envs=["e0", "e1", "e2"], seeds=[5, 5, 6], options=[{"q": 1}, {"q": 1}, {"q": 1}],
+        ...     group_keys=[0, 1, 2], trained_agents=trained,
+        ... )
+        >>> kept, opponents = one_per_setting(plan)
+        >>> kept.envs, [sorted(t) for t in kept.trained_agents]
+        (['e0', 'e2'], [['a', 'b'], ['a']])
+    """
+    kept: list[int] = []
+    trained: list[set[str]] = []
+    opponent: list[set[str]] = []
+    for i, env in enumerate(plan.envs):
+        seats = set(getattr(env, "possible_agents", ()))
+        same = next(
+            (
+                k
+                for k, j in enumerate(kept)
+                if plan.seeds[j] == plan.seeds[i] and plan.options[j] == plan.options[i]
+            ),
+            None,
+        )
+        if same is None:
+            kept.append(i)
+            trained.append(set(plan.trained_agents[i]))
+            opponent.append(seats - plan.trained_agents[i])
+        else:
+            trained[same] |= plan.trained_agents[i]
+            opponent[same] |= seats - plan.trained_agents[i]
+    merged = EpisodePlan(
+        envs=[plan.envs[i] for i in kept],
+        seeds=[plan.seeds[i] for i in kept],
+        options=[plan.options[i] for i in kept],
+        group_keys=[plan.group_keys[i] for i in kept],
+        trained_agents=[frozenset(t) for t in trained],
+        grouped_agents=plan.grouped_agents,
+        titles=None if plan.titles is None else [plan.titles[i] for i in kept],
+    )
+    return merged, [frozenset(o) for o in opponent]

@@ -8,8 +8,9 @@ One iteration (the debate recipe, "Training Loop"):
 1. *Sample* ``groups_per_batch`` groups with the current weights
    (:mod:`baselines.rollouts`; each process plays its share, then every process
    receives every group).
-2. *Assemble* Datums (:func:`baselines.data.datums.assemble_training_data`): returns
-   centred per group, the training context of the expert-iteration plan swapped in from
+2. *Assemble* Datums (:func:`baselines.data.datums.assemble_training_data`): advantages
+   of the ``credit`` scheme (:mod:`baselines.data.credit`; by default returns
+   centred per group), the training context of the expert-iteration plan swapped in from
    ``info["training_messages"]`` with the sampler's own chat renderer, strategy
    weights ``w_s / n_s``.
 3. *Optimize*: the Datums are split into ``num_substeps`` consecutive chunks,
@@ -51,9 +52,10 @@ import numpy as np
 import torch
 
 from baselines.data.advantages import trajectory_return
+from baselines.data.credit import RoleBaselines, assign_credit
 from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
-from baselines.env_families import EpisodeBatch, batch_of, derive_seed
+from baselines.env_families import EpisodeBatch, batch_of, derive_seed, one_per_setting
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
@@ -62,6 +64,7 @@ from baselines.policies.build import build_fixed_policy, build_sampler, resolve_
 from baselines.progress import phase
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.training.checkpoints import (
+    checkpoint_state,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -136,6 +139,9 @@ class ISTrainer(TrainingRun):
         self.pad_token_id = loaded.pad_token_id
         checkpoint = latest_checkpoint(self.output_dir)
         self.start_iteration = 0 if checkpoint is None else load_checkpoint(acc, checkpoint)
+        # The running baselines of credit='role_baseline', as they were after the checkpoint.
+        saved = {} if checkpoint is None else checkpoint_state(checkpoint)
+        self.role_baselines = RoleBaselines.from_json(saved.get("role_baselines", {}))
         self.max_model_len = loaded.max_model_len
         self.sampler = self._build_sampler(start.cuda)
         if self.start_iteration > 0:
@@ -431,21 +437,35 @@ class ISTrainer(TrainingRun):
         """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy.
 
         The episodes are the same at every evaluation (their seed does not
-        depend on ``iteration``), so evaluations compare.
+        depend on ``iteration``), so evaluations compare. Before the first
+        optimizer step the fixed opponent is the trained weights themselves:
+        each setting of a role rotation is then played once
+        (:func:`~baselines.env_families.one_per_setting`), a third of the
+        episodes of a three-seat debate, and every seat counts for both sides.
         """
         config = self.config
         indices = list(range(config.eval_groups))[self.rank :: self.world]
-        rows: list[tuple[bool, float, dict[str, float]]] = []
+        rows: list[tuple[bool, float, dict[str, float]]] = []  # (trained side?, return, infos)
         if indices:
-            batch = batch_of(self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED)))
+            plan = self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED))
             opponent = self._fixed_opponent() if self.family.fixed_opponent else None
+            opponent_seats: list[frozenset[str]] | None = None
+            if opponent is not None and opponent is self.sampler.policy:
+                # The same weights on both sides: each setting once, every seat on both.
+                plan, opponent_seats = one_per_setting(plan)
+            batch = batch_of(plan)
             policy = batch.assignment(self.sampler.policy, opponent)
             for result in self._play(batch, policy, _EVAL_SEED, "eval"):
                 trained = batch.trained_agents[result.env_index]
                 for agent, trajectory in result.trajectories.items():
                     numeric = dict(numeric_info(result.final_infos[agent]))
                     ret = trajectory_return(trajectory, result.final_rewards[agent])
-                    rows.append((agent in trained, ret, numeric))
+                    if opponent_seats is None:
+                        rows.append((agent in trained, ret, numeric))
+                        continue
+                    rows += [(True, ret, numeric)] if agent in trained else []
+                    if agent in opponent_seats[result.env_index]:
+                        rows.append((False, ret, numeric))
         rows = self._gather(rows)
         metrics: dict[str, float] = {}
         for prefix, is_trained in (("eval", True), ("eval/opponent", False)):
@@ -486,12 +506,20 @@ class ISTrainer(TrainingRun):
                 self._costs["sample/tokens"] / self._costs["time/policy"]
             )
         start = time.perf_counter()
+        credit = assign_credit(
+            groups,
+            config.credit,
+            env=config.env,
+            baselines=self.role_baselines,
+            normalize_std=config.normalize_advantages,
+        )
+        self.role_baselines = credit.baselines
         batch = assemble_training_data(
             groups,
             render_messages=self.renderer,
             strategy_weights=config.strategy_weights,
-            normalize_std=config.normalize_advantages,
             drop_constant=config.drop_constant_groups,
+            credit=credit,
         )
         metrics["time/assemble"] = time.perf_counter() - start
         metrics.update(episode_metrics(groups))
@@ -502,7 +530,7 @@ class ISTrainer(TrainingRun):
         return metrics
 
     def save_checkpoint(self, iteration: int) -> None:
-        """Save model, optimizer and every process's random states (every process calls it)."""
+        """Save model, optimizer, role baselines and random states (every process calls it)."""
         save_checkpoint(
             self.accelerator,
             self.model,
@@ -510,6 +538,7 @@ class ISTrainer(TrainingRun):
             iteration,
             self.tokenizer,
             keep=self.config.keep_checkpoints,
+            state={"role_baselines": self.role_baselines.to_json()},
         )
 
     def save_final_model(self) -> None:

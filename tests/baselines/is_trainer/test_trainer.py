@@ -356,15 +356,20 @@ def test_two_iterations_on_debate_train_and_write_metrics(tmp_path, tiny_model_d
 def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_model_dir):
     from baselines.is_trainer.trainer import ISTrainer
 
-    trainer = ISTrainer(tiny_config(tmp_path, tiny_model_dir, eval_every=1, eval_groups=1))
-    # The initial model is the default opponent: before a step, that is the sampler's model.
+    three = {"num_agents": 3, "max_rounds": 1}
+    config = tiny_config(tmp_path, tiny_model_dir, env_kwargs=three, eval_every=1, eval_groups=1)
+    trainer = ISTrainer(config)
+    # The initial model is the default opponent: before a step, that is the sampler's model,
+    # and the question is debated once (not once per role), every seat on both sides.
     assert trainer._fixed_opponent() is trainer.sampler.policy
     before = trainer.evaluate()
-    assert before["eval/num_episodes"] == 2 and before["eval/opponent/num_episodes"] == 2
+    assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
     trainer.train_iteration(0)
     opponent = trainer._fixed_opponent()
     assert opponent is not trainer.sampler.policy and opponent is trainer._fixed_opponent()
-    assert set(trainer.evaluate()) == set(before)
+    after = trainer.evaluate()  # three debates: one trained seat and two opponents in each
+    assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
+    assert set(after) == set(before)
     trainer.finish()
 
 
@@ -431,10 +436,11 @@ class Crash(RuntimeError):
 
 @pytest.mark.slow
 @pytest.mark.training
-def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize("credit", ["group_mean", "role_baseline"])
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch, credit):
     import baselines.is_trainer.trainer as is_trainer
 
-    settings = {"num_iterations": 2, "eval_every": 1, "eval_groups": 1}
+    settings = {"num_iterations": 2, "eval_every": 1, "eval_groups": 1, "credit": credit}
     whole = read_metrics(is_trainer.train(tiny_config(tmp_path / "a", tiny_model_dir, **settings)))
 
     real_save = is_trainer.save_checkpoint
@@ -468,6 +474,14 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
             if re.match(r"time/|\w+/tokens_per_s", key):
                 continue
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+    if credit == "role_baseline":
+        # Iteration 1 is measured against the baselines iteration 0 moved, which the
+        # resumed run read from the checkpoint (with baselines of 0 its line would differ).
+        moved = {k: v for k, v in resumed[1].items() if k.startswith("credit/baseline/")}
+        assert moved and any(v != 0 for v in moved.values())
+        checkpoint = Path(config.output_dir) / "checkpoints" / "iteration_000002"
+        saved = json.loads((checkpoint / "trainer_state.json").read_text())
+        assert set(saved["role_baselines"]["debate"]) == {"agent_0", "agent_1"}
 
 
 @pytest.mark.slow
