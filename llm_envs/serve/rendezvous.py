@@ -1,0 +1,613 @@
+"""Seats that name the same key meet in one episode: the rendezvous, and the players' side of it.
+
+A trainer that plays each seat of an episode as its own task (verl's agent
+loops: one dataset row per seat, run as asyncio tasks, possibly in several
+worker processes) cannot create an episode and hand its id to the other
+seats: they do not know each other. Instead every seat names the episode it
+wants by a *key* (a string its data set row holds) and asks to *meet*:
+
+* the first seat to name a key creates the episode (:meth:`Hub.create
+  <llm_envs.serve.hub.Hub.create>`); each later seat with that key joins the
+  oldest episode of the key whose seat it has not taken yet, and a seat that
+  finds every episode of its key taken creates the next one. So the ``k``-th
+  seat ``agent_1`` to name a key plays with the ``k``-th ``agent_0``: a row
+  repeated ``n`` times (verl's ``rollout.n``) gives ``n`` episodes, each with
+  one of every seat;
+* a seat that arrives after its episode ended (another seat's broken answer
+  ended a debate before this seat's first turn) is handed its ``end`` message
+  at once, with its return.
+
+Everything else is the hub's: turn order, timeouts (a seat that never
+arrives is abandoned after ``seat_timeout``), records. The players then
+speak the server's seat protocol (``docs/serve.md``).
+
+Two ways to reach a rendezvous, each a :class:`Coordinator` whose one method,
+:meth:`~Coordinator.meet`, returns the seat's :class:`SeatSession`:
+
+* :class:`InProcessCoordinator`: a hub of its own, in the player's process and
+  event loop (no network); every seat of an episode must be played in that
+  process;
+* :class:`ServerCoordinator`: an episode server (``python -m llm_envs.serve``)
+  over HTTP, ``POST /rendezvous``; seats in any process on any machine meet.
+
+Example:
+    >>> import asyncio
+    >>> async def two_seats():
+    ...     coordinator = InProcessCoordinator()
+    ...     episode = {"env": "debate", "env_kwargs": {"num_agents": 2, "max_rounds": 1}}
+    ...     first = await coordinator.meet("k", "agent_0", episode)
+    ...     second = await coordinator.meet("k", "agent_1", episode)
+    ...     turn = await first.message()
+    ...     await first.act("no tags", turn["turn"])  # a broken answer ends the debate
+    ...     ends = [await first.message(), await second.message()]
+    ...     await coordinator.close()
+    ...     return first.episode == second.episode, [(m["type"], m["return"]) for m in ends]
+    >>> asyncio.run(two_seats())
+    (True, [('end', -1.0), ('end', 0.0)])
+
+This module imports no web framework at import time; :func:`rendezvous_routes`
+imports fastapi and :class:`ServerCoordinator` httpx when used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from llm_envs.serve.errors import Conflict, NotFound, ServeError
+from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
+from llm_envs.serve.hub import Episode, Hub
+from llm_envs.serve.protocol import EpisodeRequest, Message, dumps
+from llm_envs.serve.store import EpisodeStore
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+__all__ = [
+    "Coordinator",
+    "InProcessCoordinator",
+    "Meeting",
+    "Rendezvous",
+    "RendezvousRequest",
+    "SeatSession",
+    "ServerCoordinator",
+    "rendezvous_routes",
+]
+
+_FINAL = frozenset({"end", "error"})
+"""A seat's messages after which nothing more comes."""
+_POLL_SECONDS = 30.0
+"""How long one ``GET .../turn`` waits for the seat's next message (the server allows 60)."""
+
+
+class RendezvousRequest(BaseModel):
+    """``POST /rendezvous``: the seat, the key of its episode, and the episode's settings.
+
+    Seats that name the same ``key`` meet in one episode; they must name the
+    same ``episode`` settings (a 409 says which differ). ``family_seed``, when
+    given, must be the server's ``--seed`` (which problems there are), so a
+    data set built for another seed is refused instead of playing other
+    problems.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: StrictStr = Field(min_length=1, description="the episode's key: seats naming it meet")
+    seat: StrictStr = Field(description="the seat to play, e.g. agent_0")
+    episode: EpisodeRequest = Field(
+        default_factory=EpisodeRequest, description="the episode's settings, as POST /episodes"
+    )
+    family_seed: StrictInt | None = Field(
+        default=None, description="the server's --seed the data set was built for"
+    )
+
+
+@dataclass(frozen=True)
+class Meeting:
+    """Where a seat landed: its episode, its token, and its message when the episode is over.
+
+    Attributes:
+        episode: the episode's id.
+        seat: the seat.
+        token: the seat's token (``X-Seat-Token``); None when the episode was
+            over (or the seat abandoned) before the seat arrived.
+        seats: every seat of the episode.
+        message: the seat's final message when ``token`` is None, else None.
+    """
+
+    episode: str
+    seat: str
+    token: str | None
+    seats: tuple[str, ...]
+    message: Message | None = None
+
+    def as_dict(self) -> Message:
+        """The reply of ``POST /rendezvous``."""
+        return {
+            "type": "met",
+            "episode": self.episode,
+            "seat": self.seat,
+            "token": self.token,
+            "seats": list(self.seats),
+            "message": self.message,
+        }
+
+
+@dataclass
+class _Open:
+    """An episode of a key that some seat has not met yet."""
+
+    episode: Episode
+    taken: set[str] = field(default_factory=set)
+
+
+class Rendezvous:
+    """Keys to episodes on one hub: the seats naming a key meet in its episodes, in order.
+
+    Args:
+        hub: the hub that runs the episodes.
+        max_open: the most episodes kept waiting for a seat; past it the
+            oldest finished ones are forgotten (a seat naming their key later
+            starts a new episode).
+    """
+
+    def __init__(self, hub: Hub, *, max_open: int = 65536) -> None:
+        if max_open < 1:
+            raise ValueError(f"max_open must be >= 1, got {max_open}")
+        self.hub = hub
+        self.max_open = max_open
+        self._open: OrderedDict[str, list[_Open]] = OrderedDict()
+        self._lock = asyncio.Lock()
+
+    async def meet(
+        self, key: str, seat: str, spec: EpisodeSpec, family_seed: int | None = None
+    ) -> Meeting:
+        """Seat ``seat`` in the oldest episode of ``key`` it has not taken, or in a new one.
+
+        Raises:
+            Conflict: ``family_seed`` is not the server's, or ``key`` names
+                episodes of other settings.
+            NotFound: the env has no such seat.
+            Invalid, Unavailable, Failed: as :meth:`Hub.create <llm_envs.serve.hub.Hub.create>`.
+        """
+        meeting, _ = await self.meet_episode(key, seat, spec, family_seed)
+        return meeting
+
+    async def meet_episode(
+        self, key: str, seat: str, spec: EpisodeSpec, family_seed: int | None = None
+    ) -> tuple[Meeting, Episode]:
+        """:meth:`meet`, and the episode itself (for a player in the hub's own process)."""
+        if family_seed is not None and family_seed != self.hub.families.seed:
+            raise Conflict(
+                f"this data set was built for family seed {family_seed}, and this server's "
+                f"--seed is {self.hub.families.seed} (problem numbers name other problems): "
+                f"start the server with --seed {family_seed}, or rebuild the data set"
+            )
+        async with self._lock:
+            try:
+                return await self._meet(key, seat, spec)
+            finally:
+                self._forget_taken(key)
+
+    async def _meet(self, key: str, seat: str, spec: EpisodeSpec) -> tuple[Meeting, Episode]:
+        waiting = self._open.setdefault(key, [])
+        for place in waiting:
+            if place.episode.spec != spec:
+                raise Conflict(
+                    f"key {key!r} names episodes of {place.episode.spec.as_dict()}, and this "
+                    f"seat asks for {spec.as_dict()}: give each episode settings its own key"
+                )
+            if seat not in place.episode.seats:
+                raise NotFound(self._no_seat(place.episode, seat))
+            if seat not in place.taken:
+                place.taken.add(seat)
+                return await self._seat(place.episode, seat), place.episode
+        loop = asyncio.get_running_loop()
+        # The family is built off the loop, once; a bad seat is refused before an episode starts.
+        agents = await loop.run_in_executor(None, functools.partial(self._agents, spec))
+        if seat not in agents:
+            raise NotFound(
+                f"env {spec.env!r} has no seat {seat!r}; its seats are {', '.join(agents)}"
+            )
+        episode = await self.hub.create(spec)
+        waiting.append(_Open(episode, {seat}))
+        self._bound()
+        return await self._seat(episode, seat), episode
+
+    @property
+    def waiting(self) -> int:
+        """How many episodes wait for a seat to meet them."""
+        return sum(len(places) for places in self._open.values())
+
+    def _agents(self, spec: EpisodeSpec) -> tuple[str, ...]:
+        return tuple(self.hub.families.family(spec).agents)
+
+    async def _seat(self, episode: Episode, seat: str) -> Meeting:
+        place = episode.seats[seat]
+        seats = tuple(episode.seats)
+        if episode.finished or place.abandoned:
+            # Over before the seat arrived: its last message is all there is to tell it.
+            return Meeting(episode.id, seat, None, seats, place.message)
+        token = await self.hub.join(episode.id, seat)
+        return Meeting(episode.id, seat, token, seats)
+
+    def _forget_taken(self, key: str) -> None:
+        places = [p for p in self._open.get(key, []) if p.taken != set(p.episode.seats)]
+        if places:
+            self._open[key] = places
+            self._open.move_to_end(key)
+        else:
+            self._open.pop(key, None)
+
+    def _bound(self) -> None:
+        """Forget the oldest finished episodes while more than ``max_open`` wait."""
+        excess = self.waiting - self.max_open
+        for key in list(self._open):
+            if excess <= 0:
+                return
+            kept = []
+            for place in self._open[key]:
+                if excess > 0 and place.episode.finished:
+                    excess -= 1
+                else:
+                    kept.append(place)
+            if kept:
+                self._open[key] = kept
+            else:
+                del self._open[key]
+
+    @staticmethod
+    def _no_seat(episode: Episode, seat: str) -> str:
+        return (
+            f"episode {episode.id} has no seat {seat!r}; its seats are {', '.join(episode.seats)}"
+        )
+
+
+def rendezvous_routes(rendezvous: Rendezvous, defaults: Defaults | None = None) -> APIRouter:
+    """The route ``POST /rendezvous``: :class:`RendezvousRequest` in, :meth:`Meeting.as_dict` out.
+
+    The episode server's app includes it (``app.include_router(...)``); the
+    request's ``episode`` fields left out take ``defaults``, as in ``POST /episodes``.
+    Refusals are the hub's :mod:`~llm_envs.serve.errors`, ``{"detail": message}``
+    with their status.
+    """
+    from fastapi import APIRouter, Response
+
+    router = APIRouter()
+    fallback = defaults or Defaults()
+
+    @router.post("/rendezvous")
+    async def meet(request: RendezvousRequest) -> Any:
+        try:
+            spec = resolve(request.episode, fallback)
+            meeting = await rendezvous.meet(request.key, request.seat, spec, request.family_seed)
+        except ServeError as exc:
+            return Response(dumps({"detail": str(exc)}), exc.status, media_type="application/json")
+        return Response(dumps(meeting.as_dict()), media_type="application/json")
+
+    return router
+
+
+class SeatSession(Protocol):
+    """One seat of one episode, as its player sees it."""
+
+    @property
+    def episode(self) -> str:
+        """The episode's id."""
+        ...
+
+    @property
+    def seat(self) -> str:
+        """The seat played."""
+        ...
+
+    async def message(self) -> Message:
+        """The seat's next ``turn``, or its ``end`` (or an ``error``): waits for the other seats."""
+        ...
+
+    async def act(self, text: str, turn: int) -> None:
+        """Play ``text`` for turn ``turn`` (any text: the environment scores it)."""
+        ...
+
+
+class Coordinator(Protocol):
+    """Where the seats of an episode meet: :meth:`meet` with a key, get the seat's session."""
+
+    async def meet(
+        self,
+        key: str,
+        seat: str,
+        episode: Mapping[str, Any] | None = None,
+        *,
+        family_seed: int | None = None,
+    ) -> SeatSession:
+        """Seat ``seat`` in an episode of ``key`` (``episode``: the ``POST /episodes`` fields)."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what the coordinator holds (connections, a hub)."""
+        ...
+
+
+class InProcessCoordinator:
+    """A rendezvous on a hub of its own, in this process and event loop: no server, no network.
+
+    Every seat of an episode must meet here, in the same event loop (one
+    verl agent-loop worker). Finished episodes go to ``records/episodes.jsonl``,
+    or, without a folder, the latest ``keep_records`` stay in memory (a
+    training run plays many).
+
+    Args:
+        family_seed: the families' seed (which problems there are), as the server's ``--seed``.
+        seat_timeout: seconds a seat has to act once its turn begins.
+        records: a directory for ``episodes.jsonl``; None keeps the latest records in memory.
+        max_episodes: the most episodes running at once.
+        keep_records: without ``records``, how many finished episodes :meth:`record` still knows.
+    """
+
+    def __init__(
+        self,
+        *,
+        family_seed: int = 0,
+        seat_timeout: float = 300.0,
+        records: str | None = None,
+        max_episodes: int = 65536,
+        keep_records: int = 4096,
+    ) -> None:
+        self.store = EpisodeStore(records) if records is not None else _Latest(keep_records)
+        self.hub = Hub(
+            Families(seed=family_seed),
+            self.store,
+            seat_timeout=seat_timeout,
+            max_episodes=max_episodes,
+        )
+        self.rendezvous = Rendezvous(self.hub)
+
+    async def meet(
+        self,
+        key: str,
+        seat: str,
+        episode: Mapping[str, Any] | None = None,
+        *,
+        family_seed: int | None = None,
+    ) -> SeatSession:
+        """Seat ``seat`` in an episode of ``key``; see :meth:`Rendezvous.meet`.
+
+        Raises:
+            ServeError: what the rendezvous refuses (its message names the fix).
+            pydantic.ValidationError: ``episode`` fields ``POST /episodes`` refuses.
+        """
+        spec = resolve(EpisodeRequest.model_validate(dict(episode or {})), Defaults())
+        meeting, held = await self.rendezvous.meet_episode(key, seat, spec, family_seed)
+        return _HubSession(self.hub, meeting, held)
+
+    def record(self, episode: str) -> dict[str, Any] | None:
+        """A finished episode's record entry (as ``GET /episodes/{id}``), or None."""
+        return self.store.get(episode)
+
+    async def close(self) -> None:
+        """Stop the hub's clocks and step threads."""
+        await self.hub.close()
+
+
+class _Latest(EpisodeStore):
+    """The latest ``keep`` finished episodes, in memory only."""
+
+    def __init__(self, keep: int) -> None:
+        if keep < 1:
+            raise ValueError(f"keep_records must be >= 1, got {keep}")
+        super().__init__(None)
+        self.keep = keep
+        self._latest: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def __contains__(self, episode_id: object) -> bool:
+        return episode_id in self._latest
+
+    def __len__(self) -> int:
+        return len(self._latest)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Keep a finished episode; forget the oldest past ``keep``."""
+        with self._guard:
+            self._latest[str(entry["id"])] = json.loads(dumps(entry))
+            while len(self._latest) > self.keep:
+                self._latest.popitem(last=False)
+
+    def get(self, episode_id: str) -> dict[str, Any] | None:
+        """The finished episode ``episode_id`` while it is among the latest, or None."""
+        with self._guard:
+            entry = self._latest.get(episode_id)
+            return json.loads(dumps(entry)) if entry is not None else None
+
+
+class _HubSession:
+    """A seat played on a hub in this process; it holds its episode, finished or not."""
+
+    def __init__(self, hub: Hub, meeting: Meeting, episode: Episode) -> None:
+        self.hub = hub
+        self.meeting = meeting
+        self.held = episode
+
+    @property
+    def episode(self) -> str:
+        return self.meeting.episode
+
+    @property
+    def seat(self) -> str:
+        return self.meeting.seat
+
+    async def message(self) -> Message:
+        if self.meeting.token is None:
+            return _final(self.meeting)
+        place = self.held.seats[self.seat]
+        while True:
+            message = place.message
+            if message is not None and message["type"] in {"turn", *_FINAL}:
+                return message
+            await place.changed(place.version, _POLL_SECONDS)
+
+    async def act(self, text: str, turn: int) -> None:
+        await self.hub.act(self.episode, self.seat, self.meeting.token, text, turn)
+
+
+class ServerCoordinator:
+    """The rendezvous of an episode server (``python -m llm_envs.serve``), over HTTP.
+
+    Seats in any process on any machine that reach the server meet there. One
+    instance per event loop: it holds an ``httpx.AsyncClient``.
+
+    Args:
+        url: the server's base URL, e.g. ``http://10.0.0.1:8000``.
+        timeout: seconds one request may take (a long poll waits up to 30 more).
+        max_connections: open connections at most (each seat waiting for its
+            turn holds one); None for no bound.
+    """
+
+    def __init__(
+        self, url: str, *, timeout: float = 60.0, max_connections: int | None = None
+    ) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
+        self.client = httpx.AsyncClient(
+            base_url=self.url, timeout=timeout + _POLL_SECONDS, limits=limits
+        )
+
+    async def meet(
+        self,
+        key: str,
+        seat: str,
+        episode: Mapping[str, Any] | None = None,
+        *,
+        family_seed: int | None = None,
+    ) -> SeatSession:
+        """Seat ``seat`` in an episode of ``key``: ``POST /rendezvous``.
+
+        Raises:
+            ServeError: the server's refusal, with its status and message.
+        """
+        body: dict[str, Any] = {"key": key, "seat": seat, "episode": dict(episode or {})}
+        if family_seed is not None:
+            body["family_seed"] = family_seed
+        reply = await self._request("POST", "/rendezvous", json=body)
+        meeting = Meeting(
+            reply["episode"], reply["seat"], reply["token"], tuple(reply["seats"]), reply["message"]
+        )
+        return _ServerSession(self, meeting)
+
+    async def close(self) -> None:
+        """Close the connections."""
+        await self.client.aclose()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Message:
+        response = await self.client.request(method, path, **kwargs)
+        detail = _detail(response.text, response.status_code)
+        if response.status_code == 404 and path == "/rendezvous" and detail == "Not Found":
+            raise NotFound(
+                f"the episode server at {self.url} has no POST /rendezvous: serve llm-envs "
+                "with the rendezvous (python -m llm_envs.serve of this version)"
+            )
+        if response.status_code >= 400:
+            error = ServeError(detail)
+            error.status = response.status_code
+            raise error
+        reply: Message = response.json()
+        return reply
+
+
+class _ServerSession:
+    """A seat played on an episode server over HTTP.
+
+    A server keeps the last messages of its latest finished episodes only
+    (1024); a seat that asks for its end later is told the episode is over
+    (409), and gets its end from the episode's record instead: its return,
+    and the reward paid since its last turn (the end's ``info`` is lost).
+    """
+
+    def __init__(self, coordinator: ServerCoordinator, meeting: Meeting) -> None:
+        self.coordinator = coordinator
+        self.meeting = meeting
+        self._path = f"/episodes/{meeting.episode}/seats/{meeting.seat}"
+        self._paid = 0.0  # the rewards of the messages handed out so far
+
+    @property
+    def episode(self) -> str:
+        return self.meeting.episode
+
+    @property
+    def seat(self) -> str:
+        return self.meeting.seat
+
+    async def message(self) -> Message:
+        if self.meeting.token is None:
+            return _final(self.meeting)
+        headers = {"X-Seat-Token": self.meeting.token}
+        while True:
+            try:
+                message = await self.coordinator._request(
+                    "GET", f"{self._path}/turn", params={"wait": _POLL_SECONDS}, headers=headers
+                )
+            except ServeError as exc:
+                if exc.status != Conflict.status:
+                    raise
+                return await self._recorded_end()
+            if message["type"] in {"turn", *_FINAL}:
+                self._paid += float(message.get("reward") or 0.0)
+                return message
+            if message["type"] == "abandoned":  # its end follows when the others finish
+                await asyncio.sleep(1.0)
+
+    async def _recorded_end(self) -> Message:
+        entry = await self.coordinator._request("GET", f"/episodes/{self.episode}")
+        if entry.get("status") != "finished" or self.seat not in entry.get("returns", {}):
+            detail = entry.get("error") or f"episode {self.episode} is {entry.get('status')}"
+            return {"type": "error", "status": 500, "detail": detail}
+        total = float(entry["returns"][self.seat])
+        return {
+            "type": "end",
+            "episode": self.episode,
+            "seat": self.seat,
+            "reward": total - self._paid,
+            "return": total,
+            "terminated": True,
+            "truncated": False,
+            "abandoned": self.seat in entry.get("abandoned", []),
+            "info": {},
+        }
+
+    async def act(self, text: str, turn: int) -> None:
+        headers = {"X-Seat-Token": self.meeting.token or ""}
+        await self.coordinator._request(
+            "POST", f"{self._path}/act", json={"text": text, "turn": turn}, headers=headers
+        )
+
+
+def _final(meeting: Meeting) -> Message:
+    """The last message of a seat that arrived after its episode was over."""
+    message = meeting.message
+    if message is not None and message["type"] in _FINAL:
+        return message
+    return {
+        "type": "error",
+        "status": Conflict.status,
+        "detail": f"seat {meeting.seat!r} of episode {meeting.episode} was abandoned before "
+        "its player arrived (it did not act within the seat timeout); raise --seat-timeout",
+    }
+
+
+def _detail(text: str, status: int) -> str:
+    try:
+        detail = json.loads(text).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail else f"HTTP {status}: {text[:500]}"
