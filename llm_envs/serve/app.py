@@ -53,12 +53,14 @@ from llm_envs.serve.protocol import (
     error,
     validation_message,
 )
+from llm_envs.serve.rendezvous import Rendezvous, rendezvous_routes
 from llm_envs.serve.store import EpisodeStore
 
 __all__ = ["ServeSettings", "build_app", "serving"]
 
 _FINAL = frozenset({"end", "abandoned", "error"})  # a seat's socket closes after these
 _SHAPES = {
+    "/rendezvous": '{"key": "...", "seat": "agent_0", "episode": {...}}',
     "/act": '{"text": "..."} (and "turn": n to refuse a stale turn)',
     "/episodes": '{"env": "debate", "env_kwargs": {}, "task": "arithmetic", "problem": 0, '
     '"seed": 0}',
@@ -213,6 +215,8 @@ def build_app(settings: ServeSettings) -> FastAPI:
         except WebSocketDisconnect:
             pass  # the client left; its seat stays its own (rejoin with the token)
 
+    # Seats that name an episode key instead of an id meet there (the verl agent loop).
+    app.include_router(rendezvous_routes(Rendezvous(hub), settings.defaults))
     app.mount(
         "/openenv",
         openenv_app(

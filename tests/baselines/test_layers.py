@@ -19,7 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config", "data", "policies"}),
     frozenset({"cli", "rollouts"}),
     frozenset({"env_families", "training", "report"}),
-    frozenset({"is_trainer", "grpo", "magrpo", "eval"}),
+    frozenset({"is_trainer", "grpo", "magrpo", "eval", "verl"}),
     frozenset({"commands"}),
 )
 """The units of ``baselines`` (a top-level module or a subpackage), lowest first."""
