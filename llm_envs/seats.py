@@ -34,7 +34,7 @@ from pettingzoo import AECEnv, ParallelEnv
 if TYPE_CHECKING:
     from llm_envs.family import Agent, Family
 
-__all__ = ["SeatView", "family_seat"]
+__all__ = ["SeatView", "chat_messages", "family_seat", "unseen_messages"]
 
 
 class SeatView:
@@ -217,3 +217,44 @@ def family_seat(
     env, reset_seed, options = family.eval_episode(problem, seed)
     players = dict(others) if others is not None else family.reference_players()
     return SeatView(env, seat, players), reset_seed, options
+
+
+def chat_messages(observation: Any) -> list[dict[str, str]]:
+    """An observation's chat as plain ``{"role", "content"}`` dicts (what an engine sends on).
+
+    Raises:
+        TypeError: an observation that is not an llm-envs chat, ``{"messages": [...]}``.
+    """
+    if not isinstance(observation, Mapping) or not isinstance(observation.get("messages"), list):
+        raise TypeError(
+            "a seat's observation must be an llm-envs chat, {'messages': [...]}, got "
+            f"{type(observation).__name__}"
+        )
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in observation["messages"]]
+
+
+def unseen_messages(
+    before: list[dict[str, str]], after: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """The messages of ``after`` past the longest prefix it shares with ``before``.
+
+    ``before`` is the seat's last observation plus its move: an environment
+    whose chat grows (one chat per episode) shares all of it, and one that
+    rebuilds its prompt each turn shares the system message; either way what
+    is left is what the seat has not seen. Engines that keep one conversation
+    per seat (TRL's tools, verifiers) send it as the next turn.
+
+    Example:
+        >>> s, u1, a, u2 = ({"role": r, "content": c} for r, c in
+        ...                 [("system", "S"), ("user", "1"), ("assistant", "A"), ("user", "2")])
+        >>> unseen_messages([s, u1, a], [s, u1, a, u2])  # a growing chat
+        [{'role': 'user', 'content': '2'}]
+        >>> unseen_messages([s, u1, a], [s, u2])  # a prompt rebuilt each turn
+        [{'role': 'user', 'content': '2'}]
+    """
+    shared = 0
+    for old, new in zip(before, after, strict=False):
+        if old != new:
+            break
+        shared += 1
+    return after[shared:]

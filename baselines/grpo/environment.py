@@ -40,7 +40,7 @@ from typing import Any
 from baselines.grpo.adapters import refuse_context_swap
 from llm_envs.family import Agent, Family, derive_seed
 from llm_envs.registration import make_family
-from llm_envs.seats import SeatView, family_seat
+from llm_envs.seats import SeatView, chat_messages, family_seat, unseen_messages
 
 __all__ = ["EPISODE_OVER", "SeatEnvironment", "SeatEnvironmentFactory"]
 
@@ -143,8 +143,8 @@ class SeatEnvironment:
         observation, reward, _, _, _ = view.step(text)
         self._turns += 1
         self._return += reward
-        self._messages = _messages(observation)
-        new = _after_shared_prefix(before, self._messages)
+        self._messages = chat_messages(observation)
+        new = unseen_messages(before, self._messages)
         parts = [m["content"] for m in new]
         if view.done:
             parts.append(EPISODE_OVER)
@@ -237,7 +237,7 @@ class SeatEnvironment:
         refuse_context_swap(self.seat, info)
         self._view, self._problem = view, problem
         self._return, self._turns, self._unplayed_turns = 0.0, 0, 0
-        return _messages(observation)
+        return chat_messages(observation)
 
     def _require_view(self) -> SeatView:
         if self._view is None:
@@ -382,43 +382,7 @@ def _others(family: Family, seat: str, players: Players | None) -> Mapping[str, 
     return None  # family_seat asks the family for its reference players
 
 
-def _messages(observation: Any) -> list[dict[str, str]]:
-    """An observation's chat as plain ``{"role", "content"}`` dicts."""
-    if not isinstance(observation, Mapping) or not isinstance(observation.get("messages"), list):
-        raise TypeError(
-            "a seat's observation must be an llm-envs chat, {'messages': [...]}, got "
-            f"{type(observation).__name__}"
-        )
-    return _plain(observation["messages"])
-
-
 def _plain(messages: Any) -> list[dict[str, str]]:
     # A data set's rows may carry extra keys (None-filled by the Arrow schema): keep
     # the role and the content, which is all a chat message is here.
     return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-
-
-def _after_shared_prefix(
-    before: list[dict[str, str]], after: list[dict[str, str]]
-) -> list[dict[str, str]]:
-    """The messages of ``after`` past the longest prefix it shares with ``before``.
-
-    ``before`` is the seat's last observation plus its move: an environment
-    whose chat grows (one chat per episode) shares all of it, and one that
-    rebuilds its prompt each turn shares the system message; either way what
-    is left is what the seat has not seen.
-
-    Example:
-        >>> s, u1, a, u2 = ({"role": r, "content": c} for r, c in
-        ...                 [("system", "S"), ("user", "1"), ("assistant", "A"), ("user", "2")])
-        >>> _after_shared_prefix([s, u1, a], [s, u1, a, u2])  # a growing chat
-        [{'role': 'user', 'content': '2'}]
-        >>> _after_shared_prefix([s, u1, a], [s, u2])  # a prompt rebuilt each turn
-        [{'role': 'user', 'content': '2'}]
-    """
-    shared = 0
-    for old, new in zip(before, after, strict=False):
-        if old != new:
-            break
-        shared += 1
-    return after[shared:]

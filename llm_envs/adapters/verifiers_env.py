@@ -60,7 +60,7 @@ from verifiers.v1.types import content_text
 from llm_envs.contract import TRAINING_MESSAGES
 from llm_envs.family import Agent, Family, derive_seed
 from llm_envs.registration import make_family
-from llm_envs.seats import SeatView, family_seat
+from llm_envs.seats import SeatView, chat_messages, family_seat, unseen_messages
 
 __all__ = [
     "PLUGIN",
@@ -332,11 +332,11 @@ class _ModelSeat:
                 f"{self.name} was asked for turn {len(self.texts) + 1} and the episode goes "
                 f"on, past the family's max_agent_turns: the environment must end its episodes"
             )
-        messages = _messages(observation)
+        messages = chat_messages(observation)
         before = (
             [*self._seen, {"role": "assistant", "content": self.texts[-1]}] if self.texts else []
         )
-        new = _after_shared_prefix(before, messages)
+        new = unseen_messages(before, messages)
         text = ""
         if not self._over:
             segment = await self.interaction.turn(new)
@@ -381,37 +381,6 @@ def _replayed_return(
     if not view.done:
         raise RuntimeError(f"the replay of {seat}'s episode did not end where it ended")
     return view.episode_return
-
-
-def _messages(observation: Any) -> list[dict[str, str]]:
-    """An observation's chat as plain ``{"role", "content"}`` dicts."""
-    if not isinstance(observation, Mapping) or not isinstance(observation.get("messages"), list):
-        raise TypeError(
-            "a seat's observation must be an llm-envs chat, {'messages': [...]}, got "
-            f"{type(observation).__name__}"
-        )
-    return [{"role": str(m["role"]), "content": str(m["content"])} for m in observation["messages"]]
-
-
-def _after_shared_prefix(
-    before: list[dict[str, str]], after: list[dict[str, str]]
-) -> list[dict[str, str]]:
-    """The messages of ``after`` past the longest prefix it shares with ``before``.
-
-    Example:
-        >>> s, u1, a, u2 = ({"role": r, "content": c} for r, c in
-        ...                 [("system", "S"), ("user", "1"), ("assistant", "A"), ("user", "2")])
-        >>> _after_shared_prefix([s, u1, a], [s, u1, a, u2])  # a growing chat
-        [{'role': 'user', 'content': '2'}]
-        >>> _after_shared_prefix([s, u1, a], [s, u2])  # a prompt rebuilt each turn
-        [{'role': 'user', 'content': '2'}]
-    """
-    shared = 0
-    for old, new in zip(before, after, strict=False):
-        if old != new:
-            break
-        shared += 1
-    return after[shared:]
 
 
 def _reply_text(messages: Sequence[Any]) -> str:
