@@ -27,38 +27,55 @@ Each process holds one pool; ``--workers N`` runs N processes on one port
 (uvicorn's workers share the listening socket), each pinned to its own share
 of the CPUs.
 
-This module and :mod:`llm_envs.sandbox.service_main` (which serves it) are
-the only ones of ``llm_envs`` that import fastapi and uvicorn, and nothing in
-the package imports them. It never executes a request's code itself: every
+This module (with its parts :mod:`~llm_envs.sandbox.service_shapes`,
+:mod:`~llm_envs.sandbox.service_scripts` and
+:mod:`~llm_envs.sandbox.service_submissions`) and
+:mod:`llm_envs.sandbox.service_main` (which serves it) are the only ones of
+``llm_envs`` that import fastapi and uvicorn, and nothing in the package
+imports them. It never executes a request's code itself: every
 program goes to the pool, and verdicts come from its reports.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import json
 import os
 import platform
-import posixpath
-import re
-import signal
-import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from llm_envs.arguments import MAX_TIMEOUT, check_bool, check_int, check_number
-from llm_envs.sandbox.pool import DEFAULT_TIMEOUT, Sandbox, SandboxError
-from llm_envs.sandbox.report import ProgramStatus, TestReport, TestStatus
-from llm_envs.tasks import CodeProblem, load_coophumaneval, load_humaneval, load_mbpp
+from llm_envs.sandbox.pool import SandboxError
+from llm_envs.sandbox.service_scripts import (
+    ScriptJob,
+    ScriptResult,
+    ScriptRunner,
+    _check_files,
+    _run_result,
+    script_program,
+    script_result,
+)
+from llm_envs.sandbox.service_shapes import (
+    PromptByIdRequest,
+    PromptsRequest,
+    RunCodeRequest,
+    RunStatus,
+    ServiceSettings,
+    SubmitRequest,
+    _response,
+)
+from llm_envs.sandbox.service_submissions import (
+    DATASETS,
+    _Problems,
+    _test_cases,
+    submission_program,
+)
+from llm_envs.tasks import CodeProblem
 
 __all__ = [
     "DATASETS",
@@ -75,441 +92,6 @@ __all__ = [
 
 PROG = "python -m llm_envs.sandbox.service"
 
-CommandRunStatus = Literal["Finished", "Error", "TimeLimitExceeded"]
-RunStatus = Literal["Success", "Failed", "SandboxError"]
-
-
-# --- settings ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """What one process of the service runs with.
-
-    Attributes:
-        pool_workers: sandbox workers of this process, i.e. runs at once
-            (None: one per CPU of the process's share).
-        timeout: seconds a ``/submit`` run may take when its ``config.run_timeout``
-            is None (:data:`~llm_envs.sandbox.DEFAULT_TIMEOUT`, as ``run_tests``).
-        max_timeout: the longest ``run_timeout`` a request may ask for, in seconds.
-        memory_mb: address-space limit of a run, in MiB.
-        output_limit: bytes of stdout and of stderr kept per run.
-        max_program_chars: the longest program a run takes: a ``/run_code``
-            script with its stdin and files, base64 and all, must fit.
-        site_packages: let scripts import installed third-party packages (numpy).
-        pin_cpus: keep each pool worker and its runs on one CPU (None: the pool
-            decides, see :class:`~llm_envs.sandbox.Sandbox`).
-    """
-
-    pool_workers: int | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    max_timeout: float = 300.0
-    memory_mb: int = 1024
-    output_limit: int = 1 << 20
-    max_program_chars: int = 16 << 20
-    site_packages: bool = False
-    pin_cpus: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.pool_workers is not None:
-            check_int("pool_workers", self.pool_workers, minimum=1, maximum=4096)
-        check_number(
-            "max_timeout", self.max_timeout, minimum=0, maximum=MAX_TIMEOUT, open_minimum=True
-        )
-        check_number(
-            "timeout", self.timeout, minimum=0, maximum=self.max_timeout, open_minimum=True
-        )
-        check_int("memory_mb", self.memory_mb, minimum=1)
-        check_int("output_limit", self.output_limit, minimum=1, maximum=16 << 20)
-        check_int("max_program_chars", self.max_program_chars, minimum=1 << 10, maximum=1 << 30)
-        check_bool("site_packages", self.site_packages)
-        if self.pin_cpus is not None:
-            check_bool("pin_cpus", self.pin_cpus)
-
-    def sandbox(self) -> Sandbox:
-        """A pool with these settings (its workers started)."""
-        return Sandbox(
-            self.pool_workers,
-            timeout=self.timeout,
-            memory_mb=self.memory_mb,
-            output_limit=self.output_limit,
-            site_packages=self.site_packages,
-            max_program_chars=self.max_program_chars,
-            pin_cpus=self.pin_cpus,
-        )
-
-
-# --- SandboxFusion's request shapes ----------------------------------------------------------
-
-
-class RunCodeRequest(BaseModel):
-    """``POST /run_code``'s body, as SandboxFusion's.
-
-    Other fields, e.g. verl's ``memory_limit_MB``, are ignored: a run's memory
-    is the service's ``--memory-mb``.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    code: str = Field(description="the script to run")
-    language: str = Field(description="the language: only 'python' is served")
-    compile_timeout: float = Field(10, description="unused: Python has no compile step")
-    run_timeout: float = Field(10, description="wall-clock seconds the script may run")
-    stdin: str | None = Field(None, description="what the script reads on its standard input")
-    files: dict[str, str | None] = Field(
-        default_factory=dict,
-        description="relative path -> base64 content, written in the working directory first",
-    )
-    fetch_files: list[str] = Field(default_factory=list, description="not supported")
-
-
-class TestConfig(BaseModel):
-    """``config`` of a ``/submit`` request, as SandboxFusion's."""
-
-    __test__ = False  # tell pytest this is not a test class
-    model_config = ConfigDict(extra="ignore")
-
-    dataset_type: str | None = None
-    language: str | None = None
-    locale: str | None = None
-    is_fewshot: bool | None = None
-    compile_timeout: float | None = None
-    run_timeout: float | None = None
-    custom_extract_logic: str | None = None
-    provided_data: list[dict[str, Any]] | dict[str, Any] | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)
-
-
-class SubmitRequest(BaseModel):
-    """``POST /submit``'s body: a completion for problem ``id`` of ``dataset``."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    dataset: str
-    id: int | str
-    completion: str
-    config: TestConfig = Field(default_factory=TestConfig)
-
-
-class PromptsRequest(BaseModel):
-    """``POST /get_prompts`` and ``/list_ids``: a page of a data set's problems."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    dataset: str
-    config: TestConfig = Field(default_factory=TestConfig)
-    offset: int = 0
-    limit: int = 1_000_000
-
-
-class PromptByIdRequest(BaseModel):
-    """``POST /get_prompt_by_id``: one problem."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    dataset: str
-    id: int | str
-    config: TestConfig = Field(default_factory=TestConfig)
-
-
-# --- scripts: what /run_code runs ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScriptJob:
-    """One ``/run_code`` request, checked.
-
-    Attributes:
-        code: the script.
-        stdin: its standard input (None: empty).
-        files: ``(relative path, base64 content)`` pairs, written before it runs.
-        timeout: wall-clock seconds.
-    """
-
-    code: str
-    stdin: str | None = None
-    files: tuple[tuple[str, str], ...] = ()
-    timeout: float = 10.0
-
-
-@dataclass(frozen=True)
-class ScriptResult:
-    """How a script ran: SandboxFusion's ``run_result``, plus a note for ``message``.
-
-    Attributes:
-        status: ``"Finished"`` (it exited), ``"TimeLimitExceeded"``, or ``"Error"``
-            (the executor failed: SandboxFusion's ``SandboxError``).
-        return_code: the exit status (a signal's negative number when one killed
-            it; None on a timeout).
-        stdout: what it wrote to its standard output.
-        stderr: what it wrote to its standard error (a traceback when it raised).
-        execution_time: wall-clock seconds.
-        note: why it failed or what was cut, for the response's ``message``.
-    """
-
-    status: CommandRunStatus
-    return_code: int | None
-    stdout: str = ""
-    stderr: str = ""
-    execution_time: float = 0.0
-    note: str = ""
-
-
-ScriptRunner = Callable[[ScriptJob], ScriptResult]
-"""Runs ``/run_code``'s scripts; the default runs them in the process's pool."""
-
-# Runs in the script's own sandboxed process, as the program the sandbox loads:
-# the script becomes `__main__` (its `if __name__ == "__main__":` block runs),
-# with its stdin on descriptor 0, its files and the working directory on
-# sys.path, as `python main.py` would. Uncaught exceptions print their traceback
-# and propagate (the report's LOAD_ERROR), a non-zero exit status is re-raised
-# as `SystemExit(status)`, exit status 0 returns (the report's OK); the run
-# flushes the streams. Only the standard library is used, and nothing is
-# imported on the usual path. No `finally`: the worker compiles a program ahead
-# of its run unless its text has one (then the run compiles it, which costs it
-# a millisecond or two of page faults).
-_SCRIPT = r"""def _llm_envs_script(code, stdin, files):
-    import os, sys, types
-    if files:
-        import binascii
-        for path, data in files:
-            folder = os.path.dirname(path)
-            if folder:
-                os.makedirs(folder, exist_ok=True)
-            with open(path, "wb") as file:
-                file.write(binascii.a2b_base64(data))
-    if stdin:
-        fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)
-        os.write(fd, stdin.encode("utf-8", "surrogatepass"))
-        os.lseek(fd, 0, 0)
-        os.dup2(fd, 0)
-        os.close(fd)
-        sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
-    sys.argv = ["main.py"]
-    sys.path.insert(0, os.getcwd())
-    main = types.ModuleType("__main__")
-    main.__file__ = "main.py"
-    sys.modules["__main__"] = main
-    try:
-        exec(compile(code, "main.py", "exec", dont_inherit=True), main.__dict__)
-    except SystemExit as exit:
-        status = exit.code
-        if status is not None and not isinstance(status, int):
-            print(status, file=sys.stderr)
-            status = 1
-        if status and status & 255:
-            raise SystemExit(status & 255) from None
-    except BaseException as error:
-        import linecache, traceback
-        lines = [line if line.endswith("\n") else line + "\n" for line in code.splitlines(True)]
-        linecache.cache["main.py"] = (len(code), None, lines, "main.py")
-        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        raise
-
-
-_llm_envs_script(%s, %s, %s)
-"""
-_SYSTEM_EXIT = re.compile(r"SystemExit: ([0-9]+)")
-_EXITED = re.compile(r"exited with code (-?[0-9]+)")
-_SIGNAL = re.compile(r"\b(SIG[A-Z0-9]+)\b")
-
-
-def script_program(job: ScriptJob) -> str:
-    r"""The program the sandbox runs for a ``/run_code`` script: the script as ``__main__``.
-
-    The script, its stdin and its files are literals of a small launcher that
-    runs in the script's own process: it writes the files, puts the stdin on
-    descriptor 0, then executes the script as module ``__main__`` named
-    ``main.py``, with the working directory first on ``sys.path``. An uncaught
-    exception prints its traceback to stderr; ``sys.exit(n)`` ends it with
-    status ``n`` (:func:`script_result` reads the report).
-
-    Example:
-        >>> from llm_envs.sandbox import run_tests
-        >>> job = ScriptJob("a, b = map(int, input().split())\nprint(a + b)", stdin="2 3\n")
-        >>> run_tests(script_program(job), []).stdout
-        '5\n'
-    """
-    return _SCRIPT % (repr(job.code), repr(job.stdin), repr(job.files))
-
-
-def script_result(report: TestReport) -> ScriptResult:
-    """What a report of :func:`script_program` means as SandboxFusion's ``run_result``.
-
-    ``OK`` is exit status 0; ``LOAD_ERROR`` the script's ``sys.exit(n)``, or 1 for
-    an uncaught exception (as Python's); ``KILLED`` the status the process ended
-    with (``os._exit(n)``; a signal's negative number); ``TIMEOUT`` is
-    ``TimeLimitExceeded``. The report's error is the note.
-
-    Example:
-        >>> report = TestReport(ProgramStatus.LOAD_ERROR, (), error="SystemExit: 3")
-        >>> script_result(report).return_code
-        3
-    """
-    note = report.error or ""
-    if report.output_truncated:
-        note = f"{note}; " if note else ""
-        note += "stdout or stderr was cut to the service's output limit (--output-limit)"
-    status: CommandRunStatus = "Finished"
-    code: int | None
-    if report.status is ProgramStatus.OK:
-        code = 0
-    elif report.status is ProgramStatus.TIMEOUT:
-        status, code = "TimeLimitExceeded", None
-    elif report.status is ProgramStatus.KILLED:
-        code = _killed_status(report.error or "")
-    else:  # LOAD_ERROR, SYNTAX_ERROR
-        exit_status = _SYSTEM_EXIT.fullmatch(report.error or "")
-        code = int(exit_status.group(1)) if exit_status else 1
-    return ScriptResult(status, code, report.stdout, report.stderr, report.duration, note)
-
-
-def _killed_status(error: str) -> int:
-    """The exit status the sandbox's wording of a death gives (a signal: its negative)."""
-    exited = _EXITED.search(error)
-    if exited:
-        return int(exited.group(1))
-    named = _SIGNAL.search(error)
-    if named and named.group(1) in signal.Signals.__members__:
-        return -signal.Signals[named.group(1)].value
-    return -signal.SIGKILL.value
-
-
-def _check_files(files: Mapping[str, str | None]) -> tuple[tuple[str, str], ...]:
-    """``files`` as ``(path, base64)`` pairs; None contents skipped (as SandboxFusion)."""
-    checked = []
-    for path, content in files.items():
-        if content is None:
-            continue
-        normal = posixpath.normpath(path) if path else ""
-        if not normal or normal.startswith(("/", "../")) or normal in (".", ".."):
-            raise HTTPException(
-                422,
-                f"files: {path!r} is not a path inside the working directory; give relative "
-                "paths such as 'data/input.txt'",
-            )
-        try:
-            base64.b64decode(content, validate=True)
-        except (binascii.Error, ValueError):
-            raise HTTPException(
-                422, f"files[{path!r}] is not base64; encode each file's bytes with base64"
-            ) from None
-        checked.append((normal, content))
-    return tuple(checked)
-
-
-# --- submissions: what /submit runs ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Dataset:
-    prefix: str
-    load: Callable[[], tuple[CodeProblem, ...]]
-
-
-DATASETS: dict[str, str] = {
-    "humaneval": "HumanEval's 164 problems (ids 'HumanEval/0' or 0)",
-    "humaneval_python": "the same as humaneval, under SandboxFusion's name",
-    "mbpp": "MBPP sanitized, its 427 problems (ids 'Mbpp/11' or 11)",
-    "coophumaneval": "CoopHumanEval's 82 problems (ids 'CoopHumanEval/0' or 0)",
-}
-"""The data sets ``/submit`` serves, by the name a request gives."""
-
-_DATASET_SOURCES = {
-    "humaneval": _Dataset("HumanEval", load_humaneval),
-    "humaneval_python": _Dataset("HumanEval", load_humaneval),
-    "mbpp": _Dataset("Mbpp", lambda: load_mbpp("all")),
-    "coophumaneval": _Dataset("CoopHumanEval", load_coophumaneval),
-}
-# A fenced block: an opening ``` with an optional language, its body, a closing ```.
-_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
-_OPEN_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n")
-_PYTHON_FENCES = frozenset({"", "python", "py", "python3"})
-
-
-def _extract_code(completion: str) -> tuple[str, str | None]:
-    """The completion's code and SandboxFusion's ``extracted_type`` for it."""
-    blocks = [
-        m.group(2) for m in _FENCE.finditer(completion) if m.group(1).lower() in _PYTHON_FENCES
-    ]
-    if blocks:
-        return blocks[-1], "fenced"
-    if completion.count("```") % 2:
-        opening = _OPEN_FENCE.match(completion, completion.rfind("```"))
-        if opening is not None and opening.group(1).lower() in _PYTHON_FENCES:
-            return completion[opening.end() :], "incomplete_fenced"
-    return completion, "empty" if not completion.strip() else None
-
-
-def submission_program(problem: CodeProblem, completion: str) -> tuple[str, str, str | None]:
-    r"""The program ``/submit`` tests: the problem's prompt followed by the completion's code.
-
-    The code is the completion's last fenced Python (or unlabelled) block, the
-    text after an unclosed last fence, or else the whole completion. When it
-    defines the entry point (a whole function, or an MBPP program) it follows
-    the prompt, whose stub it replaces; otherwise it continues the prompt
-    (HumanEval's completions). The rules of ``llm_envs.expert_iteration``'s
-    verifier (``extract_code``, ``assemble_program``).
-
-    Returns:
-        ``(program, code, extracted_type)``; ``extracted_type`` is ``"fenced"``,
-        ``"incomplete_fenced"``, ``"empty"`` or None (the completion as it came).
-
-    Example:
-        >>> stub = "def inc(x):\n    '''Add one.'''\n"
-        >>> problem = CodeProblem("t/0", stub, "inc", ("assert inc(1) == 2",))
-        >>> print(submission_program(problem, "    return x + 1\n")[0], end="")
-        def inc(x):
-            '''Add one.'''
-            return x + 1
-    """
-    code, extracted = _extract_code(completion)
-    defines = re.search(
-        rf"^(?:async[ \t]+)?def[ \t]+{re.escape(problem.entry_point)}[ \t]*\(", code, re.M
-    )
-    program = f"{problem.prompt.rstrip()}\n\n\n{code}" if defines else problem.prompt + code
-    return program, code, extracted
-
-
-class _Problems:
-    """The data sets' problems by id, loaded on first use (once per process)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_id: dict[str, dict[str, CodeProblem]] = {}
-
-    def all(self, dataset: str) -> dict[str, CodeProblem]:
-        source = _DATASET_SOURCES.get(dataset)
-        if source is None:
-            raise HTTPException(
-                400, f"dataset {dataset!r} is not served; choose one of {sorted(DATASETS)}"
-            )
-        with self._lock:
-            if dataset not in self._by_id:
-                try:
-                    problems = source.load()
-                except (OSError, ValueError) as error:  # TaskDataNotFoundError is an OSError
-                    raise HTTPException(
-                        500, f"dataset {dataset!r} cannot be loaded: {error}"
-                    ) from error
-                self._by_id[dataset] = {problem.task_id: problem for problem in problems}
-            return self._by_id[dataset]
-
-    def get(self, dataset: str, problem_id: int | str) -> CodeProblem:
-        problems = self.all(dataset)
-        prefix = _DATASET_SOURCES[dataset].prefix
-        text = str(problem_id)
-        task_id = f"{prefix}/{text}" if text.isdigit() else text
-        if task_id not in problems:
-            example = next(iter(problems))
-            raise HTTPException(
-                400,
-                f"dataset {dataset!r} has no problem with id {problem_id!r}; give a task id such "
-                f"as {example!r} or its number {example.rpartition('/')[2]} (POST /list_ids "
-                "lists them)",
-            )
-        return problems[task_id]
-
 
 # --- the service -------------------------------------------------------------------------------
 
@@ -517,30 +99,6 @@ class _Problems:
 def _pod_name() -> str:
     """The answers' ``executor_pod_name``: SandboxFusion's ``MY_POD_NAME``, or this process."""
     return os.environ.get("MY_POD_NAME") or f"{platform.node()}:{os.getpid()}"
-
-
-def _run_result(result: ScriptResult) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "execution_time": result.execution_time,
-        "cpu_time": None,
-        "return_code": result.return_code,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-    }
-
-
-def _response(
-    status: RunStatus, message: str, run_result: dict[str, Any] | None, pod: str
-) -> dict[str, Any]:
-    return {
-        "status": status,
-        "message": message,
-        "compile_result": None,
-        "run_result": run_result,
-        "executor_pod_name": pod,
-        "files": {},
-    }
 
 
 class _Service:
@@ -661,37 +219,6 @@ class _Service:
             "test_setup": problem.test_setup,
         }
         return {"id": problem.task_id, "prompt": problem.prompt, "labels": labels}
-
-
-def _test_cases(problem: CodeProblem, report: TestReport, pod: str) -> list[dict[str, Any]]:
-    """One SandboxFusion ``EvalTestCase`` per test: its outcome, and the run's output."""
-    cases = []
-    for test, outcome in zip(problem.tests, report.outcomes, strict=True):
-        if outcome.passed:
-            message = ""
-        elif outcome.status is TestStatus.FAILED:
-            message = f"{outcome.error_type}: {outcome.message}"
-        else:
-            message = f"{outcome.status.value}: {report.error or ''}".rstrip(": ")
-        timed_out = outcome.status is TestStatus.TIMEOUT
-        run_result = {
-            "status": "TimeLimitExceeded" if timed_out else "Finished",
-            "execution_time": report.duration,
-            "cpu_time": None,
-            "return_code": None if timed_out else (0 if outcome.passed else 1),
-            "stdout": report.stdout,
-            "stderr": report.stderr,
-        }
-        info = {
-            "test": test,
-            "status": outcome.status.value,
-            "error_type": outcome.error_type,
-            "message": outcome.message,
-        }
-        status: RunStatus = "Success" if outcome.passed else "Failed"
-        exec_info = _response(status, message, run_result, pod)
-        cases.append({"passed": outcome.passed, "exec_info": exec_info, "test_info": info})
-    return cases
 
 
 class _BodyLimit:
