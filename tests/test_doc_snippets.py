@@ -255,7 +255,7 @@ ADAPT: dict[tuple[str, str], Adapt] = {
         training=True,
         timeout=300,
     ),
-    ("docs/trl_grpo.md", "environment_factory=factory"): Adapt(
+    ("docs/trl_grpo.md", "factory.dataset(900, first_problem=100)"): Adapt(
         # A model whose chat template renders tools: the tiny random one with TRL's Qwen2.5
         # template (it calls no tool: every rollout leaves its turn to silence, scored -1).
         prelude=(
@@ -276,6 +276,38 @@ ADAPT: dict[tuple[str, str], Adapt] = {
                 'max_completion_length=16, max_steps=1, report_to="none"',
             ),
         ),
+        slow=True,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "RemoteSeatEnvironmentFactory(\"http"): Adapt(
+        # The server of the command above, in this process on a free port, and the tiny
+        # tool-template model of the block before (its rollouts call no tool: silence).
+        prelude=(
+            "import shutil\n"
+            "from transformers import AutoTokenizer\n"
+            "from trl.chat_template_utils import qwen2_5_chat_template\n"
+            "from baselines.models import resolve_model\n"
+            "from llm_envs.serve.app import ServeSettings, serving\n"
+            "from llm_envs.serve.families import Defaults\n"
+            "shutil.copytree(resolve_model('tiny'), 'tiny-tools')\n"
+            "tokenizer = AutoTokenizer.from_pretrained('tiny-tools')\n"
+            "tokenizer.chat_template = qwen2_5_chat_template\n"
+            "tokenizer.save_pretrained('tiny-tools')\n"
+            "server = serving(ServeSettings(defaults=Defaults('textarena', "
+            "{'game': 'TicTacToe-v0'})))\n"
+            "url = server.__enter__()\n"
+        ),
+        replace=(
+            ('"http://localhost:8000"', "url"),
+            ('model="Qwen/Qwen2.5-0.5B-Instruct"', 'model="tiny-tools"'),
+            ("factory.dataset(64)", "factory.dataset(2)"),
+            (
+                "max_completion_length=1024",
+                'max_completion_length=16, max_steps=1, report_to="none"',
+            ),
+        ),
+        epilogue="server.__exit__(None, None, None)\n",
         slow=True,
         training=True,
         timeout=300,

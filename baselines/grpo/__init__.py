@@ -6,7 +6,8 @@
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment's tokens masked out of the loss.
 * :mod:`baselines.grpo.environment`: one seat of any family as TRL's
-  ``environment_factory`` (a tool-using environment).
+  ``environment_factory`` (a tool-using environment); :mod:`baselines.grpo.remote`:
+  the same for a seat served by an episode server, over OpenEnv's client.
 * :mod:`baselines.grpo.config`: :class:`GRPORunConfig`.
 * :mod:`baselines.grpo.run`: building TRL's trainer from it, and the command line.
 

@@ -42,7 +42,7 @@ from llm_envs.family import Agent, Family, derive_seed
 from llm_envs.registration import make_family
 from llm_envs.seats import SeatView, chat_messages, family_seat, unseen_messages
 
-__all__ = ["EPISODE_OVER", "SeatEnvironment", "SeatEnvironmentFactory"]
+__all__ = ["EPISODE_OVER", "SeatEnvironment", "SeatEnvironmentFactory", "SeatTool"]
 
 EPISODE_OVER = "The episode is over."
 """The last line of the tool result that ends the seat's episode."""
@@ -51,36 +51,24 @@ Players = Callable[[], Mapping[str, Agent]]
 """A function that returns fresh players for the other seats: called once per episode."""
 
 
-class SeatEnvironment:
-    """One seat of a family's episode, played by the model through one tool.
+class SeatTool:
+    """What TRL sees of one seat's episode: ``reset``, the tool ``take_turn``, ``get_reward``.
 
-    Built by :class:`SeatEnvironmentFactory` (TRL calls it with no argument);
-    the seat's problems are the family's evaluation problems
-    (:func:`llm_envs.seats.family_seat`), each reset with the seed the
-    evaluator uses for it, ``derive_seed(seed, problem)``.
+    The chat the seat sees, its turns and its return are kept here, whatever
+    plays the episode: :class:`SeatEnvironment` plays it in this process,
+    :class:`baselines.grpo.remote.RemoteSeatEnvironment` on an episode server.
+    A subclass says how an episode starts (``_start``) and steps (``_step``),
+    and whether it is over (``done``).
 
-    Its only public methods are TRL's: ``reset``, the tool ``take_turn`` and
-    ``get_reward`` (TRL exposes every other public method as a tool too); what
-    a logger reads is in properties.
+    Its only public methods are TRL's (TRL exposes every other public method
+    as a tool too); what a logger reads is in properties.
 
     Args:
-        family: the family (:func:`~llm_envs.registration.make_family`).
         seat: the agent the model plays.
-        seed: the seed of the problems' resets.
-        players: fresh players for the other seats, called once per episode;
-            None for the family's reference players, asked for at every reset
-            (the factory asks once), or none where the seat is the family's
-            only agent.
     """
 
-    def __init__(
-        self, family: Family, seat: str, *, seed: int = 0, players: Players | None = None
-    ) -> None:
-        self.family = family
+    def __init__(self, seat: str) -> None:
         self.seat = seat
-        self.seed = seed
-        self.players = players
-        self._view: SeatView | None = None
         self._problem: int | None = None
         self._messages: list[dict[str, str]] = []
         self._return = 0.0
@@ -93,9 +81,9 @@ class SeatEnvironment:
         """Start the row's problem; play the other seats until this one must act.
 
         TRL passes the data-set row as keyword arguments. The row's ``prompt``
-        must be the seat's first observation, as
-        :meth:`SeatEnvironmentFactory.dataset` writes it, so nothing is
-        appended to it (``None`` is returned); other columns are ignored.
+        must be the seat's first observation, as the factory's ``dataset``
+        writes it, so nothing is appended to it (``None`` is returned); other
+        columns are ignored.
 
         Args:
             problem: the family's evaluation problem to play.
@@ -112,16 +100,17 @@ class SeatEnvironment:
         if problem is None:
             raise ValueError(
                 "the data-set row has no 'problem' column: build the data set with "
-                "SeatEnvironmentFactory.dataset(num_problems), one row per problem"
+                "the factory's dataset(num_problems), one row per problem"
             )
         messages = self._start(int(problem))
         if prompt is not None and _plain(prompt) != messages:
             raise ValueError(
                 f"the row's prompt is not {self.seat}'s first observation of problem {problem}: "
                 "build the data set with the factory that makes these environments "
-                "(SeatEnvironmentFactory.dataset), with the same env, task, seat and seed"
+                "(its dataset method), with the same env, task, seat and seed"
             )
-        self._messages = messages
+        self._problem, self._messages = int(problem), messages
+        self._return, self._turns, self._unplayed_turns = 0.0, 0, 0
         return None
 
     def take_turn(self, text: str) -> str:
@@ -136,17 +125,16 @@ class SeatEnvironment:
         Returns:
             What you see next: the new messages for your next turn, or the end of the episode.
         """
-        view = self._require_view()
-        if view.done:
+        self._require_episode()
+        if self.done:
             raise RuntimeError(f"{EPISODE_OVER} There are no more turns to take.")
         before = [*self._messages, {"role": "assistant", "content": text}]
-        observation, reward, _, _, _ = view.step(text)
+        messages, reward = self._step(text)
         self._turns += 1
         self._return += reward
-        self._messages = chat_messages(observation)
-        new = unseen_messages(before, self._messages)
-        parts = [m["content"] for m in new]
-        if view.done:
+        self._messages = messages
+        parts = [m["content"] for m in unseen_messages(before, messages)]
+        if self.done:
             parts.append(EPISODE_OVER)
         return "\n\n".join(parts)
 
@@ -163,16 +151,16 @@ class SeatEnvironment:
             RuntimeError: before :meth:`reset`, or an environment that keeps
                 asking for turns past the family's ``max_agent_turns``.
         """
-        view = self._require_view()
-        limit = max(1, self.family.max_agent_turns) + 1
-        while not view.done:
+        self._require_episode()
+        limit = max(1, self._max_turns()) + 1
+        while not self.done:
             if self._turns + self._unplayed_turns >= limit:
                 raise RuntimeError(
                     f"{self.seat} has taken {self._turns + self._unplayed_turns} turns of problem "
                     f"{self._problem} and the episode goes on, past the family's max_agent_turns "
-                    f"({self.family.max_agent_turns}): the environment must end its episodes"
+                    f"({self._max_turns()}): the environment must end its episodes"
                 )
-            _, reward, _, _, _ = view.step("")
+            _, reward = self._step("")
             self._unplayed_turns += 1
             self._return += reward
         return self._return
@@ -196,13 +184,67 @@ class SeatEnvironment:
 
     @property
     def done(self) -> bool:
-        """Whether the seat's episode is over."""
-        return self._view is None or self._view.done
+        """Whether the seat's episode is over (True before the first reset)."""
+        raise NotImplementedError
 
     @property
     def episode_return(self) -> float:
         """What the environment has paid the seat so far in this episode."""
         return self._return
+
+    # ------------------------------------------------------------------ what a subclass says
+
+    def _start(self, problem: int) -> list[dict[str, str]]:
+        """Reset the seat's episode of ``problem``; return its first observation's chat.
+
+        Raises ValueError where the episode ends before the seat acts.
+        """
+        raise NotImplementedError
+
+    def _step(self, text: str) -> tuple[list[dict[str, str]], float]:
+        """Act for the seat; return the chat it sees next and what it was paid."""
+        raise NotImplementedError
+
+    def _max_turns(self) -> int:
+        """The most turns the seat takes in an episode (the family's ``max_agent_turns``)."""
+        raise NotImplementedError
+
+    def _require_episode(self) -> None:
+        if self._problem is None:
+            raise RuntimeError("call reset(problem=...) before taking a turn or asking the reward")
+
+
+class SeatEnvironment(SeatTool):
+    """One seat of a family's episode, played in this process by the model through one tool.
+
+    Built by :class:`SeatEnvironmentFactory` (TRL calls it with no argument);
+    the seat's problems are the family's evaluation problems
+    (:func:`llm_envs.seats.family_seat`), each reset with the seed the
+    evaluator uses for it, ``derive_seed(seed, problem)``.
+
+    Args:
+        family: the family (:func:`~llm_envs.registration.make_family`).
+        seat: the agent the model plays.
+        seed: the seed of the problems' resets.
+        players: fresh players for the other seats, called once per episode;
+            None for the family's reference players, asked for at every reset
+            (the factory asks once), or none where the seat is the family's
+            only agent.
+    """
+
+    def __init__(
+        self, family: Family, seat: str, *, seed: int = 0, players: Players | None = None
+    ) -> None:
+        super().__init__(seat)
+        self.family = family
+        self.seed = seed
+        self.players = players
+        self._view: SeatView | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the seat's episode is over (True before the first reset)."""
+        return self._view is None or self._view.done
 
     @property
     def record(self) -> dict[str, Any] | None:
@@ -217,10 +259,7 @@ class SeatEnvironment:
         record: dict[str, Any] = self._view.record()
         return record
 
-    # ------------------------------------------------------------------ helpers
-
     def _start(self, problem: int) -> list[dict[str, str]]:
-        """Reset the seat's episode of ``problem``; return its first observation's chat."""
         view, reset_seed, options = family_seat(
             self.family,
             self.seat,
@@ -235,14 +274,16 @@ class SeatEnvironment:
                 "play another seat or leave this problem out of the data set"
             )
         refuse_context_swap(self.seat, info)
-        self._view, self._problem = view, problem
-        self._return, self._turns, self._unplayed_turns = 0.0, 0, 0
+        self._view = view
         return chat_messages(observation)
 
-    def _require_view(self) -> SeatView:
-        if self._view is None:
-            raise RuntimeError("call reset(problem=...) before taking a turn or asking the reward")
-        return self._view
+    def _step(self, text: str) -> tuple[list[dict[str, str]], float]:
+        assert self._view is not None
+        observation, reward, _, _, _ = self._view.step(text)
+        return chat_messages(observation), float(reward)
+
+    def _max_turns(self) -> int:
+        return int(self.family.max_agent_turns)
 
 
 class SeatEnvironmentFactory:

@@ -18,7 +18,8 @@ unchanged::
 ``reset`` takes the episode's ``seed``, ``problem`` and ``seat`` (default the
 first), and, to leave the server's defaults, ``env``, ``env_kwargs``, ``task``
 and ``task_kwargs``. An observation carries the chat (``messages``), the
-env's ``info``, the ``seat`` and the ``episode_id``; ``reward`` is what the
+env's ``info``, the ``seat``, the ``episode_id`` and ``max_turns`` (the
+most turns the seat takes, the family's ``max_agent_turns``); ``reward`` is what the
 seat was paid since its previous action. A finished episode goes to the
 records like any other; one the client leaves unfinished is dropped (no other
 client waits on it).
@@ -83,6 +84,7 @@ class SeatObservation(Observation):
     seat: str = Field("", description="the agent the client plays")
     episode_id: str = Field("", description="the episode (GET /episodes/{id} once it is over)")
     truncated: bool = Field(False, description="the episode was cut short rather than ended")
+    max_turns: int = Field(0, description="the most turns the seat takes in an episode")
 
 
 class SingleSeatRequest(EpisodeRequest):
@@ -123,6 +125,7 @@ class SeatEnvironment(Environment):
         self._state = State()
         self._return = 0.0
         self._started = ""
+        self._max_turns = 0
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **settings: Any
@@ -157,6 +160,7 @@ class SeatEnvironment(Environment):
         )
         observation, info = view.reset(seed=reset_seed, options=options)
         self._view, self._spec, self._return = view, spec, 0.0
+        self._max_turns = int(family.max_agent_turns)
         self._started = utc_now()
         self._state = State(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, seat=seat, **spec.as_dict()
@@ -209,6 +213,7 @@ class SeatEnvironment(Environment):
             done=view.done,
             reward=reward,
             truncated=bool(truncated),
+            max_turns=self._max_turns,
         )
 
     def _finish(self) -> None:
