@@ -154,7 +154,9 @@ class SeatEnvironment(Environment):
             raise Invalid(
                 f"env {spec.env!r} has no seat {seat!r}; its seats are {list(family.agents)}"
             )
-        players = self._shared.families.reference_players(spec)
+        # A one-seat family (expert iteration's solver) needs no other players.
+        alone = tuple(family.agents) == (seat,)
+        players = {} if alone else self._shared.families.reference_players(spec)
         view, reset_seed, options = family_seat(
             family, seat, problem=spec.problem, seed=spec.seed, others=players
         )

@@ -33,8 +33,8 @@ def play_openenv(url, seat, agent, **reset):
         return rewards, result.observation["episode_id"]
 
 
-def play_in_process(family, seat, agent, problem, seed):
-    view, reset_seed, options = family_seat(family, seat, problem=problem, seed=seed)
+def play_in_process(family, seat, agent, problem, seed, others=None):
+    view, reset_seed, options = family_seat(family, seat, problem=problem, seed=seed, others=others)
     observation, info = view.reset(seed=reset_seed, options=options)
     rewards = []
     while not view.done:
@@ -101,6 +101,17 @@ def test_openenv_random_player_loses_to_minimax(debate_server):
         debate_server, "agent_0", RandomTicTacToePlayer(losing[0]), seed=losing[0], **TICTACTOE
     )
     assert sum(rewards) == -1.0
+
+
+def test_openenv_client_plays_a_one_seat_family_alone(debate_server):
+    # Expert iteration's solver is its family's only seat: nobody else to play.
+    family = make_family("expert_iteration", {})
+    solver = lambda observation, info: "The answer is \\boxed{5200}."  # noqa: E731
+    expected = play_in_process(family, "solver", solver, 0, 0, others={})
+    rewards, episode_id = play_openenv(debate_server, "solver", solver, env="expert_iteration")
+    assert rewards == expected == [1.0]  # problem 0 is 65 * 80
+    record = httpx.get(f"{debate_server}/episodes/{episode_id}").json()
+    assert record["seats"] == {"solver": "client"} and record["returns"] == {"solver": 1.0}
 
 
 @pytest.mark.parametrize(
