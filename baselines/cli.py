@@ -239,7 +239,8 @@ def _add_field(parser: argparse.ArgumentParser, name: str, info: FieldInfo, text
         if element not in (int, float, str) or not (variadic or all(a is element for a in args)):
             raise TypeError(f"{name}: tuples of one type, int, float or str, only; got {inner}")
         count: Any = "+" if variadic else len(args)
-        parser.add_argument(flag, type=element, nargs=count, metavar=element.__name__, **kwargs)
+        convert = _none_or(element, optional)  # an optional tuple's "none" reads back as None
+        parser.add_argument(flag, type=convert, nargs=count, metavar=element.__name__, **kwargs)
     elif origin is dict or inner is dict:
         parser.add_argument(flag, type=_none_or(_json_object, optional), metavar="JSON", **kwargs)
     else:
@@ -304,7 +305,10 @@ def parse_config(
     """
     parser = build_parser(cls, prog=prog, epilog=epilog)
     namespace = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()}
+    values = {
+        k: (None if v == [None] else tuple(v)) if isinstance(v, list) else v
+        for k, v in vars(namespace).items()
+    }
     try:
         return cls(**values)
     except ValidationError as exc:

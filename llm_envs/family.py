@@ -280,6 +280,14 @@ class Family(Protocol):
         """A scripted player per seat that knows the answers (ValueError where none)."""
         ...
 
+    def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
+        """Named sets of scripted players, a player per seat, for training episodes.
+
+        A league's anchors (``scripted:NAME``): opponents of known strength,
+        such as a random player and a strong one. ``{}`` where there are none.
+        """
+        ...
+
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
         """Each agent's return in a recorded episode, added up the way the env pays."""
@@ -343,6 +351,13 @@ class FamilyBase:
     def reference_players(self) -> dict[str, Agent]:
         """None: the ``reference`` entrant is refused with the fix."""
         raise ValueError(f"--env {self.name} has no reference players: name a model for every seat")
+
+    def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
+        """The reference players as ``reference`` where the family has them; else none."""
+        try:
+            return {"reference": self.reference_players()}
+        except ValueError:
+            return {}
 
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:

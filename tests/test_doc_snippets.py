@@ -280,7 +280,7 @@ ADAPT: dict[tuple[str, str], Adapt] = {
         training=True,
         timeout=300,
     ),
-    ("docs/trl_grpo.md", "RemoteSeatEnvironmentFactory(\"http"): Adapt(
+    ("docs/trl_grpo.md", 'RemoteSeatEnvironmentFactory("http'): Adapt(
         # The server of the command above, in this process on a free port, and the tiny
         # tool-template model of the block before (its rollouts call no tool: silence).
         prelude=(

@@ -11,7 +11,7 @@ Importing it does not import torch.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, fields
 from typing import Annotated, Any, Literal
 
 from annotated_types import Interval
@@ -31,6 +31,8 @@ from baselines.config import (
     UnitFraction,
 )
 from baselines.data.credit import CreditName
+from baselines.league.matchmaking import Matchmaking, PFSPWeighting
+from baselines.league.pool import parse_anchor
 from baselines.policies.server_pool import Routing
 from baselines.policies.server_weights import WeightTransfer
 from llm_envs.registration import family_class, family_names
@@ -42,6 +44,7 @@ __all__ = [
     "ISTrainerConfig",
     "LossName",
     "LossNormalization",
+    "Opponents",
     "Packing",
     "Precision",
     "SamplerName",
@@ -60,6 +63,10 @@ LossNormalization = Literal["action_tokens", "sum"]
 """What the summed loss of an optimizer step is divided by."""
 AdamBeta = Annotated[float, Interval(ge=0, lt=1)]
 """One of AdamW's betas: in ``[0, 1)``."""
+Opponents = Literal["mirror", "league"]
+"""Who plays the seats the learner does not: itself (self-play), or a league's pool."""
+RatingDecay = Annotated[float, Interval(gt=0, le=1)]
+"""A league's rating decay per iteration: in ``(0, 1]``."""
 
 
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)
@@ -228,7 +235,55 @@ class ISTrainerConfig(TrainerConfig):
     every seat well-formed.
     """
 
+    opponents: Opponents = "mirror"
+    """who plays the seats the learner does not (docs/league.md): ``mirror`` (self-play: the current
+    policy in every seat, every seat trained) or ``league`` (each group's episodes have the learner
+    in one seat, trained, and one opponent from the pool in the others: the current policy, the
+    ``league_anchors`` and snapshots of the trained policy).
+    """
+    league_matchmaking: Matchmaking = "pfsp"
+    """league only: how a group's opponent is drawn: ``pfsp`` (prioritized fictitious self-play, by
+    the learner's online win probability against each), ``uniform`` or ``latest`` (the current
+    policy: mirror play, one seat trained).
+    """
+    league_pfsp_weighting: PFSPWeighting = "hard"
+    """league only: PFSP's weight of an opponent beaten with probability p: ``hard``, (1 - p)^2 (the
+    ones the learner still loses to), or ``variance``, p (1 - p) (the even ones).
+    """
+    league_anchors: tuple[str, ...] | None = None
+    """league only: fixed opponents, ``scripted:SET`` (a set of the family's scripted players, such
+    as ``scripted:random``) or ``[NAME=]http(s)://URL[#model]`` (an OpenAI-compatible server); None
+    for every scripted set the family has.
+    """
+    league_snapshot_every: NonNegativeInt = 2
+    """league only: iterations between snapshots of the trained policy added to the pool (one before
+    iteration 0: the initial model); 0 adds none.
+    """
+    league_max_snapshots: NonNegativeInt = 8
+    """league only: snapshots kept in the pool, the newest."""
+    league_group_size: PositiveInt = 4
+    """league only: episodes per group: one training episode played this many times with the learner
+    in one seat (the seats in turn over the groups) against one opponent.
+    """
+    league_rating_decay: RatingDecay = 0.9
+    """league only: what the learner's win tallies are multiplied by each iteration before its
+    games are added (1 counts every game alike; lower follows a changing learner).
+    """
+    eval_scripted: bool = False
+    """also evaluate against each set of the family's scripted players (``eval/scripted:SET/...``,
+    e.g. the random and minimax players of TicTacToe), as fixed opponents in the other seats.
+    """
+
     def _check_rules(self) -> None:
+        league_fields = {f.name: f.default for f in fields(self) if f.name.startswith("league_")}
+        changed = [k for k, v in league_fields.items() if getattr(self, k) != v]
+        if self.opponents != "league" and changed:
+            raise ValueError(
+                f"{', '.join(changed)} set with opponents={self.opponents!r}: the league_* "
+                "settings are for --opponents league"
+            )
+        for anchor in self.league_anchors or ():
+            parse_anchor(anchor)  # a bad spec names both forms
         if self.normalize_advantages and self.credit in ("role_baseline", "per_agent_norm"):
             raise ValueError(
                 f"normalize_advantages is for credit 'group_mean' or 'agent_turn_groups'; "

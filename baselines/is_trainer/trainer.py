@@ -57,6 +57,7 @@ from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics, numeric_info
 from baselines.env_families import EpisodeBatch, batch_of, derive_seed, one_per_setting
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.league import LeaguePlay, new_league
 from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
 from baselines.policies.base import Policy, SamplingParams
@@ -84,6 +85,7 @@ from baselines.training.run import (
 )
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
+from llm_envs.family import EpisodePlan
 from llm_envs.registration import make_family
 
 __all__ = ["ISTrainer", "main", "train"]
@@ -100,6 +102,25 @@ def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int
         shards[lightest].append(index)
         loads[lightest] += lengths_D[index]
     return [sorted(shard) for shard in shards]
+
+
+_EvalRow = tuple[bool, float, dict[str, float]]
+"""An evaluation seat: whether the trained policy played it, its return, its numeric infos."""
+
+
+def _eval_metrics(rows: Sequence[_EvalRow], trained: str, opponent: str | None) -> dict[str, float]:
+    """Mean return, episode count and infos of the trained seats (and the opponent's)."""
+    metrics: dict[str, float] = {}
+    for prefix, is_trained in ((trained, True), (opponent, False)):
+        selected = [r for r in rows if r[0] == is_trained]
+        if prefix is None or not selected:
+            continue
+        metrics[f"{prefix}/reward/total"] = float(np.mean([r[1] for r in selected]))
+        metrics[f"{prefix}/num_episodes"] = float(len(selected))
+        for key in sorted({k for r in selected for k in r[2]}):
+            values = [r[2][key] for r in selected if key in r[2]]
+            metrics[f"{prefix}/{key}"] = float(np.mean(values))
+    return metrics
 
 
 class ISTrainer(TrainingRun):
@@ -128,6 +149,8 @@ class ISTrainer(TrainingRun):
             task_kwargs=config.task_kwargs,
             strategy_mix=config.strategy_mix,
         )
+        # A league's settings are checked before the model loads.
+        league = new_league(config, self.family) if config.opponents == "league" else None
         loaded = load_policy_model(config, acc)
         self.tokenizer, self.renderer = loaded.tokenizer, loaded.renderer
         self.model_path = loaded.path
@@ -142,6 +165,9 @@ class ISTrainer(TrainingRun):
         # The running baselines of credit='role_baseline', as they were after the checkpoint.
         saved = {} if checkpoint is None else checkpoint_state(checkpoint)
         self.role_baselines = RoleBaselines.from_json(saved.get("role_baselines", {}))
+        # The league as it was after the checkpoint (--opponents league).
+        self.league = None if league is None else LeaguePlay(self, saved.get("league") or league)
+        self._league_metrics: dict[str, float] = {}
         self.max_model_len = loaded.max_model_len
         self.sampler = self._build_sampler(start.cuda)
         if self.start_iteration > 0:
@@ -218,6 +244,9 @@ class ISTrainer(TrainingRun):
         config = self.config
         first = iteration * config.groups_per_batch
         indices = list(range(first, first + config.groups_per_batch))[self.rank :: self.world]
+        if self.league is not None:
+            played, self._league_metrics = self.league.sample(iteration)
+            return played
         groups: list[TrajectoryGroup] = []
         if indices:
             batch = batch_of(self.family.training(indices, derive_seed(config.seed, iteration)))
@@ -442,43 +471,47 @@ class ISTrainer(TrainingRun):
         each setting of a role rotation is then played once
         (:func:`~baselines.env_families.one_per_setting`), a third of the
         episodes of a three-seat debate, and every seat counts for both sides.
+        With ``eval_scripted`` the episodes are played again against each set
+        of the family's scripted players (``eval/scripted:SET/...``).
         """
         config = self.config
         indices = list(range(config.eval_groups))[self.rank :: self.world]
-        rows: list[tuple[bool, float, dict[str, float]]] = []  # (trained side?, return, infos)
+        seed = derive_seed(config.seed, _EVAL_SEED)
+        rows: list[_EvalRow] = []
         if indices:
-            plan = self.family.evaluation(indices, derive_seed(config.seed, _EVAL_SEED))
             opponent = self._fixed_opponent() if self.family.fixed_opponent else None
-            opponent_seats: list[frozenset[str]] | None = None
-            if opponent is not None and opponent is self.sampler.policy:
-                # The same weights on both sides: each setting once, every seat on both.
-                plan, opponent_seats = one_per_setting(plan)
-            batch = batch_of(plan)
-            policy = batch.assignment(self.sampler.policy, opponent)
-            for result in self._play(batch, policy, _EVAL_SEED, "eval"):
-                trained = batch.trained_agents[result.env_index]
-                for agent, trajectory in result.trajectories.items():
-                    numeric = dict(numeric_info(result.final_infos[agent]))
-                    ret = trajectory_return(trajectory, result.final_rewards[agent])
-                    if opponent_seats is None:
-                        rows.append((agent in trained, ret, numeric))
-                        continue
-                    rows += [(True, ret, numeric)] if agent in trained else []
-                    if agent in opponent_seats[result.env_index]:
-                        rows.append((False, ret, numeric))
-        rows = self._gather(rows)
-        metrics: dict[str, float] = {}
-        for prefix, is_trained in (("eval", True), ("eval/opponent", False)):
-            selected = [r for r in rows if r[0] == is_trained]
-            if not selected:
-                continue
-            metrics[f"{prefix}/reward/total"] = float(np.mean([r[1] for r in selected]))
-            metrics[f"{prefix}/num_episodes"] = float(len(selected))
-            keys = sorted({k for r in selected for k in r[2]})
-            for key in keys:
-                values = [r[2][key] for r in selected if key in r[2]]
-                metrics[f"{prefix}/{key}"] = float(np.mean(values))
+            rows = self._eval_rows(self.family.evaluation(indices, seed), opponent)
+        metrics = _eval_metrics(self._gather(rows), "eval", "eval/opponent")
+        if config.eval_scripted:
+            from baselines.policies.scripted import ScriptedPolicy
+
+            for name, players in sorted(self.family.scripted_players(seed).items()):
+                scripted = ScriptedPolicy(players, self.tokenizer)
+                rows = self._eval_rows(self.family.evaluation(indices, seed), scripted)
+                metrics.update(_eval_metrics(self._gather(rows), f"eval/scripted:{name}", None))
         return metrics
+
+    def _eval_rows(self, plan: EpisodePlan, opponent: Policy | None) -> list[_EvalRow]:
+        """Play an evaluation plan; a row per seat: (trained side?, return, numeric infos)."""
+        rows: list[_EvalRow] = []
+        opponent_seats: list[frozenset[str]] | None = None
+        if opponent is not None and opponent is self.sampler.policy:
+            # The same weights on both sides: each setting once, every seat on both.
+            plan, opponent_seats = one_per_setting(plan)
+        batch = batch_of(plan)
+        policy = batch.assignment(self.sampler.policy, opponent)
+        for result in self._play(batch, policy, _EVAL_SEED, "eval"):
+            trained = batch.trained_agents[result.env_index]
+            for agent, trajectory in result.trajectories.items():
+                numeric = dict(numeric_info(result.final_infos[agent]))
+                ret = trajectory_return(trajectory, result.final_rewards[agent])
+                if opponent_seats is None:
+                    rows.append((agent in trained, ret, numeric))
+                    continue
+                rows += [(True, ret, numeric)] if agent in trained else []
+                if agent in opponent_seats[result.env_index]:
+                    rows.append((False, ret, numeric))
+        return rows
 
     # ------------------------------------------------------------------- loop
 
@@ -500,6 +533,7 @@ class ISTrainer(TrainingRun):
             **warm,
             "time/sample": time.perf_counter() - start,
             **self._costs,
+            **self._league_metrics,
         }
         if self._costs.get("time/policy"):
             metrics["sample/tokens_per_s"] = (
@@ -538,7 +572,10 @@ class ISTrainer(TrainingRun):
             iteration,
             self.tokenizer,
             keep=self.config.keep_checkpoints,
-            state={"role_baselines": self.role_baselines.to_json()},
+            state={
+                "role_baselines": self.role_baselines.to_json(),
+                **({} if self.league is None else {"league": self.league.state()}),
+            },
         )
 
     def save_final_model(self) -> None:

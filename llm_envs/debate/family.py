@@ -286,6 +286,20 @@ class DebateFamily(FamilyBase):
             ValueError: a question without a reference answer (the built-in
                 questions), or chat observations (it reads the answers from the prompt).
         """
+        return self._reference_debaters(self.eval_questions)
+
+    def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
+        """``reference``: the reference players, knowing the training questions' answers.
+
+        Questions without reference answers (the built-in ones) have none: ``{}``.
+        """
+        try:
+            return {"reference": self._reference_debaters(self.train_questions)}
+        except ValueError:
+            return {}
+
+    def _reference_debaters(self, questions: Sequence[Any]) -> dict[str, Agent]:
+        """A :class:`~llm_envs.debate.agents.JudgingDebater` per seat, answering ``questions``."""
         from llm_envs.debate.agents import JudgingDebater
 
         if self.env_kwargs.get("observation_mode", "prompt") != "prompt":
@@ -293,7 +307,6 @@ class DebateFamily(FamilyBase):
                 "the reference entrant reads the other answers from the prompt; "
                 "leave observation_mode at 'prompt' in --env-kwargs"
             )
-        questions = self.eval_questions
         # A counted set (the built-in questions) is checked whole; a math task's
         # questions all have answers, and may be a million: its first stands for all.
         for question in questions if self.num_eval_problems is not None else questions[:1]:

@@ -17,12 +17,13 @@ and its seeds are the problems.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_envs.family import Agent, EpisodePlan, FamilyBase, derive_seed
 from llm_envs.textarena.env import env, raw_env
-from llm_envs.textarena.players import game_name, strong_player
+from llm_envs.textarena.players import game_name, random_player, strong_player
 
 __all__ = ["TextArenaFamily"]
 
@@ -128,3 +129,19 @@ class TextArenaFamily(FamilyBase):
                 '\'{"game": "TicTacToe-v0"}\''
             )
         return {agent: strong_player(self.game) for agent in self.agents}
+
+    def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
+        """``random`` (random legal moves) where the game has one; ``reference`` for TicTacToe.
+
+        Example:
+            >>> sets = TextArenaFamily({"game": "TicTacToe-v0"}).scripted_players(seed=0)
+            >>> sorted(sets), sorted(sets["random"])
+            (['random', 'reference'], ['agent_0', 'agent_1'])
+        """
+        sets = super().scripted_players(seed)
+        with contextlib.suppress(ValueError):  # a game without a random player has none
+            sets["random"] = {
+                agent: random_player(self.game, derive_seed(seed, i))
+                for i, agent in enumerate(self.agents)
+            }
+        return sets

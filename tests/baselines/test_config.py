@@ -377,6 +377,8 @@ def _strategy(hint: Any, optional_text: bool = False) -> st.SearchStrategy[Any]:
         )
     if origin is Literal:
         return st.sampled_from(args)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return st.lists(_strategy(args[0]), min_size=1, max_size=3).map(tuple)
     if origin is tuple:
         return st.tuples(*(_strategy(a) for a in args))
     if origin is dict:
@@ -415,6 +417,14 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
             values["warm_start_steps"] = 0
         if "broken_rate" not in (family.teacher_options or ()):
             values["warm_start_broken_rate"] = 0.0
+    if values.get("opponents") == "mirror":  # the IS trainer: league_* settings with a league
+        for f in dataclasses.fields(ISTrainerConfig):
+            if f.name.startswith("league_"):
+                values[f.name] = f.default
+    if values.get("league_anchors") is not None:  # anchors are specs: a scripted set's name
+        values["league_anchors"] = tuple(
+            f"scripted:{a.strip() or 'x'}" for a in values["league_anchors"]
+        )
     if not values["project"].strip():  # every config: a tracker project has a name
         values["project"] = "llm-envs"
     if not all(n.strip() for n in values["lora_target_modules"].split(",")):

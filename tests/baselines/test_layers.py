@@ -19,7 +19,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config", "data", "policies"}),
     frozenset({"cli", "rollouts"}),
     frozenset({"env_families", "training", "report"}),
-    frozenset({"is_trainer", "grpo", "magrpo", "eval", "verl"}),
+    frozenset({"eval"}),
+    frozenset({"league"}),
+    frozenset({"is_trainer", "grpo", "magrpo", "verl"}),
     frozenset({"commands"}),
 )
 """The units of ``baselines`` (a top-level module or a subpackage), lowest first."""

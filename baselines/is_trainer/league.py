@@ -1,0 +1,201 @@
+"""League play in the importance-sampling trainer (``--opponents league``, docs/league.md).
+
+:class:`LeaguePlay` samples an iteration's groups against the pool
+(:mod:`baselines.league`) and keeps the policies of its members:
+
+* ``latest``: the trainer's own sampler (the learner's current weights);
+* snapshots: the trained weights (LoRA merged) saved before the iterations
+  the league asks for, in ``OUTPUT_DIR/league/snapshot_NNNNN.pt``, each played
+  by a frozen transformers copy of the model, loaded once and kept while the
+  snapshot is in the pool;
+* ``scripted:SET``: the family's scripted players
+  (:meth:`~llm_envs.family.Family.scripted_players`), built afresh each
+  iteration with a seed of the iteration (a resumed run plays the same moves);
+* endpoints: an OpenAI-compatible server (:class:`~baselines.policies.OpenAIPolicy`).
+
+The league's state (pool, ratings) is part of the checkpoint: a resumed run
+continues the same league.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from baselines.env_families import derive_seed
+from baselines.league import League, Opponent, league_batch, parse_anchor
+from baselines.league.ratings import LeagueRatings
+from baselines.policies.base import Policy
+from baselines.types import TrajectoryGroup
+
+if TYPE_CHECKING:
+    from baselines.is_trainer.trainer import ISTrainer
+
+__all__ = ["LeaguePlay", "new_league"]
+
+_MATCH_SEED = 104729  # the matchmaking's draws: apart from the episodes' seeds
+
+
+def new_league(trainer_config: Any, family: Any) -> League:
+    """The league a run starts with: its settings, its anchors, no snapshot yet.
+
+    Raises:
+        ValueError: a one-seat family, or a ``scripted:SET`` the family does not have.
+    """
+    if len(family.agents) < 2:
+        raise ValueError(
+            f"--env {family.name} has one seat ({family.agents[0]}): a league needs opponents' "
+            "seats; use --opponents mirror"
+        )
+    scripted = sorted(family.scripted_players(0))
+    specs = trainer_config.league_anchors
+    anchors = [parse_anchor(a) for a in specs] if specs is not None else []
+    if specs is None:
+        anchors = [Opponent(f"scripted:{name}", "scripted", name) for name in scripted]
+    for anchor in anchors:
+        if anchor.kind == "scripted" and anchor.source not in scripted:
+            raise ValueError(
+                f"league anchor {anchor.name!r}: --env {family.name} has scripted players "
+                f"{scripted or 'none'} for these settings"
+            )
+    return League(
+        matchmaking=trainer_config.league_matchmaking,
+        weighting=trainer_config.league_pfsp_weighting,
+        snapshot_every=trainer_config.league_snapshot_every,
+        max_snapshots=trainer_config.league_max_snapshots,
+        anchors=anchors,
+        ratings=LeagueRatings(decay=trainer_config.league_rating_decay),
+    )
+
+
+class LeaguePlay:
+    """An iteration's groups against the league, and the policies of the pool.
+
+    Args:
+        trainer: the trainer (its family, sampler, model, accelerator and config).
+        league: a new league (:func:`new_league`), or the one a checkpoint holds
+            (``League.to_json``).
+    """
+
+    def __init__(self, trainer: ISTrainer, league: League | dict[str, Any]) -> None:
+        self.trainer = trainer
+        self.league = league if isinstance(league, League) else League.from_json(league)
+        self.folder = Path(trainer.config.output_dir) / "league"
+        self._snapshots: dict[str, Policy] = {}  # loaded snapshot policies, by name
+        self._endpoints: dict[str, Policy] = {}
+        self._scripted: dict[str, Policy] = {}  # this iteration's scripted players
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, iteration: int) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+        """Play this process's share of the iteration's groups; every process's groups, metrics."""
+        trainer, config = self.trainer, self.trainer.config
+        metrics: dict[str, float] = {}
+        if self.league.snapshot_due(iteration):
+            start = time.perf_counter()
+            self._take_snapshot(iteration)
+            metrics["time/league_snapshot"] = time.perf_counter() - start
+        first = iteration * config.groups_per_batch
+        every = list(range(first, first + config.groups_per_batch))
+        assigned = self.league.assign(every, derive_seed(config.seed, _MATCH_SEED, iteration))
+        mine = every[trainer.rank :: trainer.world]
+        opponents = assigned[trainer.rank :: trainer.world]
+        groups: list[TrajectoryGroup] = []
+        games: list[tuple[str, float]] = []
+        if mine:
+            plan = league_batch(
+                trainer.family,
+                mine,
+                opponents,
+                derive_seed(config.seed, iteration),
+                config.league_group_size,
+            )
+            self._scripted = self._scripted_policies(iteration)
+            policy = plan.assignment(trainer.sampler.policy, self._policy)
+            results = trainer._play(plan.batch, policy, iteration, "sample")
+            groups = plan.to_groups(results)
+            games = plan.games(results)
+            trainer._save_episodes(iteration, plan.batch.envs)
+        games = trainer._gather(games)
+        self.league.record(games)
+        metrics.update(self.league.metrics(assigned, games))
+        return trainer._gather(groups), metrics
+
+    def state(self) -> dict[str, Any]:
+        """The league, for the checkpoint."""
+        return self.league.to_json()
+
+    # ------------------------------------------------------------------ the pool's policies
+
+    def _policy(self, name: str) -> Policy:
+        opponent = self.league.opponent(name)
+        if opponent.kind == "latest":
+            return self.trainer.sampler.policy
+        if opponent.kind == "scripted":
+            return self._scripted[opponent.source]
+        if opponent.kind == "endpoint":
+            if name not in self._endpoints:
+                self._endpoints[name] = _endpoint(opponent.source, self.trainer.model_path)
+            return self._endpoints[name]
+        if name not in self._snapshots:
+            self._snapshots[name] = self._load_snapshot(opponent)
+        return self._snapshots[name]
+
+    def _scripted_policies(self, iteration: int) -> dict[str, Policy]:
+        from baselines.policies.scripted import ScriptedPolicy
+
+        seed = derive_seed(self.trainer.config.seed, _MATCH_SEED, iteration, 1)
+        sets = self.trainer.family.scripted_players(seed)
+        wanted = {o.source for o in self.league.anchors if o.kind == "scripted"}
+        return {
+            name: ScriptedPolicy(players, self.trainer.tokenizer)
+            for name, players in sets.items()
+            if name in wanted
+        }
+
+    def _take_snapshot(self, iteration: int) -> None:
+        """Save the trained weights as the snapshot of ``iteration`` and add it to the pool."""
+        import torch
+
+        from baselines.training.weights import gather_full_state
+
+        trainer = self.trainer
+        acc = trainer.accelerator
+        name = f"snapshot_{iteration:05d}.pt"
+        weights = gather_full_state(acc, trainer.model, everywhere=False)
+        if acc.is_main_process and weights is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            partial = self.folder / f"{name}.partial"
+            torch.save({k: v.detach().cpu() for k, v in weights.items()}, partial)
+            partial.replace(self.folder / name)
+        acc.wait_for_everyone()
+        for gone in self.league.add_snapshot(iteration, f"league/{name}"):
+            self._snapshots.pop(gone.name, None)
+
+    def _load_snapshot(self, opponent: Opponent) -> Policy:
+        import torch
+
+        from baselines.policies import TransformersPolicy
+
+        trainer = self.trainer
+        path = Path(trainer.config.output_dir) / opponent.source
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"the league's {opponent.name} has no weights at {path}: the run folder lost "
+                "them; start the run in a new output_dir"
+            )
+        policy = TransformersPolicy.from_pretrained(
+            trainer.model_path, device=str(trainer.accelerator.device)
+        )
+        policy.model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        policy.model.requires_grad_(False)
+        return policy
+
+
+def _endpoint(source: str, default_model: str) -> Policy:
+    from baselines.policies import OpenAIPolicy
+    from baselines.policies.build import served_model_name
+
+    url, _, model = source.partition("#")
+    return OpenAIPolicy(url, model or served_model_name(url, default_model))
