@@ -1,0 +1,163 @@
+"""League self-play in the IS trainer: the pool in play, snapshots, resume, refusals.
+
+The tiny random model plays Tic Tac Toe (two seats, the random and minimax
+anchors) and a two-seat arithmetic debate (the reference anchor).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from baselines.is_trainer.config import ISTrainerConfig
+from tests.baselines.is_trainer.test_trainer import Crash, read_metrics
+
+TICTACTOE = {"env": "textarena", "env_kwargs": {"game": "TicTacToe-v0"}}
+
+
+def league_config(tmp_path: Path, model: Path, **overrides) -> ISTrainerConfig:
+    settings = {
+        "model": str(model),
+        **TICTACTOE,
+        "groups_per_batch": 3,
+        "num_iterations": 3,
+        "max_tokens": 8,
+        "learning_rate": 1e-3,
+        "sampler": "transformers",
+        "eval_every": 0,
+        "output_dir": str(tmp_path / "run"),
+        "progress": False,
+        "opponents": "league",
+        "league_snapshot_every": 1,
+        "league_max_snapshots": 2,
+        "league_group_size": 2,
+    }
+    return ISTrainerConfig(**{**settings, **overrides})
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+
+    config = league_config(tmp_path, tiny_model_dir, eval_every=3, eval_scripted=True)
+    rows = read_metrics(train(config))
+    assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
+    pools = [["latest", "scripted:random", "scripted:reference", "snapshot_00000"]]
+    pools.append([*pools[0], "snapshot_00001"])
+    pools.append(
+        ["latest", "scripted:random", "scripted:reference", "snapshot_00001", "snapshot_00002"]
+    )
+    for row, pool in zip(rows, pools, strict=False):
+        mix = {
+            k.removeprefix("league/mix/"): v for k, v in row.items() if k.startswith("league/mix/")
+        }
+        assert set(mix) <= set(pool) and sum(mix.values()) == pytest.approx(1.0)
+        ratings = {k for k in row if k.startswith("league/rating/")}
+        assert ratings == {f"league/rating/{n}" for n in ["learner", *pool]}
+        assert row["league/pool_size"] == len(pool)
+        # Three groups of two games each, every game scored 0, 0.5 or 1.
+        for key, score in row.items():
+            if key.startswith("league/score/"):
+                assert 0.0 <= score <= 1.0
+    # Every snapshot's weights stay in the run folder (the pool keeps the newest two).
+    league = Path(config.output_dir) / "league"
+    assert sorted(p.name for p in league.iterdir()) == [
+        "snapshot_00000.pt",
+        "snapshot_00001.pt",
+        "snapshot_00002.pt",
+    ]
+    final = rows[-1]
+    for anchor in ("random", "reference"):
+        assert final[f"eval/scripted:{anchor}/num_episodes"] > 0
+        assert f"eval/scripted:{anchor}/win" in final
+    assert final["eval/scripted:reference/win"] == 0.0  # minimax never loses
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_resumed_league_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch):
+    import baselines.is_trainer.trainer as is_trainer
+
+    settings = {"league_matchmaking": "pfsp", "league_snapshot_every": 1}
+    whole = read_metrics(
+        is_trainer.train(league_config(tmp_path / "a", tiny_model_dir, **settings))
+    )
+    real_save = is_trainer.save_checkpoint
+
+    def save_then_die(accelerator, model, output_dir, iteration, tokenizer, **kwargs):
+        if iteration == 2:  # iteration 1 is logged, then the process dies
+            raise Crash
+        return real_save(accelerator, model, output_dir, iteration, tokenizer, **kwargs)
+
+    config = league_config(tmp_path / "b", tiny_model_dir, **settings)
+    monkeypatch.setattr(is_trainer, "save_checkpoint", save_then_die)
+    with pytest.raises(Crash):
+        is_trainer.train(config)
+    monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
+    resumed = read_metrics(is_trainer.train(config))
+
+    assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == [0, 1, 2]
+    for a, b in zip(whole, resumed, strict=True):
+        assert {k for k in a if not k.startswith("time/")} == {
+            k for k in b if not k.startswith("time/")
+        }
+        for key in a:
+            if re.match(r"time/|\w+/tokens_per_s", key):
+                continue
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+    # The resumed run read the league from the checkpoint: iteration 1 met the pool of a
+    # league that had played iteration 0 (its ratings and its first snapshot).
+    assert "league/rating/snapshot_00000" in resumed[1]
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_debate_league_meets_the_reference_debaters(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+
+    config = league_config(
+        tmp_path,
+        tiny_model_dir,
+        env="debate",
+        env_kwargs={"num_agents": 2, "max_rounds": 1},
+        task="arithmetic",
+        task_kwargs={"max_digits": 1, "num_problems": 20},
+        num_iterations=1,
+        league_matchmaking="uniform",
+        max_tokens=16,
+    )
+    (row,) = read_metrics(train(config))
+    assert {k for k in row if k.startswith("league/rating/")} == {
+        "league/rating/learner",
+        "league/rating/latest",
+        "league/rating/scripted:reference",
+        "league/rating/snapshot_00000",
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"env": "expert_iteration", "env_kwargs": {}}, "a league needs opponents' seats"),
+        (
+            {"league_anchors": ("scripted:wizard",)},
+            r"has scripted players \['random', 'reference'\]",
+        ),
+    ],
+)
+def test_bad_leagues_are_refused_before_the_model_loads(tmp_path, overrides, message):
+    from baselines.is_trainer.trainer import ISTrainer
+
+    config = league_config(tmp_path, Path("/nonexistent/model"), **overrides)
+    with pytest.raises(ValueError, match=message):
+        ISTrainer(config)
+
+
+def test_league_settings_need_a_league():
+    with pytest.raises(ValueError, match="league_group_size set with opponents='mirror'"):
+        ISTrainerConfig(league_group_size=2)
+    with pytest.raises(ValueError, match="is not scripted:SET"):
+        ISTrainerConfig(opponents="league", league_anchors=("minimax",))
