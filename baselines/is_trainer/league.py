@@ -5,7 +5,7 @@
 
 * ``latest``: the trainer's own sampler (the learner's current weights);
 * snapshots: the trained weights (LoRA merged) saved before the iterations
-  the league asks for, in ``OUTPUT_DIR/league/snapshot_NNNNN.pt``, each played
+  the league asks for, as model folders ``OUTPUT_DIR/league/snapshot_NNNNN``, each played
   by a frozen transformers copy of the model, loaded once and kept while the
   snapshot is in the pool;
 * ``scripted:SET``: the family's scripted players
@@ -155,40 +155,46 @@ class LeaguePlay:
         }
 
     def _take_snapshot(self, iteration: int) -> None:
-        """Save the trained weights as the snapshot of ``iteration`` and add it to the pool."""
-        import torch
+        """Save the trained weights as the snapshot of ``iteration`` and add it to the pool.
 
+        The snapshot is a model folder (LoRA merged, tokenizer beside it) that
+        ``from_pretrained`` and ``llm-envs eval`` load as they stand.
+        """
+        import shutil
+
+        from baselines.policies.server_weights import write_weights_folder
         from baselines.training.weights import gather_full_state
 
         trainer = self.trainer
         acc = trainer.accelerator
-        name = f"snapshot_{iteration:05d}.pt"
+        name = f"snapshot_{iteration:05d}"
         weights = gather_full_state(acc, trainer.model, everywhere=False)
         if acc.is_main_process and weights is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
             partial = self.folder / f"{name}.partial"
-            torch.save({k: v.detach().cpu() for k, v in weights.items()}, partial)
+            shutil.rmtree(partial, ignore_errors=True)
+            config = getattr(
+                trainer.unwrapped, "get_base_model", lambda: trainer.unwrapped
+            )().config
+            write_weights_folder(weights, config, partial, trainer.tokenizer)
+            shutil.rmtree(self.folder / name, ignore_errors=True)  # a resumed run's redo
             partial.replace(self.folder / name)
         acc.wait_for_everyone()
         for gone in self.league.add_snapshot(iteration, f"league/{name}"):
             self._snapshots.pop(gone.name, None)
 
     def _load_snapshot(self, opponent: Opponent) -> Policy:
-        import torch
-
         from baselines.policies import TransformersPolicy
 
         trainer = self.trainer
         path = Path(trainer.config.output_dir) / opponent.source
-        if not path.is_file():
+        if not (path / "model.safetensors").is_file():
             raise FileNotFoundError(
                 f"the league's {opponent.name} has no weights at {path}: the run folder lost "
                 "them; start the run in a new output_dir"
             )
         policy = TransformersPolicy.from_pretrained(
-            trainer.model_path, device=str(trainer.accelerator.device)
+            str(path), device=str(trainer.accelerator.device)
         )
-        policy.model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         policy.model.requires_grad_(False)
         return policy
 

@@ -104,6 +104,35 @@ def _server_tensors(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     return tensors
 
 
+def write_weights_folder(
+    state_dict: Mapping[str, Any], config: Any, target: str | Path, tokenizer: Any = None
+) -> Path:
+    """Write full weights as a model folder: ``model.safetensors`` (fp32), ``config.json``.
+
+    What a vLLM server reloads, and, with the ``tokenizer`` saved beside it,
+    a folder ``from_pretrained`` loads (a league's snapshots). Tied embeddings
+    get a head of their own.
+    """
+    from safetensors.torch import save_file
+
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, tensor in _server_tensors(state_dict).items():
+        value = tensor.float().cpu().contiguous()
+        # safetensors refuses tensors that share memory (tied embeddings): copy them.
+        if value.data_ptr() in seen:
+            value = value.clone()
+        seen.add(value.data_ptr())
+        tensors[name] = value
+    save_file(tensors, str(target / "model.safetensors"))
+    config.save_pretrained(target)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(target)
+    return target
+
+
 class RemoteWeightSync:
     """Push new weights to vLLM servers through a folder they all see.
 
@@ -143,22 +172,9 @@ class RemoteWeightSync:
 
     def __call__(self, state_dict: Mapping[str, Any]) -> None:
         """Write the weights once and make every server load them."""
-        from safetensors.torch import save_file
-
         self.version += 1
         target = self.folder / f"weights_{self.version:06d}"
-        target.mkdir(parents=True, exist_ok=True)
-        tensors: dict[str, Any] = {}
-        seen: set[int] = set()
-        for name, tensor in _server_tensors(state_dict).items():
-            value = tensor.float().cpu().contiguous()
-            # safetensors refuses tensors that share memory (tied embeddings): copy them.
-            if value.data_ptr() in seen:
-                value = value.clone()
-            seen.add(value.data_ptr())
-            tensors[name] = value
-        save_file(tensors, str(target / "model.safetensors"))
-        self.config.save_pretrained(target)
+        write_weights_folder(state_dict, self.config, target)
         with ThreadPoolExecutor(max_workers=len(self.roots)) as pool:
             list(pool.map(lambda root: self._reload(root, target), self.roots))
         if self._previous is not None:

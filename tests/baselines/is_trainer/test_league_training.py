@@ -14,6 +14,8 @@ import pytest
 from baselines.is_trainer.config import ISTrainerConfig
 from tests.baselines.is_trainer.test_trainer import Crash, read_metrics
 
+torch = pytest.importorskip("torch")
+
 TICTACTOE = {"env": "textarena", "env_kwargs": {"game": "TicTacToe-v0"}}
 
 
@@ -42,7 +44,16 @@ def league_config(tmp_path: Path, model: Path, **overrides) -> ISTrainerConfig:
 def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_model_dir):
     from baselines.is_trainer.trainer import train
 
-    config = league_config(tmp_path, tiny_model_dir, eval_every=3, eval_scripted=True)
+    # Every group is trained on, and AdamW's weight decay moves the weights even where
+    # the tiny model's games all end alike (zero advantages): the snapshots must differ.
+    config = league_config(
+        tmp_path,
+        tiny_model_dir,
+        eval_every=3,
+        eval_scripted=True,
+        drop_constant_groups=False,
+        weight_decay=0.1,
+    )
     rows = read_metrics(train(config))
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
     pools = [["latest", "scripted:random", "scripted:reference", "snapshot_00000"]]
@@ -65,10 +76,18 @@ def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_mod
     # Every snapshot's weights stay in the run folder (the pool keeps the newest two).
     league = Path(config.output_dir) / "league"
     assert sorted(p.name for p in league.iterdir()) == [
-        "snapshot_00000.pt",
-        "snapshot_00001.pt",
-        "snapshot_00002.pt",
+        "snapshot_00000",
+        "snapshot_00001",
+        "snapshot_00002",
     ]
+    # A snapshot is a model folder: the one before iteration 0 is the initial model.
+    from transformers import AutoModelForCausalLM
+
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    first = AutoModelForCausalLM.from_pretrained(league / "snapshot_00000").state_dict()
+    later = AutoModelForCausalLM.from_pretrained(league / "snapshot_00002").state_dict()
+    assert all(torch.equal(first[k], initial[k]) for k in initial)
+    assert not all(torch.equal(later[k], initial[k]) for k in initial)  # it trained
     final = rows[-1]
     for anchor in ("random", "reference"):
         assert final[f"eval/scripted:{anchor}/num_episodes"] > 0

@@ -153,14 +153,12 @@ def test_snapshots_enter_every_k_iterations_and_the_oldest_leave():
     assert due == [0, 2, 4, 6]
     for i in due:
         league.record([(o, 1.0) for o in league.names])
-        evicted = league.add_snapshot(i, f"league/snapshot_{i:05d}.pt")
+        evicted = league.add_snapshot(i, f"league/snapshot_{i:05d}")
         assert evicted == (
             []
             if i < 4
             else [
-                Opponent(
-                    f"snapshot_{i - 4:05d}", "snapshot", f"league/snapshot_{i - 4:05d}.pt", i - 4
-                )
+                Opponent(f"snapshot_{i - 4:05d}", "snapshot", f"league/snapshot_{i - 4:05d}", i - 4)
             ]
         )
     assert league.names == [LATEST, "scripted:random", "snapshot_00004", "snapshot_00006"]
