@@ -64,6 +64,29 @@ class Arena:
 
         return ScriptedPolicy(self.family.reference_players())
 
+    def scripted(self, model: str, seed: int = 0) -> Policy:
+        """The sampler of a scripted entrant: ``reference``, or ``scripted:SET``.
+
+        ``scripted:SET`` is a set of the family's scripted players
+        (:meth:`~llm_envs.family.Family.scripted_players`, seeded with
+        ``seed``), such as TextArena's ``scripted:random``.
+
+        Raises:
+            ValueError: a set the family does not have (the message lists them).
+        """
+        from baselines.policies.scripted import ScriptedPolicy
+
+        if model == "reference":
+            return self.reference()
+        name = model.removeprefix("scripted:")
+        sets = self.family.scripted_players(seed)
+        if name not in sets:
+            raise ValueError(
+                f"model {model!r}: --env {self.name} has scripted players "
+                f"{sorted(sets) or 'none'} for these settings"
+            )
+        return ScriptedPolicy(sets[name])
+
 
 def make_arena(
     env: str, env_kwargs: Mapping[str, Any], task: str, seed: int, task_kwargs: Mapping[str, Any]

@@ -9,9 +9,12 @@ line each is one spec::
 a Hugging Face model id (see :func:`baselines.models.resolve_model`), the
 base URL of an OpenAI-compatible server with the model name after ``#``:
 ``http://127.0.0.1:8000/v1#Qwen/Qwen2.5-0.5B-Instruct`` (without ``#``, the
-one model the server lists), or ``reference`` (:data:`REFERENCE`): in a
-debate, a scripted debater that knows each question's answer and votes by it
-(:meth:`baselines.eval.arenas.DebateArena.reference`), no model at all.
+one model the server lists), ``reference`` (:data:`REFERENCE`): the
+family's reference players (a debate: a scripted debater that knows each
+question's answer and votes by it; TicTacToe: the minimax player), no model
+at all, or ``scripted:SET``, a set of the family's scripted players
+(:meth:`llm_envs.family.Family.scripted_players`; TextArena games:
+``scripted:random``).
 ``KEY=VALUE`` pairs override the evaluation's sampling settings for this
 entrant: ``temperature``, ``top_p``, ``max_tokens``. ``NAME`` names it in
 tables and results (default: the spec itself), so one model at two
@@ -41,6 +44,7 @@ from baselines.policies.base import Completion, Policy, SampleRequest, SamplingP
 __all__ = [
     "REFERENCE",
     "SAMPLING_KEYS",
+    "SCRIPTED",
     "Entrant",
     "EntrantPolicy",
     "build_policies",
@@ -53,6 +57,9 @@ SAMPLING_KEYS: Final = ("temperature", "top_p", "max_tokens")
 
 REFERENCE: Final = "reference"
 """The model name of the scripted entrant that knows the reference answers (debate only)."""
+
+SCRIPTED: Final = "scripted:"
+"""The prefix of a scripted entrant: ``scripted:SET``, a set of the family's scripted players."""
 
 _NAME = re.compile(r"^([A-Za-z0-9_.\-]+)=(.*)$", re.DOTALL)
 _OPTIONS = re.compile(r"^[A-Za-z_]+=[^,=]*(,[A-Za-z_]+=[^,=]*)*$")
@@ -82,6 +89,11 @@ class Entrant:
     def is_endpoint(self) -> bool:
         """Whether it is played by an OpenAI-compatible server."""
         return self.model.startswith(("http://", "https://"))
+
+    @property
+    def is_scripted(self) -> bool:
+        """Whether the environment's scripted players play it (``reference``, ``scripted:SET``)."""
+        return self.model == REFERENCE or self.model.startswith(SCRIPTED)
 
     @property
     def spec(self) -> str:
@@ -127,10 +139,10 @@ def parse_entrant(text: str) -> Entrant:
         model, _, served = rest.partition("#")
     if not model.strip():
         raise ValueError(f"model spec {text!r} names no model; write {_FORM}")
-    if model == REFERENCE and sampling:
+    if (model == REFERENCE or model.startswith(SCRIPTED)) and sampling:
         raise ValueError(
-            f"model spec {text!r}: {REFERENCE!r} is scripted and samples nothing; "
-            f"write {REFERENCE} without '@...'"
+            f"model spec {text!r}: {model!r} is scripted and samples nothing; "
+            f"write {model} without '@...'"
         )
     if "#" in model and not model.startswith(("http://", "https://")):
         raise ValueError(
@@ -251,10 +263,11 @@ def build_policies(
     for index, entrant in enumerate(entrants):
         if entrant.model in models:
             key = entrant.model
-        elif entrant.model == REFERENCE:
+        elif entrant.is_scripted:
             raise ValueError(
-                f"{REFERENCE!r} is played by the environment's scripted debater, not loaded: "
-                f"pass loaded={{{REFERENCE!r}: make_arena(...).reference()}} (Evaluation does)"
+                f"{entrant.model!r} is played by the environment's scripted players, not loaded: "
+                f"pass loaded={{{entrant.model!r}: "
+                f"make_arena(...).scripted({entrant.model!r}, seed)}} (Evaluation does)"
             )
         elif entrant.is_endpoint:
             key = f"{entrant.model}#{entrant.served_model or ''}"

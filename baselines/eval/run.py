@@ -34,7 +34,7 @@ from typing import Any
 from baselines.env_families import derive_seed
 from baselines.eval.arenas import make_arena
 from baselines.eval.config import EvalConfig
-from baselines.eval.entrants import REFERENCE, Entrant, build_policies, parse_entrants
+from baselines.eval.entrants import Entrant, build_policies, parse_entrants
 from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
 from baselines.eval.summary import EvalSummary, summarize
@@ -88,28 +88,29 @@ class Evaluation:
         self.policies = dict(policies) if policies is not None else None
         if self.policies is not None:
             missing = [
-                e.name
-                for e in self.entrants
-                if e.name not in self.policies and e.model != REFERENCE
+                e.name for e in self.entrants if e.name not in self.policies and not e.is_scripted
             ]
             if missing:
                 raise ValueError(f"policies has no sampler for the models {missing}")
         else:
             for entrant in self.entrants:
-                if not entrant.is_endpoint and entrant.model != REFERENCE:
+                if not entrant.is_endpoint and not entrant.is_scripted:
                     resolve_model(entrant.model)  # a missing folder fails now
         self.arena = make_arena(
             config.env, config.env_kwargs, config.task, config.seed, config.task_kwargs
         )
-        # The scripted reference debater: refused here (another env, questions without
-        # answers), before any model is loaded.
-        self.reference: Policy | None = None
-        if any(e.model == REFERENCE for e in self.entrants):
-            self.reference = self.arena.reference()
-            if self.policies is not None:
-                for entrant in self.entrants:
-                    if entrant.model == REFERENCE and entrant.name not in self.policies:
-                        self.policies[entrant.name] = self.reference
+        # The scripted players (the reference debater, scripted:SET): refused here
+        # (another env, questions without answers, a set the family lacks), before any
+        # model is loaded.
+        self.scripted: dict[str, Policy] = {
+            e.model: self.arena.scripted(e.model, config.seed)
+            for e in self.entrants
+            if e.is_scripted
+        }
+        if self.policies is not None:
+            for entrant in self.entrants:
+                if entrant.is_scripted and entrant.name not in self.policies:
+                    self.policies[entrant.name] = self.scripted[entrant.model]
         if self.arena.num_problems is not None and config.problems > self.arena.num_problems:
             raise ValueError(
                 f"problems={config.problems}, but task={config.task!r} of env={config.env!r} has "
@@ -196,7 +197,7 @@ class Evaluation:
             return self.policies
         config = self.config
         device = config.device
-        if not all(e.is_endpoint or e.model == REFERENCE for e in self.entrants):
+        if not all(e.is_endpoint or e.is_scripted for e in self.entrants):
             from baselines.training.run import limit_threads
 
             limit_threads(config.num_threads)
@@ -211,7 +212,7 @@ class Evaluation:
             concurrency=config.concurrency,
             retries=config.retries,
             timeout=config.timeout,
-            loaded={REFERENCE: self.reference} if self.reference is not None else None,
+            loaded=self.scripted or None,
         )
         return self.policies
 

@@ -357,5 +357,5 @@ def test_the_reference_entrant_is_refused_where_it_cannot_play(tmp_path, setting
 def test_a_reference_entrant_is_never_loaded_as_a_model():
     from baselines.eval.entrants import build_policies, parse_entrants
 
-    with pytest.raises(ValueError, match="played by the environment's scripted debater"):
+    with pytest.raises(ValueError, match="played by the environment's scripted players"):
         build_policies(parse_entrants(["reference", "tiny"]))
