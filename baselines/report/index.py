@@ -14,6 +14,7 @@ from typing import Any
 
 from baselines.report._common import _COLOURS, Series, load_metrics
 from baselines.report.evaluation import evaluation_html
+from baselines.report.league import league_html
 from baselines.report.metrics import (
     _GROUPS,
     RunCounts,
@@ -375,6 +376,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         _headline_html(training_series, headline, unit),
         _first_last_html(files, pages, unit),
         _evaluation_html(series, evaluation, unit),
+        league_html(training_series, unit),
         _config_html(config),
         _episodes_html(files, pages),
         _curves_html(series, constant_series(series)),

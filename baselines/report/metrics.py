@@ -303,6 +303,7 @@ _GROUPS: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...] = (
     ("evaluation", ("eval/",), frozenset()),
     ("reward", ("env/all/reward", "reward", "rewards/"), frozenset()),
     ("environment", ("env/",), frozenset()),
+    ("league", ("league/",), frozenset()),
     (
         "optimization",
         ("optim/", "clip_ratio/", "kl"),

@@ -612,3 +612,37 @@ if __name__ == "__main__":  # a run folder to look at: python tests/baselines/te
         "iter_00002": [{**code_collab_episode()[0], "iteration": 2}],
     }
     print(write_report(write_run(folder, rows, config, episodes)))
+
+
+def test_a_league_run_shows_its_league(tmp_path):
+    rows, config = is_trainer_run()
+    league = [
+        {"league/rating/learner": 10.0, "league/rating/latest": -10.0, "league/mix/latest": 1.0},
+        {
+            "league/rating/learner": 40.0,
+            "league/rating/latest": -5.0,
+            "league/rating/snapshot_00001": -35.0,
+            "league/mix/latest": 0.25,
+            "league/mix/snapshot_00001": 0.75,
+            "league/score/snapshot_00001": 0.625,
+        },
+    ]
+    training = [r for r in rows if "eval/reward/total" not in r or "optim/loss" in r]
+    for row, extra in zip(training, league, strict=False):
+        row.update(extra)
+    page = write_report(write_run(tmp_path / "league", rows, config)).read_text()
+    section = page[page.index("<h2>League</h2>") :]
+    members = re.findall(r"<tr><td><code>([^<]+)</code>", section)
+    assert members[:3] == ["learner", "latest", "snapshot_00001"]  # in the order they joined
+    # The last rating, the mean share met, the iterations met, the last score.
+    assert re.search(
+        r"snapshot_00001</code></td><td class='n'>-35</td><td class='n'>0.75</td>"
+        r"<td class='n'>1</td><td class='n'>0.625</td>",
+        section,
+    )
+    assert section.count("<svg") >= 3
+    plain, _ = is_trainer_run()
+    assert (
+        "<h2>League</h2>"
+        not in write_report(write_run(tmp_path / "mirror", plain, config)).read_text()
+    )

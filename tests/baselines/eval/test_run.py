@@ -359,3 +359,31 @@ def test_a_reference_entrant_is_never_loaded_as_a_model():
 
     with pytest.raises(ValueError, match="played by the environment's scripted players"):
         build_policies(parse_entrants(["reference", "tiny"]))
+
+
+def test_scripted_entrants_play_without_a_model(tmp_path):
+    # TicTacToe's random player against its minimax player (reference), both scripted.
+    settings = {
+        "models": ("scripted:random", "reference"),
+        "env": "textarena",
+        "env_kwargs": {"game": "TicTacToe-v0"},
+        "task": "default",
+        "problems": 3,
+        "seating": "rotations",
+    }
+    summary = Evaluation(config(tmp_path, **settings)).run()
+    lines = read_lines(tmp_path)
+    assert len(lines) == 6  # three games, each with either player first
+    wins = summary.to_json()
+    assert "scripted:random" in json.dumps(wins) and "reference" in json.dumps(wins)
+    # Minimax never loses: the random player wins no game.
+    for line in lines:
+        random_seat = next(a for a, m in line["seats"].items() if m == "scripted:random")
+        assert line["summary"]["outcome"][random_seat] in ("loss", "draw")
+
+
+def test_a_scripted_set_the_family_lacks_is_refused_before_playing(tmp_path):
+    with pytest.raises(ValueError, match=r"has scripted players \['reference'\]"):
+        Evaluation(config(tmp_path, models=("scripted:random", "reference")))
+    with pytest.raises(ValueError, match="is scripted and samples nothing"):
+        Evaluation(config(tmp_path, models=("scripted:random@temperature=1", "reference")))

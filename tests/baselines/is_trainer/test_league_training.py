@@ -6,6 +6,7 @@ anchors) and a two-seat arithmetic debate (the reference anchor).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -88,6 +89,27 @@ def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_mod
     later = AutoModelForCausalLM.from_pretrained(league / "snapshot_00002").state_dict()
     assert all(torch.equal(first[k], initial[k]) for k in initial)
     assert not all(torch.equal(later[k], initial[k]) for k in initial)  # it trained
+    # After the fact, the evaluator rates the snapshots against the anchors.
+    from baselines.eval.config import EvalConfig
+    from baselines.eval.run import Evaluation
+
+    snapshots = [str(league / name) for name in ("snapshot_00000", "snapshot_00002")]
+    summary = Evaluation(
+        EvalConfig(
+            models=(*snapshots, "scripted:random", "reference"),
+            **TICTACTOE,
+            problems=2,
+            seating="rotations",
+            max_tokens=8,
+            device="cpu",
+            num_bootstrap=50,
+            output_dir=str(tmp_path / "eval"),
+            progress=False,
+        )
+    ).run()
+    rated = json.dumps(summary.to_json())
+    assert all(name in rated for name in (*snapshots, "scripted:random", "reference"))
+    assert (tmp_path / "eval" / "report" / "index.html").exists()
     final = rows[-1]
     for anchor in ("random", "reference"):
         assert final[f"eval/scripted:{anchor}/num_episodes"] > 0

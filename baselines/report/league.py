@@ -1,0 +1,103 @@
+"""The report's league section: the pool's ratings over training, the opponent mix, the scores.
+
+Built from the ``league/...`` metrics a league run logs every iteration
+(docs/league.md): ``league/rating/NAME`` (the Elo ratings of the learner and
+every member of the pool), ``league/mix/NAME`` (the share of the iteration's
+groups that met it) and ``league/score/NAME`` (the learner's mean score
+against it). A run without them has no league section.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+
+from baselines.report._common import Series
+from baselines.report.svg import _chart, _Curve
+from llm_envs.family import fmt
+
+__all__ = ["league_html"]
+
+# Enough colours for a pool: the learner, `latest`, two anchors, eight snapshots.
+_PALETTE = (
+    "#1f6fb2",
+    "#d9480f",
+    "#2b8a3e",
+    "#7048e8",
+    "#c2255c",
+    "#0b7285",
+    "#e67700",
+    "#5c940d",
+    "#495057",
+    "#862e9c",
+    "#a61e4d",
+    "#364fc7",
+)
+
+
+def _members(series: Mapping[str, Series], prefix: str) -> dict[str, Series]:
+    return {n.removeprefix(prefix): s for n, s in sorted(series.items()) if n.startswith(prefix)}
+
+
+def _curves(members: Mapping[str, Series], order: list[str]) -> list[_Curve]:
+    return [
+        _Curve(name, *members[name], _PALETTE[order.index(name) % len(_PALETTE)])
+        for name in order
+        if name in members
+    ]
+
+
+def league_html(series: Mapping[str, Series], unit: str) -> str:
+    """The league section of the report; ``""`` for a run without a league."""
+    ratings = _members(series, "league/rating/")
+    if not ratings:
+        return ""
+    mix = _members(series, "league/mix/")
+    scores = _members(series, "league/score/")
+
+    def first_seen(name: str) -> tuple[float, str]:
+        found = [s[0][0] for s in (ratings.get(name), mix.get(name), scores.get(name)) if s]
+        return (min(found), name)
+
+    # The learner first, then the pool in the order its members appeared.
+    others = {*ratings, *mix, *scores} - {"learner"}
+    order = ["learner", *sorted(others, key=first_seen)]
+    charts = [
+        _chart(_curves(ratings, order), width=600, height=260, title=f"Elo rating per {unit}"),
+        _chart(
+            _curves(mix, order),
+            width=600,
+            height=220,
+            title=f"share of the groups that met each opponent, per {unit}",
+        ),
+        _chart(
+            _curves(scores, order),
+            width=600,
+            height=220,
+            title=f"learner's score against each opponent (1 win, 0.5 tie, 0 loss), per {unit}",
+        ),
+    ]
+    rows = []
+    for name in order:
+        rating = ratings.get(name)
+        met = mix.get(name)
+        score = scores.get(name)
+        rows.append(
+            f"<tr><td><code>{html.escape(name)}</code></td>"
+            f"<td class='n'>{fmt(rating[1][-1]) if rating else ''}</td>"
+            f"<td class='n'>{fmt(sum(met[1]) / len(met[1])) if met else ''}</td>"
+            f"<td class='n'>{len(met[1]) if met else 0}</td>"
+            f"<td class='n'>{fmt(score[1][-1]) if score else ''}</td></tr>"
+        )
+    table = (
+        "<table class='evaluation'><tr><th>member</th><th>last rating</th>"
+        f"<th>mean share met</th><th>{unit}s met</th><th>last score</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+    return (
+        "<h2>League</h2><p class='muted'>The learner's online Bradley-Terry ratings against the "
+        "pool (Elo scale, mean 0), which opponents its groups met, and how it scored. "
+        "<code>llm-envs eval</code> rates the snapshots against each other and the anchors "
+        "(docs/league.md).</p>"
+        f"{table}<div class='panels'>{''.join(c for c in charts if c)}</div>"
+    )
