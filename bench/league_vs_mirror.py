@@ -57,8 +57,7 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
     out = Path(args.out) / f"{arm}_seed{seed}"
     metrics = out / "metrics.jsonl"
     if metrics.exists() and any(
-        json.loads(line).get("iteration") == args.iterations
-        and "eval/scripted:random/win" in line
+        json.loads(line).get("iteration") == args.iterations and "eval/scripted:random/win" in line
         for line in metrics.read_text().splitlines()
     ):
         return metrics
