@@ -69,7 +69,7 @@ class Arena:
 
         ``scripted:SET`` is a set of the family's scripted players
         (:meth:`~llm_envs.family.Family.scripted_players`, seeded with
-        ``seed``), such as TextArena's ``scripted:random``.
+        ``seed``), such as a game's random player, ``scripted:random``.
 
         Raises:
             ValueError: a set the family does not have (the message lists them).

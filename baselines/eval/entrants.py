@@ -13,7 +13,7 @@ one model the server lists), ``reference`` (:data:`REFERENCE`): the
 family's reference players (a debate: a scripted debater that knows each
 question's answer and votes by it; TicTacToe: the minimax player), no model
 at all, or ``scripted:SET``, a set of the family's scripted players
-(:meth:`llm_envs.family.Family.scripted_players`; TextArena games:
+(:meth:`llm_envs.family.Family.scripted_players`; a game's random player:
 ``scripted:random``).
 ``KEY=VALUE`` pairs override the evaluation's sampling settings for this
 entrant: ``temperature``, ``top_p``, ``max_tokens``. ``NAME`` names it in
