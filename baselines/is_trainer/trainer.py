@@ -51,12 +51,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from baselines.data.advantages import trajectory_return
 from baselines.data.credit import RoleBaselines, assign_credit
 from baselines.data.datums import assemble_training_data
-from baselines.data.episode_metrics import episode_metrics, numeric_info
-from baselines.env_families import EpisodeBatch, batch_of, derive_seed, one_per_setting
+from baselines.data.episode_metrics import episode_metrics
+from baselines.env_families import EpisodeBatch, batch_of, derive_seed
 from baselines.is_trainer.config import ISTrainerConfig
+from baselines.is_trainer.evaluation import evaluate
 from baselines.is_trainer.league import LeaguePlay, new_league
 from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
@@ -85,12 +85,9 @@ from baselines.training.run import (
 )
 from baselines.training.weights import gather_full_state, is_sharded, loading_whole_models
 from baselines.types import Datum, TrajectoryGroup
-from llm_envs.family import EpisodePlan
 from llm_envs.registration import make_family
 
 __all__ = ["ISTrainer", "main", "train"]
-
-_EVAL_SEED = 7919  # evaluation episodes are the same at every evaluation, so they compare
 
 
 def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int]]:
@@ -102,25 +99,6 @@ def _shard_by_tokens(lengths_D: Sequence[int], num_shards: int) -> list[list[int
         shards[lightest].append(index)
         loads[lightest] += lengths_D[index]
     return [sorted(shard) for shard in shards]
-
-
-_EvalRow = tuple[bool, float, dict[str, float]]
-"""An evaluation seat: whether the trained policy played it, its return, its numeric infos."""
-
-
-def _eval_metrics(rows: Sequence[_EvalRow], trained: str, opponent: str | None) -> dict[str, float]:
-    """Mean return, episode count and infos of the trained seats (and the opponent's)."""
-    metrics: dict[str, float] = {}
-    for prefix, is_trained in ((trained, True), (opponent, False)):
-        selected = [r for r in rows if r[0] == is_trained]
-        if prefix is None or not selected:
-            continue
-        metrics[f"{prefix}/reward/total"] = float(np.mean([r[1] for r in selected]))
-        metrics[f"{prefix}/num_episodes"] = float(len(selected))
-        for key in sorted({k for r in selected for k in r[2]}):
-            values = [r[2][key] for r in selected if key in r[2]]
-            metrics[f"{prefix}/{key}"] = float(np.mean(values))
-    return metrics
 
 
 class ISTrainer(TrainingRun):
@@ -465,53 +443,9 @@ class ISTrainer(TrainingRun):
     def evaluate(self, iteration: int | None = None) -> dict[str, float]:
         """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy.
 
-        The episodes are the same at every evaluation (their seed does not
-        depend on ``iteration``), so evaluations compare. Before the first
-        optimizer step the fixed opponent is the trained weights themselves:
-        each setting of a role rotation is then played once
-        (:func:`~baselines.env_families.one_per_setting`), a third of the
-        episodes of a three-seat debate, and every seat counts for both sides.
-        With ``eval_scripted`` the episodes are played again against each set
-        of the family's scripted players (``eval/scripted:SET/...``).
+        See :func:`baselines.is_trainer.evaluation.evaluate`.
         """
-        config = self.config
-        indices = list(range(config.eval_groups))[self.rank :: self.world]
-        seed = derive_seed(config.seed, _EVAL_SEED)
-        rows: list[_EvalRow] = []
-        if indices:
-            opponent = self._fixed_opponent() if self.family.fixed_opponent else None
-            rows = self._eval_rows(self.family.evaluation(indices, seed), opponent)
-        metrics = _eval_metrics(self._gather(rows), "eval", "eval/opponent")
-        if config.eval_scripted:
-            from baselines.policies.scripted import ScriptedPolicy
-
-            for name, players in sorted(self.family.scripted_players(seed).items()):
-                scripted = ScriptedPolicy(players, self.tokenizer)
-                rows = self._eval_rows(self.family.evaluation(indices, seed), scripted)
-                metrics.update(_eval_metrics(self._gather(rows), f"eval/scripted:{name}", None))
-        return metrics
-
-    def _eval_rows(self, plan: EpisodePlan, opponent: Policy | None) -> list[_EvalRow]:
-        """Play an evaluation plan; a row per seat: (trained side?, return, numeric infos)."""
-        rows: list[_EvalRow] = []
-        opponent_seats: list[frozenset[str]] | None = None
-        if opponent is not None and opponent is self.sampler.policy:
-            # The same weights on both sides: each setting once, every seat on both.
-            plan, opponent_seats = one_per_setting(plan)
-        batch = batch_of(plan)
-        policy = batch.assignment(self.sampler.policy, opponent)
-        for result in self._play(batch, policy, _EVAL_SEED, "eval"):
-            trained = batch.trained_agents[result.env_index]
-            for agent, trajectory in result.trajectories.items():
-                numeric = dict(numeric_info(result.final_infos[agent]))
-                ret = trajectory_return(trajectory, result.final_rewards[agent])
-                if opponent_seats is None:
-                    rows.append((agent in trained, ret, numeric))
-                    continue
-                rows += [(True, ret, numeric)] if agent in trained else []
-                if agent in opponent_seats[result.env_index]:
-                    rows.append((False, ret, numeric))
-        return rows
+        return evaluate(self)
 
     # ------------------------------------------------------------------- loop
 
