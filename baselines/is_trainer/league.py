@@ -5,9 +5,12 @@
 
 * ``latest``: the trainer's own sampler (the learner's current weights);
 * snapshots: the trained weights (LoRA merged) saved before the iterations
-  the league asks for, as model folders ``OUTPUT_DIR/league/snapshot_NNNNN``, each played
-  by a frozen transformers copy of the model, loaded once and kept while the
-  snapshot is in the pool;
+  the league asks for, as model folders ``OUTPUT_DIR/league/snapshot_NNNNN``.
+  In a LoRA run sampled with vLLM each snapshot also keeps its adapter
+  (``snapshot_NNNNN/adapter``), and the snapshots are adapters side by side
+  on one engine of the base model (:class:`~baselines.policies.vllm_policy.VLLMAdapter`);
+  otherwise each is a frozen transformers copy of the model, loaded once and
+  kept while the snapshot is in the pool;
 * ``scripted:SET``: the family's scripted players
   (:meth:`~llm_envs.family.Family.scripted_players`), built afresh each
   iteration with a seed of the iteration (a resumed run plays the same moves);
@@ -31,6 +34,7 @@ from baselines.types import TrajectoryGroup
 
 if TYPE_CHECKING:
     from baselines.is_trainer.trainer import ISTrainer
+    from baselines.policies.vllm_policy import VLLMPolicy
 
 __all__ = ["LeaguePlay", "new_league"]
 
@@ -85,6 +89,12 @@ class LeaguePlay:
         self._snapshots: dict[str, Policy] = {}  # loaded snapshot policies, by name
         self._endpoints: dict[str, Policy] = {}
         self._scripted: dict[str, Policy] = {}  # this iteration's scripted players
+        self._engine: VLLMPolicy | None = None
+
+    @property
+    def adapters(self) -> bool:
+        """A LoRA run sampled with vLLM: the snapshots are adapters on one engine of the base."""
+        return self.trainer.config.lora_r > 0 and self.trainer.sampler.kind == "vllm"
 
     # ------------------------------------------------------------------ sampling
 
@@ -176,6 +186,8 @@ class LeaguePlay:
                 trainer.unwrapped, "get_base_model", lambda: trainer.unwrapped
             )().config
             write_weights_folder(weights, config, partial, trainer.tokenizer)
+            if self.adapters:
+                trainer.unwrapped.save_pretrained(partial / "adapter")  # PEFT: the adapter alone
             shutil.rmtree(self.folder / name, ignore_errors=True)  # a resumed run's redo
             partial.replace(self.folder / name)
         acc.wait_for_everyone()
@@ -192,11 +204,41 @@ class LeaguePlay:
                 f"the league's {opponent.name} has no weights at {path}: the run folder lost "
                 "them; start the run in a new output_dir"
             )
+        if self.adapters:
+            from baselines.policies.vllm_policy import VLLMAdapter
+
+            assert opponent.iteration is not None
+            engine = self._adapter_engine()
+            adapter = str(path / "adapter")
+            return VLLMAdapter(engine, adapter, opponent.iteration + 1, opponent.name)
         policy = TransformersPolicy.from_pretrained(
             str(path), device=str(trainer.accelerator.device)
         )
         policy.model.requires_grad_(False)
         return policy
+
+    def _adapter_engine(self) -> VLLMPolicy:
+        """The one engine of the base model that the snapshots' adapters share."""
+        if self._engine is None:
+            from baselines.policies.build import build_adapter_engine
+
+            trainer = self.trainer
+            self._engine = build_adapter_engine(
+                trainer.model_path,
+                trainer.tokenizer,
+                cuda=str(trainer.accelerator.device).startswith("cuda"),
+                seed=derive_seed(trainer.config.seed, trainer.rank, 3),
+                max_model_len=trainer.max_model_len,
+                config=trainer.config,
+                max_adapters=self.league.max_snapshots,
+            )
+        return self._engine
+
+    def close(self) -> None:
+        """Shut the adapters' engine down, if one started."""
+        close = getattr(self._engine, "close", None)
+        if close is not None:
+            close()
 
 
 def _endpoint(source: str, default_model: str) -> Policy:

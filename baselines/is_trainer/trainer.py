@@ -535,6 +535,8 @@ class ISTrainer(TrainingRun):
         close = getattr(self.sampler.policy, "close", None)
         if close is not None:
             close()
+        if self.league is not None:
+            self.league.close()
         self.accelerator.wait_for_everyone()
 
 

@@ -37,17 +37,21 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from baselines.policies.base import Policy
 from baselines.policies.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
 from baselines.policies.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
 from baselines.progress import phase
 
+if TYPE_CHECKING:
+    from baselines.policies.vllm_policy import VLLMPolicy
+
 __all__ = [
     "RemoteWeightSync",
     "SamplerKind",
     "TrainerSampler",
+    "build_adapter_engine",
     "build_fixed_policy",
     "build_sampler",
     "resolve_sampler_kind",
@@ -107,7 +111,14 @@ def resolve_sampler_kind(requested: str, *, num_processes: int) -> SamplerKind:
 
 
 def _vllm_policy(
-    model_path: str, tokenizer: Any, *, cuda: bool, seed: int, max_model_len: int, memory: Any
+    model_path: str,
+    tokenizer: Any,
+    *,
+    cuda: bool,
+    seed: int,
+    max_model_len: int,
+    memory: Any,
+    **engine: Any,
 ) -> Policy:
     from baselines.policies import VLLMPolicy
 
@@ -121,6 +132,7 @@ def _vllm_policy(
         seed=seed,
         kv_cache_memory_bytes=int(memory.vllm_kv_cache_gib * (1 << 30)),
         gpu_memory_utilization=memory.vllm_gpu_memory_utilization,
+        **engine,
     )
 
 
@@ -312,3 +324,39 @@ def build_fixed_policy(
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.model.requires_grad_(False)
     return policy
+
+
+_VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``max_lora_rank`` values a vLLM engine takes."""
+
+
+def build_adapter_engine(
+    model_path: str,
+    tokenizer: Any,
+    *,
+    cuda: bool,
+    seed: int,
+    max_model_len: int,
+    config: Any,
+    max_adapters: int,
+) -> VLLMPolicy:
+    """A vLLM engine of the base model that samples LoRA adapters side by side.
+
+    For fixed opponents that are adapters of the run's own LoRA
+    (``config.lora_r``): a league's snapshots, each a
+    :class:`~baselines.policies.vllm_policy.VLLMAdapter` on this one engine.
+    """
+    rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora_r), config.lora_r)
+    with phase("start the vLLM engine of the adapters"):
+        engine = _vllm_policy(
+            model_path,
+            tokenizer,
+            cuda=cuda,
+            seed=seed,
+            max_model_len=max_model_len,
+            memory=config,
+            enable_lora=True,
+            max_loras=max(1, max_adapters),
+            max_lora_rank=rank,
+        )
+    return cast("VLLMPolicy", engine)

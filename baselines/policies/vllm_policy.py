@@ -27,7 +27,7 @@ from baselines.policies.base import (
     cut_at_stop,
 )
 
-__all__ = ["VLLMPolicy"]
+__all__ = ["VLLMAdapter", "VLLMPolicy"]
 
 
 def _on_cpu() -> bool:
@@ -118,8 +118,14 @@ class VLLMPolicy:
             **kwargs,
         )
 
-    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams) -> list[Completion]:
-        """Sample one completion per request in a single engine call."""
+    def sample(
+        self, requests: Sequence[SampleRequest], params: SamplingParams, *, lora: Any = None
+    ) -> list[Completion]:
+        """Sample one completion per request in a single engine call.
+
+        ``lora``: a ``vllm.lora.request.LoRARequest`` to sample with that adapter
+        on the engine's weights (an engine started with ``enable_lora=True``).
+        """
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -139,7 +145,10 @@ class VLLMPolicy:
             for i, r in enumerate(requests)
         ]
         outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sampling, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+            sampling,
+            use_tqdm=False,
+            lora_request=lora,
         )
         completions = []
         for prompt, request, output in zip(prompts, requests, outputs, strict=True):
@@ -185,3 +194,33 @@ class VLLMPolicy:
         client = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if client is not None:
             client.shutdown()
+
+
+class VLLMAdapter:
+    """One LoRA adapter on a shared engine, as a policy of its own.
+
+    Several adapters sample side by side on one :class:`VLLMPolicy` started
+    with ``enable_lora=True`` (and ``max_loras`` at least their number): a
+    league's snapshots of a LoRA run, without an engine per snapshot.
+
+    Args:
+        engine: the engine, holding the base model the adapters were trained on.
+        path: the adapter's folder (PEFT's ``save_pretrained``).
+        adapter_id: a positive integer, distinct for every adapter of the engine.
+        name: what vLLM calls it (default: the folder's name).
+    """
+
+    def __init__(
+        self, engine: VLLMPolicy, path: str, adapter_id: int, name: str | None = None
+    ) -> None:
+        from vllm.lora.request import LoRARequest
+
+        if adapter_id < 1:
+            raise ValueError(f"a LoRA adapter's id is a positive integer, got {adapter_id}")
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.request = LoRARequest(name or os.path.basename(path.rstrip("/")), adapter_id, path)
+
+    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams) -> list[Completion]:
+        """Sample with the adapter, on the shared engine."""
+        return self.engine.sample(requests, params, lora=self.request)

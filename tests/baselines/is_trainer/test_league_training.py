@@ -202,3 +202,63 @@ def test_league_settings_need_a_league():
         ISTrainerConfig(league_group_size=2)
     with pytest.raises(ValueError, match="is not scripted:SET"):
         ISTrainerConfig(opponents="league", league_anchors=("minimax",))
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_lora_league_on_vllm_plays_its_snapshots_as_adapters_of_one_engine(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    pytest.importorskip("vllm")
+    from baselines.is_trainer.trainer import ISTrainer
+    from baselines.policies.base import SampleRequest, SamplingParams
+    from baselines.policies.vllm_policy import VLLMAdapter
+
+    config = league_config(
+        tmp_path,
+        tiny_model_dir,
+        sampler="vllm",
+        lora_r=8,
+        lora_alpha=16.0,
+        drop_constant_groups=False,
+        league_matchmaking="uniform",
+        num_threads=1,
+    )
+    trainer = ISTrainer(config)
+    # The tiny model's games all end alike (no gradient): give the adapter weights of its
+    # own, so that the snapshots differ from the base model.
+    with torch.no_grad():
+        for name, parameter in trainer.unwrapped.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0.0, 0.2, generator=torch.Generator().manual_seed(0))
+    finish = trainer.finish
+    monkeypatch.setattr(trainer, "finish", lambda: None)  # the engines stay up for the checks
+    trainer.run()
+    league = trainer.league
+    assert league is not None and league.adapters
+    snapshots = [o.name for o in league.league.snapshots]
+    assert snapshots == ["snapshot_00001", "snapshot_00002"]
+    policies = [league._policy(name) for name in snapshots]
+    assert all(isinstance(p, VLLMAdapter) for p in policies)
+    assert policies[0].engine is policies[1].engine  # one engine, the adapters side by side
+    assert policies[0].engine is not trainer.sampler.policy
+
+    # The adapter on the base engine samples what the merged snapshot folder scores:
+    # the engine's logprobs of its own tokens are the merged model's.
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(config.output_dir) / "league" / "snapshot_00002"
+    merged = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    request = SampleRequest([{"role": "user", "content": "Your move: [4] or [0]?"}])
+    (done,) = policies[1].sample([request], SamplingParams(max_tokens=6, seed=1))
+    ids = torch.tensor([[*done.prompt_tokens, *done.tokens]])
+    with torch.no_grad():
+        logits = merged(ids).logits[0, len(done.prompt_tokens) - 1 : -1]
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(done.tokens)[:, None])[:, 0]
+    torch.testing.assert_close(torch.tensor(done.logprobs), expected, atol=2e-3, rtol=0)
+    # ...and not the base model's: the adapter is there.
+    with torch.no_grad():
+        plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        base = plain(ids).logits[0, len(done.prompt_tokens) - 1 : -1]
+    assert not torch.allclose(torch.log_softmax(base, -1), torch.log_softmax(logits, -1), atol=1e-3)
+    finish()
