@@ -1,7 +1,7 @@
 """Mirror self-play against a league, same budget, several seeds: win rates against fixed anchors.
 
     python bench/league_vs_mirror.py                      # SmolLM2-135M-Instruct, TicTacToe, CPU
-    python bench/league_vs_mirror.py --seeds 0 1 2 --iterations 6 --out runs/league_vs_mirror
+    python bench/league_vs_mirror.py --seeds 0 1 2 --iterations 4 --out runs/league_vs_mirror
     python bench/league_vs_mirror.py --summarize-only     # the table of runs already done
 
 Each arm trains with the importance-sampling trainer on the same game, for the
@@ -132,8 +132,8 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--game", default="TicTacToe-v0")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--games", type=int, default=16, help="games per iteration, each arm")
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--games", type=int, default=8, help="games per iteration, each arm")
     parser.add_argument("--eval-every", type=int, default=2)
     parser.add_argument("--eval-groups", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=16)
