@@ -335,6 +335,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
     evaluation_section, evaluation_notes = evaluation_html(run)
     notes += evaluation_notes
+    # A league run's snapshots rated after the fact (docs/league.md): RUN/league/eval.
+    crossplay, crossplay_notes = evaluation_html(run / "league" / "eval")
+    notes += crossplay_notes
     rows: list[dict[str, Any]] = []
     if metrics_path.exists():
         rows, torn = _read_rows(metrics_path)
@@ -376,7 +379,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         _headline_html(training_series, headline, unit),
         _first_last_html(files, pages, unit),
         _evaluation_html(series, evaluation, unit),
-        league_html(training_series, unit),
+        league_html(training_series, unit, crossplay),
         _config_html(config),
         _episodes_html(files, pages),
         _curves_html(series, constant_series(series)),

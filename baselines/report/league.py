@@ -47,8 +47,13 @@ def _curves(members: Mapping[str, Series], order: list[str]) -> list[_Curve]:
     ]
 
 
-def league_html(series: Mapping[str, Series], unit: str) -> str:
-    """The league section of the report; ``""`` for a run without a league."""
+def league_html(series: Mapping[str, Series], unit: str, crossplay: str = "") -> str:
+    """The league section of the report; ``""`` for a run without a league.
+
+    ``crossplay``: the evaluation section of ``RUN/league/eval`` (where
+    ``llm-envs eval`` rated the snapshots against the anchors), shown under
+    the league's own curves: its leaderboard and its matrix of win rates.
+    """
     ratings = _members(series, "league/rating/")
     if not ratings:
         return ""
@@ -100,4 +105,5 @@ def league_html(series: Mapping[str, Series], unit: str) -> str:
         "<code>llm-envs eval</code> rates the snapshots against each other and the anchors "
         "(docs/league.md).</p>"
         f"{table}<div class='panels'>{''.join(c for c in charts if c)}</div>"
+        + (f"<h3>Cross-play of the snapshots and anchors</h3>{crossplay}" if crossplay else "")
     )

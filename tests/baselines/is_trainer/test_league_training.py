@@ -103,13 +103,19 @@ def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_mod
             max_tokens=8,
             device="cpu",
             num_bootstrap=50,
-            output_dir=str(tmp_path / "eval"),
+            output_dir=str(league / "eval"),
             progress=False,
         )
     ).run()
     rated = json.dumps(summary.to_json())
     assert all(name in rated for name in (*snapshots, "scripted:random", "reference"))
-    assert (tmp_path / "eval" / "report" / "index.html").exists()
+    # The run's report shows its league: the curves, and the snapshots' cross-play.
+    from baselines.report import write_report
+
+    page = write_report(config.output_dir).read_text()
+    league_section = page[page.index("<h2>League</h2>") :]
+    assert "Cross-play of the snapshots and anchors" in league_section
+    assert "snapshot_00002" in league_section
     final = rows[-1]
     for anchor in ("random", "reference"):
         assert final[f"eval/scripted:{anchor}/num_episodes"] > 0
