@@ -48,7 +48,7 @@ class RemoteSeatEnvironment(SeatTool):
 
     Built by :class:`RemoteSeatEnvironmentFactory`. Each holds one OpenEnv
     session (a WebSocket), opened at the first reset and kept for the next
-    episodes; :meth:`close` ends it.
+    episodes; the factory's ``close`` ends it.
 
     Args:
         url: the server's address (``http://host:port``).
@@ -97,8 +97,11 @@ class RemoteSeatEnvironment(SeatTool):
         found: dict[str, Any] = reply.json()
         return found
 
-    def close(self) -> None:
-        """End the OpenEnv session (an unfinished episode is dropped by the server)."""
+    def _disconnect(self) -> None:
+        """End the OpenEnv session (an unfinished episode is dropped by the server).
+
+        Not public: TRL would make a tool of it (the factory's ``close`` calls it).
+        """
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -218,4 +221,4 @@ class RemoteSeatEnvironmentFactory:
     def close(self) -> None:
         """End every environment's session (and the probe's)."""
         for environment in [*self.environments, self._probe]:
-            environment.close()
+            environment._disconnect()
