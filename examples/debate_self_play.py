@@ -90,6 +90,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "to compare (0: none)",
     )
     parser.add_argument(
+        "--on-parse-error",
+        choices=["penalize", "mask"],
+        default="penalize",
+        help="a broken answer: -1 and the debate ends (penalize, the recipe's), or no reward "
+        "and no training weight, the debate going on (mask)",
+    )
+    parser.add_argument(
         "--shuffle-answers",
         action="store_true",
         help="show the other answers of each round in an order drawn per prompt, not by seat, "
@@ -138,6 +145,8 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
     }
     if args.shuffle_answers:
         env_kwargs["shuffle_answers"] = True
+    if args.on_parse_error != "penalize":
+        env_kwargs["on_parse_error"] = args.on_parse_error
     contract, correct = args.shaping
     if contract or correct or args.shaping_judge or args.shaping_vote:
         env_kwargs["shaping"] = {"contract": contract, "correct": correct}

@@ -33,6 +33,29 @@ def check_run(run_dir: Path, out: str, iterations: int) -> None:
     assert f"report: {index}" in out
 
 
+def test_debate_self_play_judging_flags_reach_the_environment():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "debate_self_play.py"
+    spec = importlib.util.spec_from_file_location("debate_self_play", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    flags = ["--on-parse-error", "mask", "--shuffle-answers", "--shaping-vote", "0.5"]
+    config = example.build_config(example.parse_args(flags))
+    assert config.env_kwargs == {
+        "num_agents": 3,
+        "max_rounds": 2,
+        "reward": "win_rate",
+        "shuffle_answers": True,
+        "on_parse_error": "mask",
+        "shaping": {"contract": 0.5, "correct": 0.5, "vote": 0.5},
+    }
+    # The defaults are the recipe's: nothing of the above is set.
+    plain = example.build_config(example.parse_args([])).env_kwargs
+    assert "on_parse_error" not in plain and "shuffle_answers" not in plain
+
+
 @pytest.mark.slow
 @pytest.mark.training
 def test_debate_self_play_trains_and_reports(tmp_path, run_example):
