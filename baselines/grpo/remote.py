@@ -183,8 +183,8 @@ class RemoteSeatEnvironmentFactory:
 
         A bound for ``GRPOConfig(max_tool_calling_iterations=...)``: one tool call per turn.
         """
-        if self._probe.problem is None:
-            self._probe.reset(problem=0)
+        if not self._probe._max_turns():  # no episode seen yet: the server says at a reset
+            self._probe._start(0)
         return self._probe._max_turns()
 
     def __call__(self) -> RemoteSeatEnvironment:
