@@ -268,3 +268,35 @@ def test_a_lora_league_on_vllm_plays_its_snapshots_as_adapters_of_one_engine(
         base = plain(ids).logits[0, len(done.prompt_tokens) - 1 : -1]
     assert not torch.allclose(torch.log_softmax(base, -1), torch.log_softmax(logits, -1), atol=1e-3)
     finish()
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_an_endpoint_anchor_plays_from_an_openai_compatible_server(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+    from tests.baselines.eval.test_endpoints import FakeServer
+
+    with FakeServer([], text="[4]") as server:  # an OpenAI-compatible server that plays [4]
+        config = league_config(
+            tmp_path,
+            tiny_model_dir,
+            num_iterations=2,
+            league_anchors=(f"served={server.url}#fake",),
+            league_matchmaking="uniform",
+            league_snapshot_every=0,
+            groups_per_batch=4,
+        )
+        rows = read_metrics(train(config))
+        requests = len(server.requests)
+    met = {k for row in rows for k in row if k.startswith("league/mix/")}
+    assert met == {"league/mix/latest", "league/mix/served"}  # uniform over two, 8 groups
+    assert all("league/rating/served" in row for row in rows)
+    assert requests > 0  # the server played its seats
+    episodes = Path(config.output_dir) / "episodes"
+    texts = [
+        turn["text"]
+        for path in episodes.glob("iter_*.jsonl")
+        for line in path.read_text().splitlines()
+        for turn in json.loads(line)["turns"]
+    ]
+    assert "[4]" in texts
