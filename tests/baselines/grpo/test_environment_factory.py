@@ -241,15 +241,19 @@ def test_misuse_is_refused_with_the_fix():
         env.take_turn("x")
 
 
-def test_trl_sees_reset_get_reward_and_one_tool():
+@pytest.mark.parametrize("served", [False, True], ids=["in-process", "served"])
+def test_trl_sees_reset_get_reward_and_one_tool(served):
     import inspect
 
     from transformers.utils import get_json_schema
 
+    from baselines.grpo.remote import RemoteSeatEnvironment
+
     # TRL makes a tool of every public function of the class but reset and get_reward.
+    environment = RemoteSeatEnvironment if served else SeatEnvironment
     public = {
         name
-        for name, _ in inspect.getmembers(SeatEnvironment, predicate=inspect.isfunction)
+        for name, _ in inspect.getmembers(environment, predicate=inspect.isfunction)
         if not name.startswith("_")
     }
     assert public == {"reset", "take_turn", "get_reward"}

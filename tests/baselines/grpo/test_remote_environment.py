@@ -91,20 +91,6 @@ def test_environments_are_reused_across_episodes_on_one_socket(server):
     assert env._client is None and env.done
 
 
-def test_trl_sees_reset_get_reward_and_one_tool():
-    import inspect
-
-    from baselines.grpo.remote import RemoteSeatEnvironment
-
-    # TRL makes a tool of every public function of the class but reset and get_reward.
-    public = {
-        name
-        for name, _ in inspect.getmembers(RemoteSeatEnvironment, predicate=inspect.isfunction)
-        if not name.startswith("_")
-    }
-    assert public == {"reset", "take_turn", "get_reward"}
-
-
 def test_misuse_and_bad_settings_are_refused_with_the_fix(server):
     factory = RemoteSeatEnvironmentFactory(server, seat="agent_0")
     rows = factory.dataset(2)

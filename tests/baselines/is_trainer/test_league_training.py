@@ -7,13 +7,12 @@ anchors) and a two-seat arithmetic debate (the reference anchor).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from baselines.is_trainer.config import ISTrainerConfig
-from tests.baselines.is_trainer.test_trainer import Crash, read_metrics
+from tests.baselines.is_trainer.test_trainer import Crash, assert_same_metrics, read_metrics
 
 torch = pytest.importorskip("torch")
 
@@ -146,15 +145,7 @@ def test_a_resumed_league_matches_an_uninterrupted_one(tmp_path, tiny_model_dir,
     monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
     resumed = read_metrics(is_trainer.train(config))
 
-    assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == [0, 1, 2]
-    for a, b in zip(whole, resumed, strict=True):
-        assert {k for k in a if not k.startswith("time/")} == {
-            k for k in b if not k.startswith("time/")
-        }
-        for key in a:
-            if re.match(r"time/|\w+/tokens_per_s", key):
-                continue
-            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+    assert_same_metrics(whole, resumed, iterations=[0, 1, 2])
     # The resumed run read the league from the checkpoint: iteration 1 met the pool of a
     # league that had played iteration 0 (its ratings and its first snapshot).
     assert "league/rating/snapshot_00000" in resumed[1]

@@ -434,6 +434,21 @@ class Crash(RuntimeError):
     """Stands for a killed process."""
 
 
+def assert_same_metrics(whole: list[dict], resumed: list[dict], iterations: list[int]) -> None:
+    """A resumed run's metric lines equal an uninterrupted run's, measurements aside."""
+    assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == iterations
+    for a, b in zip(whole, resumed, strict=True):
+        # Timings are measurements (and the resumed run saved its first checkpoint
+        # in the process that died, so its next line has no time/checkpoint).
+        assert {k for k in a if not k.startswith("time/")} == {
+            k for k in b if not k.startswith("time/")
+        }
+        for key in a:
+            if re.match(r"time/|\w+/tokens_per_s", key):
+                continue
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+
+
 @pytest.mark.slow
 @pytest.mark.training
 @pytest.mark.parametrize("credit", ["group_mean", "role_baseline"])
@@ -463,17 +478,7 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
     monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
     resumed = read_metrics(is_trainer.train(config))
 
-    assert [r["iteration"] for r in resumed] == [r["iteration"] for r in whole] == [0, 1, 2]
-    for a, b in zip(whole, resumed, strict=True):
-        # Timings are measurements (and the resumed run saved its first checkpoint
-        # in the process that died, so its next line has no time/checkpoint).
-        assert {k for k in a if not k.startswith("time/")} == {
-            k for k in b if not k.startswith("time/")
-        }
-        for key in a:
-            if re.match(r"time/|\w+/tokens_per_s", key):
-                continue
-            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["iteration"], key)
+    assert_same_metrics(whole, resumed, iterations=[0, 1, 2])
     if credit == "role_baseline":
         # Iteration 1 is measured against the baselines iteration 0 moved, which the
         # resumed run read from the checkpoint (with baselines of 0 its line would differ).
