@@ -56,7 +56,7 @@ from llm_envs.serve.protocol import (
 from llm_envs.serve.rendezvous import Rendezvous, rendezvous_routes
 from llm_envs.serve.store import EpisodeStore
 
-__all__ = ["ServeSettings", "build_app", "serving"]
+__all__ = ["ServeSettings", "build_app", "serving", "serving_app"]
 
 _FINAL = frozenset({"end", "abandoned", "error"})  # a seat's socket closes after these
 _SHAPES = {
@@ -237,9 +237,18 @@ def serving(settings: ServeSettings, host: str = "127.0.0.1", port: int = 0) -> 
         ServeError: default settings the env refuses.
         RuntimeError: the server did not start within a minute.
     """
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(settings), host=host, port=port, log_level="warning")
-    )
+    with serving_app(build_app(settings), host, port) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """:func:`serving` for an app already built (and extended, say with more routes).
+
+    Raises:
+        RuntimeError: the server did not start within a minute.
+    """
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="llm-envs-serve", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -7,8 +7,6 @@ and data set tests run in the main environment too.
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -41,9 +39,7 @@ def rendezvous_server(
 
     ``keep_finished``: how many finished episodes the hub keeps in memory (default its own).
     """
-    import uvicorn
-
-    from llm_envs.serve.app import ServeSettings, build_app
+    from llm_envs.serve.app import ServeSettings, build_app, serving_app
     from llm_envs.serve.rendezvous import Rendezvous, rendezvous_routes
 
     app = build_app(ServeSettings(seed=family_seed, seat_timeout=seat_timeout))
@@ -51,19 +47,8 @@ def rendezvous_server(
         app.include_router(rendezvous_routes(Rendezvous(app.state.hub)))
     if keep_finished is not None:
         app.state.hub.keep_finished = keep_finished
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving_app(app) as url:
+        yield url
 
 
 def replay(episode: Mapping[str, Any], texts: Mapping[str, Sequence[str]]) -> dict[str, float]:
