@@ -1,11 +1,21 @@
-"""Batched rollouts: run many environments at once, one sampler call per tick.
+"""Batched rollouts: run many environments at once, one batched sampler call per tick.
 
-At every tick each unfinished environment contributes the requests of the
-agents that must act now (one agent for an AEC environment, every live agent
-for a parallel one); the requests of all environments go to their policy in
-one batched call; each environment then steps with its completions. This
-repeats until every environment is done. The result is one token-level
-:class:`~baselines.types.Trajectory` per (episode, agent).
+At every tick each unfinished environment has the requests of the agents that
+must act now (one agent for an AEC environment, every live agent for a
+parallel one). With one policy, every waiting request goes to it in one call.
+With several (a trained policy and fixed opponents), a tick calls one policy:
+the one with the most requests waiting; the other environments wait for a
+later call. An environment steps once its acting agents all have their
+completions. This repeats until every environment is done. The result is one
+token-level :class:`~baselines.types.Trajectory` per (episode, agent).
+
+Why one policy per tick: a call's time is mostly its sequential decoding
+steps, so a call of twelve requests costs little more than one of four, and
+what a rollout costs is its number of calls. Calling every policy at every
+tick costs ``policies x turns`` calls; letting episodes whose next turn is
+another policy's wait for it costs fewer when the episodes' seats differ
+(a three-seat debate evaluated in every role: 8 calls instead of 12). Each
+episode's own turns and their order are the same either way.
 
 How PettingZoo's rewards and infos become transitions:
 
@@ -95,6 +105,8 @@ class _Episode:
     # A parallel env's latest observations and infos (an AEC env keeps its own).
     observations: dict[str, Any] = field(default_factory=dict)
     infos: dict[str, Any] = field(default_factory=dict)
+    # The turns of this tick that still wait for a completion.
+    waiting: list[tuple[_Episode, str, SampleRequest]] = field(default_factory=list)
 
     def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> None:
         """Reset the environment; keep a parallel env's first observations and infos."""
@@ -247,35 +259,36 @@ def rollout(
     calls = sampled = 0
     with phase(label, total=n, unit="episodes", bar=bool(progress)) as finished:
         while active:
-            # 1. Collect every turn that must be sampled now.
-            wanted: list[tuple[_Episode, str, SampleRequest]] = []
+            # 1. Every unfinished episode's turns that wait for a completion.
             still_active = []
             for ep in active:
-                turns = ep.turns_to_sample()
-                if turns is not None:
-                    wanted.extend(turns)
-                    still_active.append(ep)
+                if not ep.waiting:
+                    turns = ep.turns_to_sample()
+                    if turns is None:
+                        continue
+                    ep.waiting = turns
+                still_active.append(ep)
             finished.advance(len(active) - len(still_active))
             active = still_active
-            if not wanted:
+            if not active:
                 break
-            # 2. One batched call per policy, with seeds no earlier call used.
+            # 2. One batched call, to the policy with the most turns waiting,
+            #    with seeds no earlier call used.
+            wanted = _next_call([turn for ep in active for turn in ep.waiting], policy)
             start = time.perf_counter()
-            completions = _sample_grouped(wanted, policy, _call_params(params, calls))
+            completions = _sample(wanted, _call_params(params, calls))
             calls += 1
             costs["time/policy"] += time.perf_counter() - start
             costs["sample/tokens"] += sum(len(c.tokens) for c in completions)
             sampled += len(completions)
             finished.note = f"{sampled} turns sampled"
-            # 3. Step every environment with its completions.
+            # 3. Step every environment whose acting agents all have their completions.
             start = time.perf_counter()
-            joint: dict[int, dict[str, str]] = defaultdict(dict)
-            for (ep, agent, request), completion in zip(wanted, completions, strict=True):
+            for (ep, agent, request, _), completion in zip(wanted, completions, strict=True):
                 ep.act(agent, request, completion)
-                if isinstance(ep.env, ParallelEnv):
-                    joint[ep.index][agent] = completion.text
-            for index, actions in joint.items():
-                episodes[index].step_jointly(actions)
+                ep.waiting = [t for t in ep.waiting if t[1] != agent]
+                if isinstance(ep.env, ParallelEnv) and not ep.waiting:
+                    ep.step_jointly({a: p.completion.text for a, p in ep.pending.items()})
             costs["time/env"] += time.perf_counter() - start
     if timings is not None:
         for key, value in costs.items():
@@ -306,30 +319,33 @@ def _call_params(params: SamplingParams, call: int) -> SamplingParams:
     )
 
 
-def _sample_grouped(
-    wanted: Sequence[tuple[_Episode, str, SampleRequest]],
-    assign: PolicyAssignment,
-    params: SamplingParams,
-) -> list[Completion]:
-    by_policy: dict[int, tuple[Policy, list[int]]] = {}
-    for position, (ep, agent, _) in enumerate(wanted):
+def _next_call(
+    waiting: Sequence[tuple[_Episode, str, SampleRequest]], assign: PolicyAssignment
+) -> list[tuple[_Episode, str, SampleRequest, Policy]]:
+    """The turns of the next call: those of the policy with the most turns waiting.
+
+    Ties go to the policy whose first waiting turn comes first, so the
+    schedule, and with it every seed, depends on nothing but the episodes.
+    """
+    by_policy: dict[int, list[tuple[_Episode, str, SampleRequest, Policy]]] = {}
+    for ep, agent, request in waiting:
         policy = _resolve(assign, ep.index, agent)
-        by_policy.setdefault(id(policy), (policy, []))[1].append(position)
-    out: list[Completion | None] = [None] * len(wanted)
-    for k, (policy, positions) in enumerate(by_policy.values()):
-        # Policy k's requests take seeds after those of the policies before it.
-        mine = (
-            params if params.seed is None else replace(params, seed=params.seed + k * len(wanted))
+        by_policy.setdefault(id(policy), []).append((ep, agent, request, policy))
+    return max(by_policy.values(), key=len)
+
+
+def _sample(
+    turns: Sequence[tuple[_Episode, str, SampleRequest, Policy]], params: SamplingParams
+) -> list[Completion]:
+    """One batched call of the turns' policy (they all have the same one)."""
+    policy = turns[0][3]
+    got = policy.sample([request for _, _, request, _ in turns], params)
+    if len(got) != len(turns):
+        raise RuntimeError(
+            f"{type(policy).__name__}.sample returned {len(got)} completions "
+            f"for {len(turns)} requests"
         )
-        got = policy.sample([wanted[p][2] for p in positions], mine)
-        if len(got) != len(positions):
-            raise RuntimeError(
-                f"{type(policy).__name__}.sample returned {len(got)} completions "
-                f"for {len(positions)} requests"
-            )
-        for p, completion in zip(positions, got, strict=True):
-            out[p] = completion
-    return [c for c in out if c is not None]
+    return list(got)
 
 
 def _make_group(results: Sequence[EpisodeResult], agents: Iterable[str]) -> TrajectoryGroup:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import zlib
 
 import pytest
 from gymnasium.utils import seeding
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pettingzoo import ParallelEnv
 
 from baselines.data.datums import assemble_training_data
@@ -13,6 +16,7 @@ from baselines.policies import SampleRequest, SamplingParams, ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, group_episodes, rollout
 from llm_envs.debate import MalformedDebater, format_answer, scripted_debaters
+from llm_envs.debate.agents import ScriptedDebater
 from llm_envs.debate import env as debate_env
 from llm_envs.spaces import UnicodeText, chat_observation_space
 from llm_envs.testing.conformance import play_aec
@@ -292,3 +296,163 @@ def test_a_rollout_adds_its_costs_to_the_timings_it_is_given():
     assert set(timings) == {"time/env", "time/policy", "sample/tokens"}
     assert timings["time/env"] > 1.0 and timings["time/policy"] > 0.0
     assert timings["sample/tokens"] == sampled > 0
+
+
+# ------------------------------------------------------------ one policy per call
+
+
+class StatelessDebater:
+    """A scripted debater whose answer depends on the observation alone.
+
+    A :class:`ScriptedDebater` draws its votes from a random state, so its
+    answers depend on the order it is asked in; this one draws them from a
+    fresh debater seeded by the prompt, so an episode plays the same however
+    a rollout schedules its calls.
+    """
+
+    def __init__(self, index, num_agents, solution, agree):
+        self.index, self.num_agents = index, num_agents
+        self.solution, self.agree = solution, agree
+
+    def __call__(self, observation, info):
+        prompt = "".join(m["content"] for m in observation["messages"])
+        seed = zlib.crc32(prompt.encode())
+        debater = ScriptedDebater(self.index, self.num_agents, seed=seed, solution=self.solution)
+        text = debater(observation, info)
+        return text if self.agree else text.replace("<consensus>YES", "<consensus>NO")
+
+
+def stateless_policy(num_agents, solution, agree=False):
+    return ScriptedPolicy(
+        {f"agent_{i}": StatelessDebater(i, num_agents, solution, agree) for i in range(num_agents)}
+    )
+
+
+class CallLog:
+    """Every call of every policy, in order: (policy name, number of requests)."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int]] = []
+
+    def wrap(self, name, inner):
+        log = self
+
+        class Logged:
+            def sample(self, requests, params):
+                log.calls.append((name, len(requests)))
+                return inner.sample(requests, params)
+
+        return Logged()
+
+
+def _transcript(result):
+    return {
+        agent: [bytes(t.action).decode() for t in trajectory.transitions]
+        for agent, trajectory in result.trajectories.items()
+    }
+
+
+def _alone(num_agents, rounds, assign_of_env, seed):
+    """One debate played alone, turn by turn, each agent by its own policy."""
+    env = debate_env(num_agents=num_agents, max_rounds=rounds)
+    seen = play_aec(
+        env,
+        lambda agent, obs, info: (
+            assign_of_env(agent)
+            .sample([SampleRequest.for_turn(agent, obs, info)], SamplingParams())[0]
+            .text
+        ),
+        seed=seed,
+    )
+    return [(a, info.get("round")) for a, _, _, term, trunc, info in seen if not (term or trunc)]
+
+
+def test_an_evaluation_in_every_role_takes_eight_calls_not_twelve():
+    # The shape of a debate evaluation: 4 questions x 3 roles, the trained policy in
+    # role i of debate i, the fixed opponent in the others, two rounds of three turns
+    # each. Calling both policies every tick takes 6 ticks x 2 calls; calling the
+    # policy with the most turns waiting takes 8 calls, each serving one policy.
+    log = CallLog()
+    trained = log.wrap("trained", stateless_policy(3, "trained"))
+    fixed = log.wrap("fixed", stateless_policy(3, "fixed"))
+    envs = [debate_env(num_agents=3, max_rounds=2) for _ in range(12)]
+    assign = lambda i, agent: trained if agent == f"agent_{i % 3}" else fixed  # noqa: E731
+    results = rollout(envs, assign, SamplingParams(seed=3), seeds=[i // 3 for i in range(12)])
+
+    assert len(log.calls) == 8
+    assert sum(size for _, size in log.calls) == 12 * 6  # every turn sampled exactly once
+    for i, result in enumerate(results):
+        for agent, texts in _transcript(result).items():
+            assert len(texts) == 2
+            assert all(("trained" in t) == (agent == f"agent_{i % 3}") for t in texts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    num_agents=st.integers(2, 4),
+    rounds=st.integers(1, 3),
+    seats=st.lists(st.lists(st.integers(0, 2), min_size=4, max_size=4), min_size=1, max_size=6),
+    agree=st.booleans(),
+)
+def test_each_episode_plays_as_alone_whatever_the_schedule(num_agents, rounds, seats, agree):
+    # Any assignment of three policies to seats: each episode's turns, their order
+    # and their texts are those of the episode played alone; every call serves one
+    # policy; the schedule is a function of the episodes (same calls when replayed).
+    names = ("p0", "p1", "p2")
+
+    def play():
+        log = CallLog()
+        policies = [log.wrap(n, stateless_policy(num_agents, n, agree)) for n in names]
+        envs = [debate_env(num_agents=num_agents, max_rounds=rounds) for _ in seats]
+        results = rollout(
+            envs,
+            lambda i, agent: policies[seats[i][int(agent.split("_")[1])]],
+            seeds=range(len(seats)),
+        )
+        return log.calls, results
+
+    calls, results = play()
+    assert play()[0] == calls
+    turns = sum(len(t.transitions) for r in results for t in r.trajectories.values())
+    assert sum(size for _, size in calls) == turns
+    longest = max(max(len(t.transitions) for t in r.trajectories.values()) for r in results)
+    assert longest <= len(calls) <= turns
+    for i, result in enumerate(results):
+        bare = [stateless_policy(num_agents, n, agree) for n in names]
+        order = _alone(
+            num_agents, rounds, lambda agent, i=i: bare[seats[i][int(agent[-1])]], seed=i
+        )
+        acted = sorted(
+            (t.info.get("round"), agent)
+            for agent, traj in result.trajectories.items()
+            for t in traj.transitions
+        )
+        assert acted == sorted((r, a) for a, r in order)
+        for agent, texts in _transcript(result).items():
+            owner = names[seats[i][int(agent[-1])]]
+            assert all(owner in t for t in texts)
+
+
+def test_a_parallel_env_steps_once_every_acting_agent_has_its_completion():
+    log = CallLog()
+    pa = log.wrap("pa", ScriptedPolicy({"a": FixedText("xy"), "b": FixedText("never")}))
+    pb = log.wrap("pb", ScriptedPolicy({"a": FixedText("never"), "b": FixedText("xyz")}))
+    results = rollout([EchoParallelEnv(), EchoParallelEnv()], {"a": pa, "b": pb}, seeds=[0, 1])
+    # Each tick: one call per policy (a tie goes to the policy met first), then both envs step.
+    assert log.calls == [("pa", 2), ("pb", 2), ("pa", 2), ("pb", 2)]
+    together = rollout(
+        [EchoParallelEnv(), EchoParallelEnv()],
+        ScriptedPolicy({"a": FixedText("xy"), "b": FixedText("xyz")}),
+        seeds=[0, 1],
+    )
+    for mixed, one in zip(results, together, strict=True):
+        assert _transcript(mixed) == _transcript(one)
+        assert mixed.final_rewards == one.final_rewards
+        for agent in ("a", "b"):
+            got = [
+                (t.reward, t.done, t.info["chars"]) for t in mixed.trajectories[agent].transitions
+            ]
+            want = [
+                (t.reward, t.done, t.info["chars"]) for t in one.trajectories[agent].transitions
+            ]
+            assert got == want
