@@ -33,6 +33,7 @@ from baselines.config import (
 from baselines.data.credit import CreditName
 from baselines.league.matchmaking import Matchmaking, PFSPWeighting
 from baselines.league.pool import parse_anchor
+from baselines.policies.build import EvalPrecision
 from baselines.policies.server_pool import Routing
 from baselines.policies.server_weights import WeightTransfer
 from llm_envs.registration import family_class, family_names
@@ -216,6 +217,13 @@ class ISTrainerConfig(TrainerConfig):
     """
     eval_opponent_model: str | None = None
     """the model name to request from an ``eval_opponent`` server; None uses ``model``."""
+    eval_precision: EvalPrecision = "auto"
+    """with vLLM: the precision of the engines that play evaluation episodes. ``sampler``: the
+    training sampler's (fp32 on a CPU, so its logprobs are the trainer's); ``bf16``; ``auto``: bf16
+    on a CPU with bf16 arithmetic, where a call takes about half the time (evaluation needs samples,
+    not logprobs), else the sampler's. Unlike the sampler's, the trained policy's evaluation turns
+    then run on an engine of their own, given the trained weights before each evaluation.
+    """
     warm_start_steps: NonNegativeInt = 0
     """before the first iteration, this many optimizer steps of supervised fine-tuning on episodes
     played by a scripted teacher (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which

@@ -47,24 +47,27 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
     indices = list(range(config.eval_groups))[trainer.rank :: trainer.world]
     seed = derive_seed(config.seed, EVAL_SEED)
     rows: list[EvalRow] = []
+    learner = trainer._eval_learner() if indices else trainer.sampler.policy
     if indices:
         opponent = trainer._fixed_opponent() if family.fixed_opponent else None
-        rows = _rows(trainer, family.evaluation(indices, seed), opponent)
+        rows = _rows(trainer, family.evaluation(indices, seed), learner, opponent)
     metrics = eval_metrics(trainer._gather(rows), "eval", "eval/opponent")
     if config.eval_scripted:
         from baselines.policies.scripted import ScriptedPolicy
 
         for name, players in sorted(family.scripted_players(seed).items()):
             scripted = ScriptedPolicy(players, trainer.tokenizer)
-            rows = _rows(trainer, family.evaluation(indices, seed), scripted) if indices else []
+            plan = family.evaluation(indices, seed)
+            rows = _rows(trainer, plan, learner, scripted) if indices else []
             metrics.update(eval_metrics(trainer._gather(rows), f"eval/scripted:{name}", None))
     return metrics
 
 
-def _rows(trainer: ISTrainer, plan: EpisodePlan, opponent: Policy | None) -> list[EvalRow]:
+def _rows(
+    trainer: ISTrainer, plan: EpisodePlan, learner: Policy, opponent: Policy | None
+) -> list[EvalRow]:
     """Play an evaluation plan; a row per seat: (trained side?, return, numeric infos)."""
     rows: list[EvalRow] = []
-    learner = trainer.sampler.policy
     opponent_seats: list[frozenset[str]] | None = None
     if opponent is not None and opponent is learner:
         # The same weights on both sides: each setting once, every seat on both.
