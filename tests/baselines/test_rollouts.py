@@ -16,8 +16,8 @@ from baselines.policies import SampleRequest, SamplingParams, ScriptedPolicy
 from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, group_episodes, rollout
 from llm_envs.debate import MalformedDebater, format_answer, scripted_debaters
-from llm_envs.debate.agents import ScriptedDebater
 from llm_envs.debate import env as debate_env
+from llm_envs.debate.agents import ScriptedDebater
 from llm_envs.spaces import UnicodeText, chat_observation_space
 from llm_envs.testing.conformance import play_aec
 
@@ -420,7 +420,7 @@ def test_each_episode_plays_as_alone_whatever_the_schedule(num_agents, rounds, s
     for i, result in enumerate(results):
         bare = [stateless_policy(num_agents, n, agree) for n in names]
         order = _alone(
-            num_agents, rounds, lambda agent, i=i: bare[seats[i][int(agent[-1])]], seed=i
+            num_agents, rounds, lambda agent, i=i, bare=bare: bare[seats[i][int(agent[-1])]], seed=i
         )
         acted = sorted(
             (t.info.get("round"), agent)
