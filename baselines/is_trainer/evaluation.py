@@ -4,7 +4,7 @@ The episodes are the family's evaluation plan, the same at every evaluation
 (their seed does not depend on the iteration), so evaluations compare. A
 family with a fixed opponent (:attr:`~llm_envs.family.Family.fixed_opponent`)
 plays the trained policy in some seats and the opponent
-(:meth:`ISTrainer._fixed_opponent`: the initial model by default) in the
+(:meth:`EvaluationPolicies.opponent`: the initial model by default) in the
 others; ``eval/...`` are the trained seats' means, ``eval/opponent/...`` the
 opponent's. With ``eval_scripted`` the episodes are played again against
 each set of the family's scripted players (``eval/scripted:SET/...``).
@@ -21,18 +21,89 @@ from baselines.data.advantages import trajectory_return
 from baselines.data.episode_metrics import numeric_info
 from baselines.env_families import batch_of, derive_seed, one_per_setting
 from baselines.policies.base import Policy
+from baselines.policies.build import build_fixed_policy, cpu_flags, eval_dtype
+from baselines.training.weights import gather_full_state
 from llm_envs.family import EpisodePlan
 
 if TYPE_CHECKING:
     from baselines.is_trainer.trainer import ISTrainer
 
-__all__ = ["EVAL_SEED", "eval_metrics", "evaluate"]
+__all__ = ["EVAL_SEED", "EvaluationPolicies", "eval_metrics", "evaluate"]
 
 EVAL_SEED = 7919
 """Evaluation episodes are the same at every evaluation, so they compare."""
 
 EvalRow = tuple[bool, float, dict[str, float]]
 """An evaluation seat: whether the trained policy played it, its return, its numeric infos."""
+
+
+class EvaluationPolicies:
+    """Who plays an evaluation: the trained policy as it is now, and the fixed opponent.
+
+    The trained side is the training sampler, unless the evaluation's vLLM
+    engines have a precision of their own (``eval_precision``, bf16 on a CPU
+    that has it): then an engine of that precision, handed the trained weights
+    at each evaluation. The opponent (``eval_opponent``; the initial model by
+    default) gets an engine of that precision too. Before the first optimizer
+    step the trained weights are the initial model's, so one engine plays
+    both sides (in one batched call per turn), and a second starts only when
+    the weights have moved.
+    """
+
+    def __init__(self, trainer: ISTrainer, *, cuda: bool) -> None:
+        self.trainer = trainer
+        self.dtype: str | None = None  # the evaluation engines' own precision, if any
+        if trainer.sampler.kind == "vllm" and not cuda:
+            dtype = eval_dtype(trainer.config.eval_precision, cuda=cuda, flags=cpu_flags())
+            self.dtype = None if dtype == "float32" else dtype
+        self._opponent: Policy | None = None
+        self._learner: Policy | None = None
+
+    def learner(self) -> Policy:
+        """The trained policy with its current weights (handed over here when on its own engine)."""
+        trainer = self.trainer
+        if self.dtype is None:
+            return trainer.sampler.policy
+        if not trainer._weights_moved and trainer.config.eval_opponent is None:
+            return self._opponent_engine()  # the initial weights
+        if self._learner is None:
+            self._learner = self._engine(None, derive_seed(trainer.config.seed, trainer.rank, 3))
+        if trainer._weights_moved:
+            weights = gather_full_state(trainer.accelerator, trainer.model, everywhere=True)
+            self._learner.update_weights(weights)  # type: ignore[attr-defined]
+        return self._learner
+
+    def opponent(self) -> Policy:
+        """The fixed opponent; the trained side's own policy while the two agree."""
+        trainer = self.trainer
+        if trainer.config.eval_opponent is None and not trainer._weights_moved:
+            return self.learner()
+        return self._opponent_engine()
+
+    def engines(self) -> list[Policy]:
+        """The engines started so far (to close at the end)."""
+        return [p for p in (self._opponent, self._learner) if p is not None]
+
+    def _opponent_engine(self) -> Policy:
+        if self._opponent is None:
+            config = self.trainer.config
+            seed = derive_seed(config.seed, self.trainer.rank, 2)
+            self._opponent = self._engine(config.eval_opponent, seed)
+        return self._opponent
+
+    def _engine(self, spec: str | None, seed: int) -> Policy:
+        trainer = self.trainer
+        return build_fixed_policy(
+            spec,
+            kind=trainer.sampler.kind,
+            model_path=trainer.model_path,
+            served_name=trainer.config.eval_opponent_model,
+            device=trainer.accelerator.device,
+            seed=seed,
+            max_model_len=trainer.max_model_len,
+            config=trainer.config,
+            dtype=self.dtype,
+        )
 
 
 def evaluate(trainer: ISTrainer) -> dict[str, float]:
@@ -47,9 +118,9 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
     indices = list(range(config.eval_groups))[trainer.rank :: trainer.world]
     seed = derive_seed(config.seed, EVAL_SEED)
     rows: list[EvalRow] = []
-    learner = trainer._eval_learner() if indices else trainer.sampler.policy
+    learner = trainer.eval_policies.learner() if indices else trainer.sampler.policy
     if indices:
-        opponent = trainer._fixed_opponent() if family.fixed_opponent else None
+        opponent = trainer.eval_policies.opponent() if family.fixed_opponent else None
         rows = _rows(trainer, family.evaluation(indices, seed), learner, opponent)
     metrics = eval_metrics(trainer._gather(rows), "eval", "eval/opponent")
     if config.eval_scripted:

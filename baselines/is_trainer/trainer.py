@@ -56,18 +56,12 @@ from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics
 from baselines.env_families import EpisodeBatch, batch_of, derive_seed
 from baselines.is_trainer.config import ISTrainerConfig
-from baselines.is_trainer.evaluation import evaluate
+from baselines.is_trainer.evaluation import EvaluationPolicies, evaluate
 from baselines.is_trainer.league import LeaguePlay, new_league
 from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
-from baselines.policies.base import Policy, SamplingParams
-from baselines.policies.build import (
-    build_fixed_policy,
-    build_sampler,
-    cpu_flags,
-    eval_dtype,
-    resolve_sampler_kind,
-)
+from baselines.policies.base import SamplingParams
+from baselines.policies.build import build_sampler, resolve_sampler_kind
 from baselines.progress import phase
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.training.checkpoints import (
@@ -156,16 +150,9 @@ class ISTrainer(TrainingRun):
         self.sampler = self._build_sampler(start.cuda)
         if self.start_iteration > 0:
             self._refresh_sampler()  # the engine started from the initial weights
-        self._opponent: Policy | None = None
         # Until the first optimizer step the trained weights are the initial model's.
         self._weights_moved = self.start_iteration > 0
-        # vLLM evaluation engines in a precision other than the sampler's (bf16 on a CPU
-        # that has it): the trained policy's turns then run on an engine of their own.
-        self._eval_dtype: str | None = None
-        if self.sampler.kind == "vllm":
-            dtype = eval_dtype(config.eval_precision, cuda=start.cuda, flags=cpu_flags())
-            self._eval_dtype = None if start.cuda or dtype == "float32" else dtype
-        self._eval_engine: Policy | None = None
+        self.eval_policies = EvaluationPolicies(self, cuda=start.cuda)
         self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
@@ -430,59 +417,6 @@ class ISTrainer(TrainingRun):
 
     # ------------------------------------------------------------- evaluation
 
-    def _eval_learner(self) -> Policy:
-        """The trained policy as the evaluation plays it, with the current weights.
-
-        The sampler, unless the evaluation's engines have a precision of their
-        own (``eval_precision``): then an engine of that precision, loaded with
-        the trained weights here, or, before the first optimizer step, the
-        initial model's engine itself.
-        """
-        if self._eval_dtype is None:
-            return self.sampler.policy
-        if not self._weights_moved and self.config.eval_opponent is None:
-            return self._opponent_engine()
-        if self._eval_engine is None:
-            self._eval_engine = self._fixed_engine(
-                None, derive_seed(self.config.seed, self.rank, 3)
-            )
-        if self._weights_moved:
-            weights = gather_full_state(self.accelerator, self.model, everywhere=True)
-            self._eval_engine.update_weights(weights)  # type: ignore[attr-defined]
-        return self._eval_engine
-
-    def _fixed_opponent(self) -> Policy:
-        """The evaluation's fixed opponent; the trained policy's own engine while they agree.
-
-        The default opponent is the initial model. Before the first optimizer
-        step the trained weights are exactly those, so the evaluation before
-        training plays every seat on one engine, in one batched call per turn,
-        and a second engine starts only when the weights have moved.
-        """
-        if self.config.eval_opponent is None and not self._weights_moved:
-            return self._eval_learner()
-        return self._opponent_engine()
-
-    def _opponent_engine(self) -> Policy:
-        if self._opponent is None:
-            self._opponent = self._fixed_engine(
-                self.config.eval_opponent, derive_seed(self.config.seed, self.rank, 2)
-            )
-        return self._opponent
-
-    def _fixed_engine(self, spec: str | None, seed: int) -> Policy:
-        return build_fixed_policy(
-            spec,
-            kind=self.sampler.kind,
-            model_path=self.model_path,
-            served_name=self.config.eval_opponent_model,
-            device=self.accelerator.device,
-            seed=seed,
-            max_model_len=self.max_model_len,
-            config=self.config,
-            dtype=self._eval_dtype,
-        )
-
     def evaluate(self, iteration: int | None = None) -> dict[str, float]:
         """Play the evaluation episodes; return ``eval/...`` metrics of the trained policy.
 
@@ -575,7 +509,7 @@ class ISTrainer(TrainingRun):
 
     def finish(self) -> None:
         """Close the sampler's engine (if it has one), then wait for every process."""
-        for policy in (self.sampler.policy, self._opponent, self._eval_engine):
+        for policy in (self.sampler.policy, *self.eval_policies.engines()):
             close = getattr(policy, "close", None)
             if close is not None:
                 close()

@@ -362,12 +362,12 @@ def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_m
     trainer = ISTrainer(config)
     # The initial model is the default opponent: before a step, that is the sampler's model,
     # and the question is debated once (not once per role), every seat on both sides.
-    assert trainer._fixed_opponent() is trainer.sampler.policy
+    assert trainer.eval_policies.opponent() is trainer.sampler.policy
     before = trainer.evaluate()
     assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
     trainer.train_iteration(0)
-    opponent = trainer._fixed_opponent()
-    assert opponent is not trainer.sampler.policy and opponent is trainer._fixed_opponent()
+    opponent = trainer.eval_policies.opponent()
+    assert opponent is not trainer.sampler.policy and opponent is trainer.eval_policies.opponent()
     after = trainer.evaluate()  # three debates: one trained seat and two opponents in each
     assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
     assert set(after) == set(before)
@@ -406,14 +406,14 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
         return policy.llm.llm_engine.model_config.dtype
 
     assert dtype(trainer.sampler.policy) == torch.float32
-    initial = trainer._fixed_opponent()
-    assert trainer._eval_learner() is initial and dtype(initial) == torch.bfloat16
+    initial = trainer.eval_policies.opponent()
+    assert trainer.eval_policies.learner() is initial and dtype(initial) == torch.bfloat16
     before = trainer.evaluate()
     assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
 
     trainer.train_iteration(0)
     handed: list[dict] = []
-    trained = trainer._eval_learner()  # built, then given the weights
+    trained = trainer.eval_policies.learner()  # built, then given the weights
     original = type(trained).update_weights
 
     def record(self, weights):
@@ -426,7 +426,7 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
     finally:
         type(trained).update_weights = original
     assert trained is not initial and trained is not trainer.sampler.policy
-    assert dtype(trained) == torch.bfloat16 and trainer._fixed_opponent() is initial
+    assert dtype(trained) == torch.bfloat16 and trainer.eval_policies.opponent() is initial
     # one hand-over per evaluation, of exactly the trained weights
     [weights] = handed
     now = merged_weights(trainer.unwrapped)
@@ -439,7 +439,7 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
     fp32 = ISTrainer(
         tiny_config(tmp_path / "b", tiny_model_dir, sampler="vllm", eval_precision="sampler")
     )
-    assert fp32._eval_learner() is fp32.sampler.policy
+    assert fp32.eval_policies.learner() is fp32.sampler.policy
     fp32.finish()
 
 
