@@ -17,8 +17,8 @@ imitating a scripted debater (``--warm-start-steps``). Those steps leave it
 writing the format now and then. Five reinforcement-learning iterations of 12
 debates then take the training parse errors from 0.80 to 0.38, from 1.00 to
 0.61 and from 0.86 to 0.26 over seeds 0, 1 and 2. Evaluation parse errors against
-the untrained model fall from 1.000 to 0.333, 0.667 and 0.333. That takes
-about 11 minutes on 2 quiet cores with vLLM (docs/results.md has the table):
+the untrained model fall from 1.000 to 0.167, 0.667 and 0.333. That takes
+about 10.6 minutes on 2 quiet cores with vLLM (docs/results.md has the table):
 
     python examples/debate_self_play.py
 
