@@ -221,8 +221,9 @@ class ISTrainerConfig(TrainerConfig):
     """with vLLM: the precision of the engines that play evaluation episodes. ``sampler``: the
     training sampler's (fp32 on a CPU, so its logprobs are the trainer's); ``bf16``; ``auto``: bf16
     on a CPU with bf16 arithmetic, where a call takes about half the time (evaluation needs samples,
-    not logprobs), else the sampler's. Unlike the sampler's, the trained policy's evaluation turns
-    then run on an engine of their own, given the trained weights before each evaluation.
+    not logprobs), else the sampler's. In a precision other than the sampler's, the trained
+    policy's evaluation turns run on an engine of their own, given the trained weights before each
+    evaluation.
     """
     warm_start_steps: NonNegativeInt = 0
     """before the first iteration, this many optimizer steps of supervised fine-tuning on episodes
