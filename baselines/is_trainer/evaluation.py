@@ -21,7 +21,7 @@ from baselines.data.advantages import trajectory_return
 from baselines.data.episode_metrics import numeric_info
 from baselines.env_families import batch_of, derive_seed, one_per_setting
 from baselines.policies.base import Policy
-from baselines.policies.build import build_fixed_policy, cpu_flags, eval_dtype
+from baselines.policies.build import build_fixed_policy, cpu_flags, eval_dtype, sampler_dtype
 from baselines.training.weights import gather_full_state
 from llm_envs.family import EpisodePlan
 
@@ -53,9 +53,9 @@ class EvaluationPolicies:
     def __init__(self, trainer: ISTrainer, *, cuda: bool) -> None:
         self.trainer = trainer
         self.dtype: str | None = None  # the evaluation engines' own precision, if any
-        if trainer.sampler.kind == "vllm" and not cuda:
+        if trainer.sampler.kind == "vllm":
             dtype = eval_dtype(trainer.config.eval_precision, cuda=cuda, flags=cpu_flags())
-            self.dtype = None if dtype == "float32" else dtype
+            self.dtype = None if dtype == sampler_dtype(cuda=cuda) else dtype
         self._opponent: Policy | None = None
         self._learner: Policy | None = None
 

@@ -123,18 +123,25 @@ def _vllm_policy(
 ) -> Policy:
     from baselines.policies import VLLMPolicy
 
-    # fp32 on CPU keeps sampler and trainer logprobs within 1e-4 (notes/vllm-cpu.md);
-    # on GPU the engine samples in bf16 like the trainer's autocast.
     return VLLMPolicy(
         model_path,
         tokenizer,
-        dtype=dtype or ("bfloat16" if cuda else "float32"),
+        dtype=dtype or sampler_dtype(cuda=cuda),
         max_model_len=max_model_len,
         seed=seed,
         kv_cache_memory_bytes=int(memory.vllm_kv_cache_gib * (1 << 30)),
         gpu_memory_utilization=memory.vllm_gpu_memory_utilization,
         **engine,
     )
+
+
+def sampler_dtype(*, cuda: bool) -> str:
+    """The training sampler's precision: the trainer's, so that their logprobs agree.
+
+    fp32 on a CPU keeps them within 1e-4 (notes/vllm-cpu.md); on a GPU the
+    engine samples in bf16 like the trainer's autocast.
+    """
+    return "bfloat16" if cuda else "float32"
 
 
 EvalPrecision = Literal["auto", "sampler", "bf16"]
@@ -172,12 +179,10 @@ def eval_dtype(precision: EvalPrecision, *, cuda: bool, flags: frozenset[str]) -
         >>> eval_dtype("sampler", cuda=True, flags=frozenset())  # the GPU sampler's own
         'bfloat16'
     """
-    if precision == "bf16" or cuda:
+    if precision == "sampler" or (precision == "auto" and not flags & BF16_CPU_FLAGS):
+        return sampler_dtype(cuda=cuda)
+    if precision in ("auto", "bf16"):
         return "bfloat16"
-    if precision == "sampler":
-        return "float32"
-    if precision == "auto":
-        return "bfloat16" if flags & BF16_CPU_FLAGS else "float32"
     raise ValueError(f"eval_precision must be 'auto', 'sampler' or 'bf16', got {precision!r}")
 
 
