@@ -353,18 +353,18 @@ def _transcript(result):
 
 
 def _alone(num_agents, rounds, assign_of_env, seed):
-    """One debate played alone, turn by turn, each agent by its own policy."""
+    """One debate played alone, turn by turn: its (agent, round) turns and each agent's texts."""
     env = debate_env(num_agents=num_agents, max_rounds=rounds)
-    seen = play_aec(
-        env,
-        lambda agent, obs, info: (
-            assign_of_env(agent)
-            .sample([SampleRequest.for_turn(agent, obs, info)], SamplingParams())[0]
-            .text
-        ),
-        seed=seed,
-    )
-    return [(a, info.get("round")) for a, _, _, term, trunc, info in seen if not (term or trunc)]
+    texts = {agent: [] for agent in env.possible_agents}
+
+    def act(agent, obs, info):
+        request = SampleRequest.for_turn(agent, obs, info)
+        texts[agent].append(assign_of_env(agent).sample([request], SamplingParams())[0].text)
+        return texts[agent][-1]
+
+    seen = play_aec(env, act, seed=seed)
+    turns = [(a, info.get("round")) for a, _, _, term, trunc, info in seen if not (term or trunc)]
+    return turns, texts
 
 
 def test_an_evaluation_in_every_role_takes_eight_calls_not_twelve():
@@ -419,7 +419,7 @@ def test_each_episode_plays_as_alone_whatever_the_schedule(num_agents, rounds, s
     assert longest <= len(calls) <= turns
     for i, result in enumerate(results):
         bare = [stateless_policy(num_agents, n, agree) for n in names]
-        order = _alone(
+        order, texts = _alone(
             num_agents, rounds, lambda agent, i=i, bare=bare: bare[seats[i][int(agent[-1])]], seed=i
         )
         acted = sorted(
@@ -428,6 +428,7 @@ def test_each_episode_plays_as_alone_whatever_the_schedule(num_agents, rounds, s
             for t in traj.transitions
         )
         assert acted == sorted((r, a) for a, r in order)
+        assert _transcript(result) == texts  # every agent's answers, in its order
         for agent, texts in _transcript(result).items():
             owner = names[seats[i][int(agent[-1])]]
             assert all(owner in t for t in texts)
