@@ -377,7 +377,7 @@ def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_m
 @pytest.mark.slow
 @pytest.mark.training
 def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
-    tmp_path, tiny_model_dir
+    tmp_path, tiny_model_dir, monkeypatch
 ):
     # eval_precision bf16 on a CPU: the evaluation's engines are bf16, the sampler stays
     # fp32 (its logprobs are the trainer's). Before a step one bf16 engine of the initial
@@ -420,11 +420,8 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
         handed.append({k: v.clone() for k, v in weights.items()})
         return original(self, weights)
 
-    type(trained).update_weights = record
-    try:
-        after = trainer.evaluate()
-    finally:
-        type(trained).update_weights = original
+    monkeypatch.setattr(type(trained), "update_weights", record)
+    after = trainer.evaluate()
     assert trained is not initial and trained is not trainer.sampler.policy
     assert dtype(trained) == torch.bfloat16 and trainer.eval_policies.opponent() is initial
     # one hand-over per evaluation, of exactly the trained weights
