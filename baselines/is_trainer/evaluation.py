@@ -64,7 +64,7 @@ class EvaluationPolicies:
         trainer = self.trainer
         if self.dtype is None:
             return trainer.sampler.policy
-        if not trainer._weights_moved and trainer.config.eval_opponent is None:
+        if self._sides_agree():
             return self._opponent_engine()  # the initial weights
         if self._learner is None:
             self._learner = self._engine(None, derive_seed(trainer.config.seed, trainer.rank, 3))
@@ -75,10 +75,11 @@ class EvaluationPolicies:
 
     def opponent(self) -> Policy:
         """The fixed opponent; the trained side's own policy while the two agree."""
-        trainer = self.trainer
-        if trainer.config.eval_opponent is None and not trainer._weights_moved:
-            return self.learner()
-        return self._opponent_engine()
+        return self.learner() if self._sides_agree() else self._opponent_engine()
+
+    def _sides_agree(self) -> bool:
+        """Whether the opponent is the initial model and the trained weights still are too."""
+        return self.trainer.config.eval_opponent is None and not self.trainer._weights_moved
 
     def engines(self) -> list[Policy]:
         """The engines started so far (to close at the end)."""
