@@ -196,8 +196,9 @@ class TrainerConfig(RunConfig):
     up to this number.
     """
     precision: Precision = "auto"
-    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast, CUDA only;
-    weights and optimizer state stay fp32).
+    """``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16`` (autocast, on CUDA or a
+    CPU with bf16 arithmetic, ``avx512_bf16``/``amx_bf16``; weights and optimizer state stay fp32).
+    A vLLM sampler samples in the same precision.
     """
     max_tokens_per_microbatch: PositiveInt = 2048
     """most tokens per forward pass (padding included); gradients accumulate over microbatches. A

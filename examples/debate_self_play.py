@@ -46,6 +46,7 @@ from typing import Any
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
+from baselines.precision import fastest_precision
 from baselines.report import first_and_last, load_metrics, write_report
 
 
@@ -131,6 +132,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="questions evaluated against the initial model before and after training (0: none)",
     )
     parser.add_argument("--sampler", choices=["auto", "vllm", "transformers"], default="auto")
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default=fastest_precision(),
+        help="training and sampling precision (default here: bf16 on a CPU with bf16 "
+        "arithmetic, about twice as fast; auto elsewhere: bf16 on a GPU, fp32 on a CPU)",
+    )
     parser.add_argument("--output-dir", default="runs/debate_self_play")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -168,6 +176,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         warm_start_datums=4,
         warm_start_broken_rate=args.warm_start_broken_rate,
         sampler=args.sampler,
+        precision=args.precision,
         # Evaluating every `iterations` iterations means: before the first and after the last.
         eval_every=args.iterations if args.eval_groups else 0,
         eval_groups=args.eval_groups,

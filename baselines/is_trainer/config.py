@@ -33,9 +33,9 @@ from baselines.config import (
 from baselines.data.credit import CreditName
 from baselines.league.matchmaking import Matchmaking, PFSPWeighting
 from baselines.league.pool import parse_anchor
-from baselines.policies.build import EvalPrecision
 from baselines.policies.server_pool import Routing
 from baselines.policies.server_weights import WeightTransfer
+from baselines.precision import EvalPrecision
 from llm_envs.registration import family_class, family_names
 
 __all__ = [

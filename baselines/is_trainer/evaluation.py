@@ -21,7 +21,8 @@ from baselines.data.advantages import trajectory_return
 from baselines.data.episode_metrics import numeric_info
 from baselines.env_families import batch_of, derive_seed, one_per_setting
 from baselines.policies.base import Policy
-from baselines.policies.build import build_fixed_policy, cpu_flags, eval_dtype, sampler_dtype
+from baselines.policies.build import build_fixed_policy
+from baselines.precision import cpu_flags, eval_dtype, sampler_dtype
 from baselines.training.weights import gather_full_state
 from llm_envs.family import EpisodePlan
 
@@ -50,19 +51,19 @@ class EvaluationPolicies:
     the weights have moved.
     """
 
-    def __init__(self, trainer: ISTrainer, *, cuda: bool) -> None:
+    def __init__(self, trainer: ISTrainer) -> None:
         self.trainer = trainer
-        self.dtype: str | None = None  # the evaluation engines' own precision, if any
-        if trainer.sampler.kind == "vllm":
-            dtype = eval_dtype(trainer.config.eval_precision, cuda=cuda, flags=cpu_flags())
-            self.dtype = None if dtype == sampler_dtype(cuda=cuda) else dtype
+        bf16 = trainer.bf16
+        # The evaluation engines' precision; `own`: the trained side needs an engine of it.
+        self.dtype = eval_dtype(trainer.config.eval_precision, bf16=bf16, flags=cpu_flags())
+        self.own = trainer.sampler.kind == "vllm" and self.dtype != sampler_dtype(bf16=bf16)
         self._opponent: Policy | None = None
         self._learner: Policy | None = None
 
     def learner(self) -> Policy:
         """The trained policy with its current weights (handed over here when on its own engine)."""
         trainer = self.trainer
-        if self.dtype is None:
+        if not self.own:
             return trainer.sampler.policy
         if self._sides_agree():
             return self._opponent_engine()  # the initial weights

@@ -226,7 +226,7 @@ class LeaguePlay:
             self._engine = build_adapter_engine(
                 trainer.model_path,
                 trainer.tokenizer,
-                cuda=str(trainer.accelerator.device).startswith("cuda"),
+                bf16=trainer.bf16,
                 seed=derive_seed(trainer.config.seed, trainer.rank, 3),
                 max_model_len=trainer.max_model_len,
                 config=trainer.config,

@@ -116,6 +116,7 @@ class ISTrainer(TrainingRun):
         self.config = config
         start = start_run(config, "is_trainer", accelerate_autocast=True, seed_per_process=True)
         acc = self.accelerator = start.accelerator
+        self.bf16 = start.bf16  # autocast: the sampler and the engines sample in bf16 too
         self.run_dir = start.run_dir
         self.rank, self.world = acc.process_index, acc.num_processes
         self.output_dir = Path(config.output_dir)
@@ -152,7 +153,7 @@ class ISTrainer(TrainingRun):
             self._refresh_sampler()  # the engine started from the initial weights
         # Until the first optimizer step the trained weights are the initial model's.
         self._weights_moved = self.start_iteration > 0
-        self.eval_policies = EvaluationPolicies(self, cuda=start.cuda)
+        self.eval_policies = EvaluationPolicies(self)
         self._costs: dict[str, float] = {}  # this process's rollout costs, this iteration
         self.run_dir.start(config.to_json(), resume_from=self.start_iteration)
         self.metrics_path = self.run_dir.metrics_path
@@ -178,6 +179,7 @@ class ISTrainer(TrainingRun):
                 tokenizer=self.tokenizer,
                 model_path=self.model_path,
                 cuda=cuda,
+                bf16=self.bf16,
                 seed=derive_seed(config.seed, self.rank, 1),
                 process_index=self.rank,
                 max_model_len=self.max_model_len,

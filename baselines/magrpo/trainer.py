@@ -427,7 +427,8 @@ class MAGRPOTrainer(TrainingRun):
         }
 
     def _autocast(self) -> torch.autocast:
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast)
+        device = torch.device(self.device).type  # "cuda", or "cpu" with bf16 arithmetic
+        return torch.autocast(device, dtype=torch.bfloat16, enabled=self.autocast)
 
     def _refresh(self, agent: str) -> None:
         """With whole copies: load the agent's gathered weights into its copy (every process)."""

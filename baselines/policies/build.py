@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from baselines.policies.base import Policy
 from baselines.policies.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
 from baselines.policies.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
+from baselines.precision import sampler_dtype
 from baselines.progress import phase
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def _vllm_policy(
     model_path: str,
     tokenizer: Any,
     *,
-    cuda: bool,
+    bf16: bool,
     seed: int,
     max_model_len: int,
     memory: Any,
@@ -126,64 +127,13 @@ def _vllm_policy(
     return VLLMPolicy(
         model_path,
         tokenizer,
-        dtype=dtype or sampler_dtype(cuda=cuda),
+        dtype=dtype or sampler_dtype(bf16=bf16),
         max_model_len=max_model_len,
         seed=seed,
         kv_cache_memory_bytes=int(memory.vllm_kv_cache_gib * (1 << 30)),
         gpu_memory_utilization=memory.vllm_gpu_memory_utilization,
         **engine,
     )
-
-
-def sampler_dtype(*, cuda: bool) -> str:
-    """The training sampler's precision: the trainer's, so that their logprobs agree.
-
-    fp32 on a CPU keeps them within 1e-4 (notes/vllm-cpu.md); on a GPU the
-    engine samples in bf16 like the trainer's autocast.
-    """
-    return "bfloat16" if cuda else "float32"
-
-
-EvalPrecision = Literal["auto", "sampler", "bf16"]
-
-BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-"""``/proc/cpuinfo`` flags of x86 CPUs with bf16 arithmetic in hardware."""
-
-
-def cpu_flags() -> frozenset[str]:
-    """This machine's CPU feature flags (Linux's ``/proc/cpuinfo``; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def eval_dtype(precision: EvalPrecision, *, cuda: bool, flags: frozenset[str]) -> str:
-    """The precision of the vLLM engines that play evaluation episodes.
-
-    The training sampler samples in the trainer's precision (bf16 on a GPU,
-    fp32 on a CPU, so that its logprobs are the trainer's). Evaluation needs
-    samples, not logprobs: on a CPU with bf16 arithmetic (``flags``), a bf16
-    engine decodes about twice as fast, and ``auto`` takes it there.
-
-    Example:
-        >>> bf16_cpu = frozenset({"avx512_bf16"})
-        >>> [eval_dtype(p, cuda=False, flags=bf16_cpu) for p in ("auto", "sampler", "bf16")]
-        ['bfloat16', 'float32', 'bfloat16']
-        >>> eval_dtype("auto", cuda=False, flags=frozenset({"avx2"}))
-        'float32'
-        >>> eval_dtype("sampler", cuda=True, flags=frozenset())  # the GPU sampler's own
-        'bfloat16'
-    """
-    if precision == "sampler" or (precision == "auto" and not flags & BF16_CPU_FLAGS):
-        return sampler_dtype(cuda=cuda)
-    if precision in ("auto", "bf16"):
-        return "bfloat16"
-    raise ValueError(f"eval_precision must be 'auto', 'sampler' or 'bf16', got {precision!r}")
 
 
 def served_model_name(base_url: str, default: str) -> str:
@@ -210,6 +160,7 @@ def build_sampler(
     config: Any,
     sharded: bool = False,
     num_processes: int | None = None,
+    bf16: bool | None = None,
 ) -> TrainerSampler:
     """The training sampler of backend ``kind`` (see the module docstring).
 
@@ -229,6 +180,8 @@ def build_sampler(
         num_processes: the trainer's process count, which splits ``sampler_url``
             between processes (:func:`~baselines.policies.server_pool.urls_for_process`);
             None reads it from ``torch.distributed`` (1 when it is not initialized).
+        bf16: whether the trainer autocasts to bf16 (a vLLM engine then samples in
+            bf16, else in fp32; :func:`~baselines.precision.sampler_dtype`); None: on CUDA.
     """
     if kind == "transformers":
         from baselines.policies import TransformersPolicy
@@ -246,7 +199,7 @@ def build_sampler(
             policy = _vllm_policy(
                 model_path,
                 tokenizer,
-                cuda=cuda,
+                bf16=cuda if bf16 is None else bf16,
                 seed=seed,
                 max_model_len=max_model_len,
                 memory=config,
@@ -339,7 +292,7 @@ def build_fixed_policy(
     seed: int,
     max_model_len: int,
     config: Any,
-    dtype: str | None = None,
+    dtype: str = "float32",
 ) -> Policy:
     """A policy that never changes: the initial model, another model, or a server.
 
@@ -354,8 +307,7 @@ def build_fixed_policy(
         seed: the engine's seed.
         max_model_len: see :func:`build_sampler`.
         config: the trainer config (vLLM memory settings).
-        dtype: a vLLM engine's precision (default: the training sampler's, see
-            :func:`eval_dtype`).
+        dtype: a vLLM engine's precision (:func:`~baselines.precision.eval_dtype`).
     """
     from baselines.models import resolve_model
     from baselines.policies import OpenAIPolicy, TransformersPolicy
@@ -369,7 +321,7 @@ def build_fixed_policy(
         return _vllm_policy(
             path,
             AutoTokenizer.from_pretrained(path),
-            cuda=str(device).startswith("cuda"),
+            bf16=dtype == "bfloat16",
             seed=seed,
             max_model_len=max_model_len,
             memory=config,
@@ -388,7 +340,7 @@ def build_adapter_engine(
     model_path: str,
     tokenizer: Any,
     *,
-    cuda: bool,
+    bf16: bool,
     seed: int,
     max_model_len: int,
     config: Any,
@@ -398,14 +350,15 @@ def build_adapter_engine(
 
     For fixed opponents that are adapters of the run's own LoRA
     (``config.lora_r``): a league's snapshots, each a
-    :class:`~baselines.policies.vllm_policy.VLLMAdapter` on this one engine.
+    :class:`~baselines.policies.vllm_policy.VLLMAdapter` on this one engine,
+    in the training sampler's precision (``bf16``: the trainer's autocast).
     """
     rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora_r), config.lora_r)
     with phase("start the vLLM engine of the adapters"):
         engine = _vllm_policy(
             model_path,
             tokenizer,
-            cuda=cuda,
+            bf16=bf16,
             seed=seed,
             max_model_len=max_model_len,
             memory=config,

@@ -54,6 +54,7 @@ import numpy as np
 from baselines.cli import parse_config
 from baselines.config import TrainerConfig
 from baselines.library_logs import library_logs_to
+from baselines.precision import resolve_device
 from baselines.progress import heartbeat, in_terminal, phase, say
 from baselines.run_directory import LIBRARY_LOG, RunDirectory
 from baselines.training.checkpoints import (
@@ -82,7 +83,6 @@ __all__ = [
     "limit_threads",
     "make_accelerator",
     "progress_bar",
-    "resolve_device",
     "seed_everything",
     "setup_errors_exit",
     "start_run",
@@ -137,29 +137,6 @@ def limit_threads(count: int) -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
-def resolve_device(device: str, precision: str) -> tuple[bool, bool]:
-    """``(cuda, bf16)`` of a run: where it trains and whether it autocasts to bf16.
-
-    The one rule of every trainer here: ``device="auto"`` trains on CUDA when
-    there is one; ``precision="auto"`` is bf16 on CUDA and fp32 on a CPU, and
-    ``precision="bf16"`` needs CUDA (on a CPU bf16 autocast is slower than
-    fp32, and loses precision for nothing).
-
-    Raises:
-        ValueError: ``precision="bf16"`` without CUDA.
-
-    Example:
-        >>> resolve_device("cpu", "auto"), resolve_device("cuda", "auto")
-        ((False, False), (True, True))
-    """
-    import torch
-
-    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if precision == "bf16" and not cuda:
-        raise ValueError("precision='bf16' needs CUDA; use fp32 or auto on CPU")
-    return cuda, cuda and precision in ("auto", "bf16")
-
-
 def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") -> Any:
     """The run's ``accelerate.Accelerator``: its device, its trackers, DeepSpeed's batch size.
 
@@ -181,8 +158,16 @@ def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") ->
     """
     # accelerate ships no type information (no py.typed).
     from accelerate import Accelerator  # type: ignore[import-untyped]
+    from accelerate.state import AcceleratorState  # type: ignore[import-untyped]
     from accelerate.utils import DistributedType  # type: ignore[import-untyped]
 
+    earlier = AcceleratorState._shared_state.get("_mixed_precision")
+    if earlier is not None and earlier != mixed_precision:
+        # accelerate keeps the first Accelerator's precision for the whole process and
+        # refuses another: a second run in the same process (a notebook, a test
+        # session) in another precision starts its state afresh. The process group
+        # (PartialState) stays.
+        AcceleratorState._reset_state()
     accelerator = Accelerator(
         cpu=not cuda,
         mixed_precision=mixed_precision,
@@ -221,7 +206,8 @@ def start_run(
 
     1. A missing package (``lora_r``'s peft, ``report_to``'s tracker) fails now.
     2. CPU threads are limited (``num_threads``), before any engine starts.
-    3. The device and precision follow :func:`resolve_device`'s one rule.
+    3. The device and precision follow
+       :func:`~baselines.precision.resolve_device`'s one rule.
     4. The ``accelerate.Accelerator`` (:func:`make_accelerator`): it autocasts to
        bf16 itself when ``accelerate_autocast`` and bf16 apply (a trainer that
        autocasts on its own passes False and reads :attr:`RunStart.bf16`).

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "baselines"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"library_logs", "progress"}),
+    frozenset({"library_logs", "precision", "progress"}),
     frozenset({"types", "models", "run_directory"}),
     frozenset({"config", "data", "policies"}),
     frozenset({"cli", "rollouts"}),

@@ -126,7 +126,7 @@ def test_every_config_field_is_documented_once_and_in_the_docs():
         "baselines.cli",
         "baselines.training.forward",
         "baselines.data.episode_metrics",
-        "baselines.policies.build",
+        "baselines.precision",
         "llm_envs.family",
         "llm_envs.tasks.math_sources",
     ],
@@ -372,72 +372,6 @@ def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_m
     assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
     assert set(after) == set(before)
     trainer.finish()
-
-
-@pytest.mark.slow
-@pytest.mark.training
-def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
-    tmp_path, tiny_model_dir, monkeypatch
-):
-    # eval_precision bf16 on a CPU: the evaluation's engines are bf16, the sampler stays
-    # fp32 (its logprobs are the trainer's). Before a step one bf16 engine of the initial
-    # model plays every seat; after it, the trained side runs on a bf16 engine of its own
-    # that holds the trained weights, and the opponent keeps the initial ones.
-    pytest.importorskip("vllm")
-    import torch
-
-    from baselines.is_trainer.trainer import ISTrainer
-    from baselines.training.weights import merged_weights
-
-    three = {"num_agents": 3, "max_rounds": 1}
-    config = tiny_config(
-        tmp_path,
-        tiny_model_dir,
-        env_kwargs=three,
-        sampler="vllm",
-        eval_every=1,
-        eval_groups=1,
-        eval_precision="bf16",
-        num_threads=1,
-    )
-    trainer = ISTrainer(config)
-
-    def dtype(policy):
-        return policy.llm.llm_engine.model_config.dtype
-
-    assert dtype(trainer.sampler.policy) == torch.float32
-    initial = trainer.eval_policies.opponent()
-    assert trainer.eval_policies.learner() is initial and dtype(initial) == torch.bfloat16
-    before = trainer.evaluate()
-    assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
-
-    trainer.train_iteration(0)
-    handed: list[dict] = []
-    trained = trainer.eval_policies.learner()  # built, then given the weights
-    original = type(trained).update_weights
-
-    def record(self, weights):
-        handed.append({k: v.clone() for k, v in weights.items()})
-        return original(self, weights)
-
-    monkeypatch.setattr(type(trained), "update_weights", record)
-    after = trainer.evaluate()
-    assert trained is not initial and trained is not trainer.sampler.policy
-    assert dtype(trained) == torch.bfloat16 and trainer.eval_policies.opponent() is initial
-    # one hand-over per evaluation, of exactly the trained weights
-    [weights] = handed
-    now = merged_weights(trainer.unwrapped)
-    assert weights.keys() == now.keys()
-    assert all(torch.equal(weights[k], now[k]) for k in now)
-    assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
-    trainer.finish()
-
-    # "sampler": the evaluation plays the trained side on the sampler itself, as before
-    fp32 = ISTrainer(
-        tiny_config(tmp_path / "b", tiny_model_dir, sampler="vllm", eval_precision="sampler")
-    )
-    assert fp32.eval_policies.learner() is fp32.sampler.policy
-    fp32.finish()
 
 
 @pytest.mark.slow
