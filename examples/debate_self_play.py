@@ -15,10 +15,12 @@ shaping (partial credit for each part of the format written right and for a
 correct sum, ``shaping/...`` in the metrics), and start with 2 supervised steps
 imitating a scripted debater (``--warm-start-steps``). Those steps leave it
 writing the format now and then. Five reinforcement-learning iterations of 12
-debates then take the training parse errors from 0.80 to 0.38, from 1.00 to
-0.61 and from 0.86 to 0.26 over seeds 0, 1 and 2. Evaluation parse errors against
-the untrained model fall from 1.000 to 0.167, 0.667 and 0.333. That takes
-about 10.6 minutes on 2 quiet cores with vLLM (docs/results.md has the table):
+debates then take the training parse errors from 0.75 to 0.39, from 1.00 to
+0.58 and from 0.55 to 0.38 over seeds 0, 1 and 2. Evaluation parse errors against
+the untrained model fall from 1.000 to 0.333, 0.583 and 0.167. On a CPU with bf16
+arithmetic the run trains and samples in bf16 (``--precision``): seed 0 takes
+8.5 minutes on 2 quiet cores with vLLM, seeds 1 and 2 about 9 and 11, and 10.6
+in fp32 (docs/results.md has the tables):
 
     python examples/debate_self_play.py
 

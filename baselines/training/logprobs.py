@@ -49,7 +49,6 @@ class TokenLogprobs(torch.autograd.Function):
     """``log softmax(hidden @ weight.T / temperature)[targets]``, chunk by chunk (see module)."""
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cuda")
     def forward(
         ctx: Any,
         hidden: torch.Tensor,
@@ -59,6 +58,10 @@ class TokenLogprobs(torch.autograd.Function):
         chunk: int,
     ) -> torch.Tensor:
         """The logprobs; keeps the logsumexp of each token, not its logits."""
+        # The backward pass makes the logits again, under the same autocast (on any
+        # device: a CPU autocasts to bf16 too), so that they match the kept logsumexp.
+        device = hidden.device.type
+        ctx.autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         lse = torch.empty_like(logprobs)
         for start in range(0, hidden.shape[0], chunk):
@@ -73,9 +76,14 @@ class TokenLogprobs(torch.autograd.Function):
         return logprobs
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         """The hidden states' and the projection's gradients, the logits made again per chunk."""
+        device, enabled, dtype = ctx.autocast
+        with torch.autocast(device, dtype=dtype, enabled=enabled):
+            return TokenLogprobs._gradients(ctx, grad)
+
+    @staticmethod
+    def _gradients(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         hidden, weight, targets, lse = ctx.saved_tensors
         temperature, chunk = ctx.temperature, ctx.chunk
         need_hidden, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]

@@ -52,6 +52,24 @@ def test_chunks_give_the_full_logits_values_and_gradients(
         torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
 
+def test_under_cpu_autocast_the_backward_makes_the_forwards_logits():
+    # The backward pass makes the logits again; under bf16 autocast it must make the
+    # forward's bf16 logits, or the softmax it forms against the kept logsumexp does
+    # not sum to 1. With a projection column of ones, d logprob / d hidden along it
+    # is 1 - sum(softmax) = 0 exactly when the two agree (up to bf16's rounding of
+    # the gradient: 0.002 here); fp32 logits against a bf16 logsumexp left 0.35.
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, 32, generator=generator) * 4
+    weight = torch.randn(500, 32, generator=generator)
+    weight[:, 0] = 1.0
+    targets = torch.randint(0, 500, (64,), generator=generator)
+    hidden.requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs = token_logprobs(hidden, weight, targets, chunk=16)
+    (grad_hidden,) = torch.autograd.grad(logprobs.sum(), (hidden,))
+    assert grad_hidden[:, 0].abs().max() < 5e-3, grad_hidden[:, 0].abs().max()
+
+
 def test_a_hand_computed_case():
     # logits [[1, 0, 0], [0, 2, 0]]: softmax of the targets 0 and 1.
     hidden = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
