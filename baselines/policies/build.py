@@ -115,11 +115,10 @@ def _vllm_policy(
     model_path: str,
     tokenizer: Any,
     *,
-    bf16: bool,
+    dtype: str,
     seed: int,
     max_model_len: int,
     memory: Any,
-    dtype: str | None = None,
     **engine: Any,
 ) -> Policy:
     from baselines.policies import VLLMPolicy
@@ -127,7 +126,7 @@ def _vllm_policy(
     return VLLMPolicy(
         model_path,
         tokenizer,
-        dtype=dtype or sampler_dtype(bf16=bf16),
+        dtype=dtype,
         max_model_len=max_model_len,
         seed=seed,
         kv_cache_memory_bytes=int(memory.vllm_kv_cache_gib * (1 << 30)),
@@ -199,7 +198,7 @@ def build_sampler(
             policy = _vllm_policy(
                 model_path,
                 tokenizer,
-                bf16=cuda if bf16 is None else bf16,
+                dtype=sampler_dtype(bf16=cuda if bf16 is None else bf16),
                 seed=seed,
                 max_model_len=max_model_len,
                 memory=config,
@@ -321,11 +320,10 @@ def build_fixed_policy(
         return _vllm_policy(
             path,
             AutoTokenizer.from_pretrained(path),
-            bf16=dtype == "bfloat16",
+            dtype=dtype,
             seed=seed,
             max_model_len=max_model_len,
             memory=config,
-            dtype=dtype,
         )
     policy = TransformersPolicy.from_pretrained(path, device=str(device))
     policy.model.requires_grad_(False)
@@ -358,7 +356,7 @@ def build_adapter_engine(
         engine = _vllm_policy(
             model_path,
             tokenizer,
-            bf16=bf16,
+            dtype=sampler_dtype(bf16=bf16),
             seed=seed,
             max_model_len=max_model_len,
             memory=config,
