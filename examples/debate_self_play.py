@@ -106,6 +106,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "so judges cannot learn to vote by position",
     )
     parser.add_argument(
+        "--shuffle-labels",
+        action="store_true",
+        help="each debater knows the others under numbers drawn for it per debate, its votes "
+        "moved back to seats, so a judge that votes for a number favours no seat",
+    )
+    parser.add_argument(
         "--warm-start-steps",
         type=int,
         default=2,
@@ -125,6 +131,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="RATE",
         help="share of warm-start debates with one seat whose answers break the contract, "
         "so the scripted judges show real answers voted above broken ones (0: none)",
+    )
+    parser.add_argument(
+        "--warm-start-mistake-rate",
+        type=float,
+        default=0.25,
+        metavar="RATE",
+        help="chance that a scripted debater answers the reference plus one, so warm-start "
+        "debates hold answers that differ and votes that are not ties",
     )
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument(
@@ -153,8 +167,9 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         "max_rounds": args.rounds,
         "reward": args.reward,  # one group is one debate; the reward wrapper is an env argument
     }
-    if args.shuffle_answers:
-        env_kwargs["shuffle_answers"] = True
+    for option in ("shuffle_answers", "shuffle_labels"):
+        if getattr(args, option):
+            env_kwargs[option] = True
     if args.on_parse_error != "penalize":
         env_kwargs["on_parse_error"] = args.on_parse_error
     contract, correct = args.shaping
@@ -177,6 +192,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         warm_start_groups=args.warm_start_debates,
         warm_start_datums=4,
         warm_start_broken_rate=args.warm_start_broken_rate,
+        warm_start_mistake_rate=args.warm_start_mistake_rate,
         sampler=args.sampler,
         precision=args.precision,
         # Evaluating every `iterations` iterations means: before the first and after the last.

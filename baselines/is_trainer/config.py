@@ -70,6 +70,13 @@ RatingDecay = Annotated[float, Interval(gt=0, le=1)]
 """A league's rating decay per iteration: in ``(0, 1]``."""
 
 
+_TEACHER_FIELDS = (
+    ("warm_start_broken_rate", "broken_rate", "a teacher that breaks a seat's answers"),
+    ("warm_start_mistake_rate", "mistake_rate", "a teacher that answers wrong at a rate"),
+)
+"""Warm-start settings a family's teacher may take: (field, ``teacher_options`` name, what)."""
+
+
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)
 class ISTrainerConfig(TrainerConfig):
     """Train a language model in an llm-envs environment with the importance-sampling loss."""
@@ -243,6 +250,11 @@ class ISTrainerConfig(TrainerConfig):
     turns masked, not imitated), so the teachers' votes show real answers above broken ones; 0 keeps
     every seat well-formed.
     """
+    warm_start_mistake_rate: Probability = 0.25
+    """debate only: the chance that a teacher answers the reference answer plus one instead of the
+    reference answer (per seat and question), so its debates hold answers that differ and votes
+    that are not ties; at 0.5 two seats differ in half the debates.
+    """
 
     opponents: Opponents = "mirror"
     """who plays the seats the learner does not (docs/league.md): ``mirror`` (self-play: the current
@@ -328,15 +340,18 @@ class ISTrainerConfig(TrainerConfig):
                 f"--env {self.env} has no scripted teacher for a warm start; "
                 "use --warm-start-steps 0"
             )
-        if self.warm_start_broken_rate > 0 and "broken_rate" not in (family.teacher_options or ()):
+        for name, option, what in _TEACHER_FIELDS:
+            default = type(self).__dataclass_fields__[name].default
+            if getattr(self, name) == default or option in (family.teacher_options or ()):
+                continue
             takers = [
-                name
-                for name in family_names()
-                if "broken_rate" in (family_class(name).teacher_options or ())
+                taker
+                for taker in family_names()
+                if option in (family_class(taker).teacher_options or ())
             ]
             raise ValueError(
-                f"warm_start_broken_rate is for --env {' or '.join(takers)} (a teacher that "
-                f"breaks a seat's answers), got env={self.env!r}; leave it at 0"
+                f"{name} is for --env {' or '.join(takers)} ({what}), got env={self.env!r}; "
+                f"leave it at {default}"
             )
         mix = self.strategy_mix
         if sum(mix.values()) < 1:

@@ -52,8 +52,12 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
         )
     first = 1_000_000_000  # group indices of their own, far from the training ones
     indices = list(range(first, first + config.warm_start_groups))
+    options = trainer.family.teacher_options or ()
+    asked = {"broken_rate": config.warm_start_broken_rate}
+    if "mistake_rate" in options:  # a family's teacher takes the options it lists
+        asked["mistake_rate"] = config.warm_start_mistake_rate
     plan, teachers = trainer.family.demonstrations(
-        indices, derive_seed(config.seed, first), broken_rate=config.warm_start_broken_rate
+        indices, derive_seed(config.seed, first), **asked
     )
     batch = batch_of(plan)
     teacher = ScriptedPolicy(teachers, tokenizer=trainer.tokenizer)

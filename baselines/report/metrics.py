@@ -206,6 +206,10 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
         r"env/all/turn/vote_lower_seat",
         "position bias: share of strict votes for the lower-numbered seat (unbiased: 0.5)",
     ),
+    (
+        r"env/all/turn/vote_lower_label",
+        "the judges' habit under shuffled labels: share of strict votes for the lower number",
+    ),
     (r"env/all/pairwise_reward", "the pairwise reward alone (win rate or win minus loss)"),
     (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
     (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
@@ -223,6 +227,7 @@ _JUDGING_MEANINGS = {
     "voted": "fraction of last answers that cast a valid vote, of those that could",
     "vote_agreement": "share of the last answers' votes that agree with the reference",
     "vote_lower_seat": "position bias: share of strict votes for the lower seat (unbiased: 0.5)",
+    "vote_lower_label": "share of strict votes for the lower number the judge read (labels)",
 }
 _JUDGING = "|".join(_JUDGING_MEANINGS)
 _EVALUATION = re.compile(

@@ -56,6 +56,16 @@ class DebateConfig:
             shows the same orders, and the prompts in the record show them),
             instead of seat order, so a judge cannot learn to vote by the
             position of an answer. Off by default (the seed shows seat order).
+        shuffle_labels: each agent knows the others under numbers drawn for it
+            once per debate (from the reset seed; it keeps its own): its
+            "Agent 0" is any other seat with equal chance. Every answer shown
+            to it has its mentions of agents rewritten into its labels, each
+            round's answers come in label order, and the votes it writes are
+            moved back to seats before they count; each turn's record holds
+            the labels it read (``details["labels"]``). A judge that votes for
+            a number then favours no seat: ``vote_lower_seat`` is one half in
+            expectation and ``vote_lower_label`` shows the judge's own habit.
+            Off by default (the seed numbers agents by seat).
     """
 
     num_agents: int = 3
@@ -67,6 +77,7 @@ class DebateConfig:
     observation_mode: ObservationMode = "prompt"
     vote_counting: VoteCounting = "as_written"
     shuffle_answers: bool = False
+    shuffle_labels: bool = False
 
     def __post_init__(self) -> None:
         check_int("num_agents", self.num_agents, minimum=2)
@@ -100,10 +111,11 @@ class DebateConfig:
                 "leave it out (or 'as_written') to count every comparison as the seed does, or "
                 "pass 'once_per_pair' to count each agent's comparison of a pair once per round"
             )
-        if not isinstance(self.shuffle_answers, bool):
-            raise TypeError(
-                f"shuffle_answers must be True or False, got {describe(self.shuffle_answers)}"
-            )
+        for name in ("shuffle_answers", "shuffle_labels"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(
+                    f"{name} must be True or False, got {describe(getattr(self, name))}"
+                )
         if self.observation_mode == "chat" and self.history_rounds != -1:
             raise ValueError(
                 "history_rounds applies to observation_mode='prompt' only: a chat observation "

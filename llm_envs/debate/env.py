@@ -75,7 +75,8 @@ Version history
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar, Self
 
@@ -89,6 +90,7 @@ from llm_envs.debate.prompts import (
     format_turn,
     format_turns_by_round,
     round_instruction,
+    shown_labels,
     shuffled_within_rounds,
     system_prompt,
 )
@@ -104,6 +106,7 @@ from llm_envs.debate.rewards import (
 )
 from llm_envs.debate.shaping import OthersSeen, judging_info
 from llm_envs.factories import AECWrapper, raw_factory, wrap_aec
+from llm_envs.judgements import lower_seat_wins
 from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.spaces import SAMPLE_FRAGMENTS
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
@@ -119,7 +122,7 @@ __all__ = [
 ]
 
 _KNOWN_OPTIONS = frozenset({"question"})
-_ANSWER_INFO = ("voted", "vote_agreement", "vote_lower_seat")
+_ANSWER_INFO = ("voted", "vote_agreement", "vote_lower_seat", "vote_lower_label")
 """Infos of one answer that not every answer has: dropped from the author's infos
 before its next answer's are written, so a turn never shows an earlier turn's."""
 
@@ -205,6 +208,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._order_key = (
             int(self.np_random.integers(1 << 62)) if self.config.shuffle_answers else 0
         )
+        self._label_key = int(self.np_random.integers(1 << 62)) if self.config.shuffle_labels else 0
+        self._labels: dict[int, tuple[int, ...]] = {}  # reader -> labels[seat], drawn when read
         self.infos = {a: self._context_info(a) for a in self.agents}
 
     def step(self, action: str | None) -> None:
@@ -224,6 +229,9 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             error = None
         except ParseError as exc:
             response, error = None, str(exc)
+        as_written = response.comparisons if response is not None else ()
+        if response is not None and self.config.shuffle_labels:
+            response = self._votes_by_seat(response)
         self.turns.append(RecordedTurn(author, self._round, text, response, error, prompt))
         counted = self._counted_votes(response)
         self.votes.extend(counted)
@@ -235,6 +243,13 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             self.config.num_agents,
             reference=self.question.answer is not None,
         )
+        if self.config.shuffle_labels and "voted" in judging:
+            # The seat bias is one half by construction here; the judge's own habit shows
+            # in the labels it read (its "Agent 0" is a different seat in every debate).
+            written = [Vote(author, *c) for c in as_written]
+            lower, strict = lower_seat_wins(written, self.config.num_agents)
+            if strict:
+                judging["vote_lower_label"] = lower / strict
         self._latest_correct[author] = self._is_correct(response)
 
         penalized = error is not None and self.config.on_parse_error == "penalize"
@@ -264,6 +279,45 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 self.question.is_correct(response.solution)
             )
         return checked
+
+    def _labels_of(self, reader: int) -> tuple[int, ...] | None:
+        """``labels[seat]``: the numbers under which ``reader`` knows the agents (shuffled only)."""
+        if not self.config.shuffle_labels:
+            return None
+        labels = self._labels.get(reader)
+        if labels is None:
+            rng = np.random.default_rng((self._label_key, reader))
+            labels = self._labels[reader] = shown_labels(reader, self.config.num_agents, rng)
+        return labels
+
+    def _votes_by_seat(self, response: DebateResponse) -> DebateResponse:
+        """``response`` with its comparisons moved from its author's labels to seats."""
+        labels = self._labels_of(response.author)
+        assert labels is not None
+        seat_of = {label: seat for seat, label in enumerate(labels)}
+        # A number out of range names nobody under any label: it stays, an invalid vote.
+        comparisons = tuple(
+            (seat_of.get(a, a), op, seat_of.get(b, b)) for a, op, b in response.comparisons
+        )
+        return dataclasses.replace(response, comparisons=comparisons)
+
+    def _render_for(self, reader: int) -> Callable[[RecordedTurn], str]:
+        """How ``reader``'s prompt renders one answer: as written, or in its own labels."""
+        max_chars = self.config.max_chars_per_field
+        labels = self._labels_of(reader)
+        if labels is None:
+            return partial(format_turn, max_chars=max_chars)
+
+        def render(turn: RecordedTurn) -> str:
+            author_labels = self._labels_of(turn.agent)
+            assert author_labels is not None
+            # The author's "Agent k" is seat author_labels^-1[k]; the reader calls it labels[that].
+            rename = [0] * len(author_labels)
+            for seat, label in enumerate(author_labels):
+                rename[label] = labels[seat]
+            return format_turn(turn, max_chars, rename=rename, label=labels[turn.agent])
+
+        return render
 
     def _counted_votes(self, response: DebateResponse | None) -> tuple[Vote, ...]:
         """The votes of one answer that go into the ledger, by ``vote_counting``."""
@@ -378,12 +432,12 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         if self.agents and self.done:
             return "The debate has ended."
         round_number = self._round if agent_index >= self._position else self._round + 1
+        spoken = self._spoken_this_round(agent_index)
+        labels = self._labels_of(agent_index)
+        if labels is not None:
+            spoken = sorted(labels[seat] for seat in spoken)
         return round_instruction(
-            agent_index,
-            self.config.num_agents,
-            round_number,
-            self.config.max_rounds,
-            self._spoken_this_round(agent_index),
+            agent_index, self.config.num_agents, round_number, self.config.max_rounds, spoken
         )
 
     def _prompt_user_message(self, agent_index: int) -> str:
@@ -397,13 +451,17 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         in_progress = None if (self.agents and self.done) else self._round
         parts = [f"Question: {self.question.text}"]
         if shown:
-            history = format_turns_by_round(shown, cfg.max_chars_per_field, in_progress)
+            render = self._render_for(agent_index)
+            history = format_turns_by_round(shown, cfg.max_chars_per_field, in_progress, render)
             parts.append(f"Debate so far:\n\n{history}")
         parts.append(self._instruction(agent_index))
         return "\n\n".join(parts)
 
     def _in_shown_order(self, turns: list[RecordedTurn], reader: int) -> list[RecordedTurn]:
-        """``turns`` as ``reader``'s prompt shows them: seat order, or shuffled within rounds."""
+        """``turns`` as ``reader``'s prompt shows them: by seat, by label, or shuffled in rounds."""
+        labels = self._labels_of(reader)
+        if labels is not None:  # each round's answers by label, so position says no more
+            turns = sorted(turns, key=lambda t: (t.round, labels[t.agent]))
         if not self.config.shuffle_answers:
             return turns
         rng = np.random.default_rng((self._order_key, len(self.turns), reader))
@@ -420,7 +478,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         parts = [] if self._seen[agent] else [f"Question: {self.question.text}"]
         if new_turns:
             heading = "Since your last answer:" if self._seen[agent] else "Answers so far:"
-            body = "\n\n".join(format_turn(t, self.config.max_chars_per_field) for t in new_turns)
+            render = self._render_for(i)
+            body = "\n\n".join(render(t) for t in new_turns)
             parts.append(f"{heading}\n\n{body}")
         parts.append(self._instruction(i))
         return [*history, {"role": "user", "content": "\n\n".join(parts)}]
@@ -448,6 +507,12 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 }
                 if self.question.answer is not None:
                     details["solution_correct"] = self.question.is_correct(r.solution)
+            labels = self._labels_of(t.agent)
+            if labels is not None:  # votes above are by seat; the text names these labels
+                details["labels"] = {
+                    self.possible_agents[seat]: f"Agent {label}"
+                    for seat, label in enumerate(labels)
+                }
             turns.append(
                 turn_record(self.possible_agents[t.agent], t.round, t.prompt, t.text, details)
             )
@@ -464,6 +529,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         }
         if self.config.shuffle_answers:  # the prompts show each reader's order
             summary["shuffle_answers"] = True
+        if self.config.shuffle_labels:  # each turn's details say which labels it read
+            summary["shuffle_labels"] = True
         return self._episode_record(self.question.text, summary, turns)
 
     # ------------------------------------------------------------------- render
@@ -479,6 +546,14 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 lines.append(f"\n=== Round {t.round} ===")
                 current = t.round
             lines.append(f"--- Agent {t.agent} ---")
+            labels = self._labels_of(t.agent)
+            if labels is not None and self.config.num_agents > 2:
+                seen = ", ".join(
+                    f"Agent {seat} as Agent {label}"
+                    for seat, label in enumerate(labels)
+                    if seat != t.agent
+                )
+                lines.append(f"(it read {seen})")
             lines.append(t.text)
             if t.error is not None:
                 lines.append(f"(parse error: {t.error})")

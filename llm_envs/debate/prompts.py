@@ -7,7 +7,8 @@ Nothing here parses model output: that is :mod:`llm_envs.debate.protocol`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,9 @@ __all__ = [
     "clip",
     "format_turn",
     "format_turns_by_round",
+    "relabel_mentions",
     "round_instruction",
+    "shown_labels",
     "system_prompt",
 ]
 
@@ -90,26 +93,50 @@ def clip(text: str, max_chars: int) -> str:
     return text[:max_chars] + _CLIP_MARK
 
 
-def format_turn(turn: RecordedTurn, max_chars: int) -> str:
-    """Render one recorded answer for another agent's prompt, each field clipped."""
-    header = f"[Agent {turn.agent}]"
+def format_turn(
+    turn: RecordedTurn,
+    max_chars: int,
+    rename: Sequence[int] | None = None,
+    label: int | None = None,
+) -> str:
+    """Render one recorded answer for another agent's prompt, each field clipped.
+
+    Args:
+        turn: the answer.
+        max_chars: per-field clip length.
+        rename: with shuffled labels, ``rename[k]`` is the label under which the
+            reader knows the agent its author calls "Agent k": every mention in
+            the answer is rewritten so (:func:`relabel_mentions`). None: as written.
+        label: the reader's label for the author (None: its seat).
+    """
+    header = f"[Agent {turn.agent if label is None else label}]"
     r = turn.response
     if r is None:
         return f"{header}\n(no valid answer: the reply did not follow the required format)"
+
+    def field(text: str) -> str:
+        return clip(text if rename is None else relabel_mentions(text, rename), max_chars)
+
     consensus = "YES" if r.consensus else "NO"
     return (
         f"{header}\n"
-        f"Solution: {clip(r.solution, max_chars)}\n"
-        f"Evaluation: {clip(r.evaluation, max_chars)}\n"
-        f"Comparison: {clip(r.comparison_text, max_chars) or 'N/A'}\n"
-        f"Consensus: {consensus}: {clip(r.consensus_reason, max_chars)}"
+        f"Solution: {field(r.solution)}\n"
+        f"Evaluation: {field(r.evaluation)}\n"
+        f"Comparison: {field(r.comparison_text) or 'N/A'}\n"
+        f"Consensus: {consensus}: {field(r.consensus_reason)}"
     )
 
 
 def format_turns_by_round(
-    turns: Sequence[RecordedTurn], max_chars: int, current_round: int | None = None
+    turns: Sequence[RecordedTurn],
+    max_chars: int,
+    current_round: int | None = None,
+    render: Callable[[RecordedTurn], str] | None = None,
 ) -> str:
-    """Render answers grouped under ``Round k`` headings, in the order given."""
+    """Render answers grouped under ``Round k`` headings, in the order given.
+
+    ``render`` renders one answer (default: :func:`format_turn` as written).
+    """
     blocks: list[str] = []
     last_round = None
     for turn in turns:
@@ -117,8 +144,46 @@ def format_turns_by_round(
             suffix = " (in progress)" if turn.round == current_round else ""
             blocks.append(f"=== Round {turn.round}{suffix} ===")
             last_round = turn.round
-        blocks.append(format_turn(turn, max_chars))
+        blocks.append(render(turn) if render else format_turn(turn, max_chars))
     return "\n\n".join(blocks)
+
+
+def shown_labels(reader: int, num_agents: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """The labels under which ``reader`` knows the agents: ``labels[seat]``.
+
+    The reader keeps its own number; the other seats get the other numbers in
+    a random order, so "Agent 0" in its prompt is any other seat with equal
+    chance and a judge that votes for a number votes for no seat in particular.
+
+    Example:
+        >>> labels = shown_labels(2, 4, np.random.default_rng(0))
+        >>> labels[2], sorted(labels)
+        (2, [0, 1, 2, 3])
+    """
+    others = [seat for seat in range(num_agents) if seat != reader]
+    labels = list(range(num_agents))
+    for seat, label in zip(others, rng.permutation(others), strict=True):
+        labels[seat] = int(label)
+    return tuple(labels)
+
+
+_MENTION = re.compile(r"(?<![A-Za-z0-9])([*_`]*agent[ \t]*_?[ \t]*)([0-9]{1,18})(?![0-9])", re.I)
+"""An agent named in free text, in every spelling the comparison parser reads."""
+
+
+def relabel_mentions(text: str, rename: Sequence[int]) -> str:
+    """``text`` with every "Agent k" (k in range) written "Agent rename[k]", spelling kept.
+
+    Example:
+        >>> relabel_mentions("Agent 0 > agent_1; Agent 7 is out of range", [1, 0])
+        'Agent 1 > agent_0; Agent 7 is out of range'
+    """
+
+    def swap(match: re.Match[str]) -> str:
+        k = int(match.group(2))
+        return match.group(1) + str(rename[k]) if k < len(rename) else match.group(0)
+
+    return _MENTION.sub(swap, text)
 
 
 def shuffled_within_rounds(

@@ -201,6 +201,8 @@ def test_cross_field_rules_stay_in_their_config():
         ISTrainerConfig(strategy_mix={})
     with pytest.raises(ValueError, match="warm_start_broken_rate is for --env debate"):
         ISTrainerConfig(env="expert_iteration", warm_start_broken_rate=0.5)
+    with pytest.raises(ValueError, match="warm_start_mistake_rate is for --env debate"):
+        ISTrainerConfig(env="expert_iteration", warm_start_mistake_rate=0.5)
     with pytest.raises(
         ValueError, match=r"warm_start_broken_rate\n  Input should be less than or "
     ):
@@ -417,6 +419,8 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
             values["warm_start_steps"] = 0
         if "broken_rate" not in (family.teacher_options or ()):
             values["warm_start_broken_rate"] = 0.0
+        if "mistake_rate" not in (family.teacher_options or ()):
+            values["warm_start_mistake_rate"] = 0.25
     if values.get("opponents") == "mirror":  # the IS trainer: league_* settings with a league
         for f in dataclasses.fields(ISTrainerConfig):
             if f.name.startswith("league_"):

@@ -172,12 +172,20 @@ def test_each_agents_reward_is_read_from_the_record(play, env_kwargs, rewards, h
     assert read.how[next(iter(rewards))] == how
 
 
-def test_judge_shaping_is_read_from_the_record():
+@pytest.mark.parametrize("shuffle_labels", [False, True])
+def test_judge_shaping_is_read_from_the_record(shuffle_labels):
     # Agents who judge by their own answer: agent_0 is right, agents 1 and 2 agree on a wrong
-    # sum, so agent_0's votes agree with the reference and theirs do not.
+    # sum, so agent_0's votes agree with the reference and theirs do not. They judge by
+    # content, so the labels they read change nothing.
     question = DebateQuestion("What is 2 + 3?", answer="5")
-    shaping = {"contract": 0.5, "correct": 0.5, "judge": 0.5}
-    env = debate.env(num_agents=3, max_rounds=2, questions=[question], shaping=shaping)
+    shaping = {"contract": 0.5, "correct": 0.5, "judge": 0.5, "vote": 0.25}
+    env = debate.env(
+        num_agents=3,
+        max_rounds=2,
+        questions=[question],
+        shaping=shaping,
+        shuffle_labels=shuffle_labels,
+    )
     agents = {
         f"agent_{i}": JudgingDebater(i, 3, solver=lambda q, i=i: "5" if i == 0 else "6")
         for i in range(3)
