@@ -15,7 +15,6 @@ from typing import Any
 
 from llm_envs.arguments import check_int, check_number
 from llm_envs.contract import Observation
-from llm_envs.debate.prompts import clip
 from llm_envs.debate.protocol import (
     COMPARISON,
     CONSENSUS_REASON,
@@ -24,7 +23,7 @@ from llm_envs.debate.protocol import (
     format_response,
 )
 from llm_envs.family import Agent
-from llm_envs.tasks.math_answers import check_answer, extract_answer
+from llm_envs.tasks.math_answers import check_answer
 from llm_envs.text_env import numbered_agents
 
 __all__ = [
@@ -160,8 +159,7 @@ class JudgingDebater:
 
     It answers ``solver(question)`` (a short worked answer), reads the other
     agents' solutions from its prompt (``observation_mode="prompt"``, the
-    default), says in ``<evaluation>`` what each of them answers and whether
-    that is its own answer ("Agent 0 says 5, as I do; Agent 1 says 6, not 5"),
+    default), says in ``<evaluation>`` which of them agree with its answer,
     and votes in three levels: an answer that agrees above one that does
     not, and both above one that broke the contract (shown as "no valid
     answer" when the env masks parse errors); two of one level tie. It says
@@ -220,7 +218,8 @@ class JudgingDebater:
             a: 0 if s is None else 2 if answer is not None and check_answer(s, answer) else 1
             for a, s in shown.items()
         }
-        evaluation = "; ".join(self._judged(a, shown[a], level[a], answer) for a in level) + "."
+        said = {2: "agrees with me", 1: "differs from me", 0: "gave no valid answer"}
+        evaluation = "; ".join(f"Agent {a} {said[level[a]]}" for a in level) + "."
         groups = [[a for a in sorted(level) if level[a] == k] for k in (2, 1, 0)]
         votes = [
             f"Agent {a} > Agent {b}"
@@ -243,16 +242,6 @@ class JudgingDebater:
             else "Not every agent has given my answer yet."
         )
         return format_answer(solution, evaluation, votes, consensus, reason)
-
-    @staticmethod
-    def _judged(agent: int, solution: str | None, level: int, answer: str | None) -> str:
-        """What the evaluation says of one answer: the value it gives, set against its own."""
-        if solution is None:
-            return f"Agent {agent} gave no valid answer"
-        said = extract_answer(solution) or clip(solution, 40)
-        if level == 2:
-            return f"Agent {agent} says {said}, as I do"
-        return f"Agent {agent} says {said}" + (f", not {answer}" if answer is not None else "")
 
 
 class StubbornDebater(ScriptedDebater):
