@@ -58,7 +58,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=5, help="training iterations")
     parser.add_argument("--groups", type=int, default=12, help="debates per iteration")
     parser.add_argument("--agents", type=int, default=3, help="debaters per debate")
-    parser.add_argument("--rounds", type=int, default=2, help="most rounds per debate")
+    parser.add_argument("--rounds", type=int, default=1, help="most rounds per debate")
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per answer")
     parser.add_argument("--reward", choices=["win_rate", "win_minus_loss"], default="win_rate")
     parser.add_argument(
@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--shaping-judge",
         type=float,
-        default=0.0,
+        default=0.5,
         metavar="JUDGE",
         help="opt-in shaping weight of the share of an answer's votes that agree with the "
         "reference answer (0: votes earn only what the recipe pays, nothing)",
@@ -87,7 +87,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--shaping-vote",
         type=float,
-        default=0.0,
+        default=0.5,
         metavar="VOTE",
         help="opt-in shaping weight of casting a valid vote, for answers that had two others "
         "to compare (0: none)",
@@ -107,14 +107,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--shuffle-labels",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="each debater knows the others under numbers drawn for it per debate, its votes "
         "moved back to seats, so a judge that votes for a number favours no seat",
     )
     parser.add_argument(
         "--warm-start-steps",
         type=int,
-        default=2,
+        default=6,
         help="supervised steps imitating a scripted debater before training (0: none)",
     )
     parser.add_argument(
@@ -135,7 +136,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--warm-start-mistake-rate",
         type=float,
-        default=0.25,
+        default=0.5,
         metavar="RATE",
         help="chance that a scripted debater answers the reference plus one, so warm-start "
         "debates hold answers that differ and votes that are not ties",
