@@ -261,9 +261,13 @@ def headline_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
 ('time/iteration', 'seconds per iteration')]
     """
     given = set(names)
-    # One number per success rate: the per-turn one hides its per-episode twin.
+    # One number per success rate: the per-turn one hides its per-episode twin. (Not for a
+    # reward: the pairwise reward is paid per episode, and its per-turn mean is another number.)
+    twins = {*_SUCCESS, *_JUDGING_MEANINGS}
     remaining = sorted(
-        n for n in given if not (n.startswith("env/all/") and f"env/all/turn/{n[8:]}" in given)
+        n
+        for n in given
+        if not (n[8:] in twins and n.startswith("env/all/") and f"env/all/turn/{n[8:]}" in given)
     )
     chosen: list[tuple[str, str]] = []
     for pattern, template in _HEADLINE:

@@ -449,6 +449,21 @@ def test_headline_metrics_pick_the_trainers_rewards_first():
     ]
 
 
+def test_the_debate_headline_shows_judging_beside_the_pairwise_reward():
+    # What a debate run logs: each of these per turn and per agent and episode.
+    leaves = ["voted", "vote_agreement", "vote_lower_seat", "parse_error", "pairwise_reward"]
+    names = ["env/all/reward/total", *(f"env/all/{x}" for x in leaves)]
+    names += [f"env/all/turn/{x}" for x in leaves]
+    assert [name for name, _ in headline_metrics(names)] == [
+        "env/all/reward/total",
+        "env/all/turn/parse_error",
+        "env/all/turn/voted",
+        "env/all/turn/vote_agreement",
+        "env/all/turn/vote_lower_seat",
+        "env/all/pairwise_reward",  # paid per episode: its per-turn mean does not hide it
+    ]
+
+
 # ---------------------------------------------------------------------- transcripts
 
 

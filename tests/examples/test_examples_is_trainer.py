@@ -41,7 +41,8 @@ def test_debate_self_play_judging_flags_reach_the_environment():
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    flags = ["--on-parse-error", "mask", "--shuffle-answers", "--shaping-vote", "0.5"]
+    flags = ["--on-parse-error", "mask", "--shuffle-answers", "--shaping-vote", "0.25"]
+    flags += ["--no-shuffle-labels", "--shaping-judge", "0", "--rounds", "2"]
     config = example.build_config(example.parse_args(flags))
     assert config.env_kwargs == {
         "num_agents": 3,
@@ -49,11 +50,27 @@ def test_debate_self_play_judging_flags_reach_the_environment():
         "reward": "win_rate",
         "shuffle_answers": True,
         "on_parse_error": "mask",
-        "shaping": {"contract": 0.5, "correct": 0.5, "vote": 0.5},
+        "shaping": {"contract": 0.5, "correct": 0.5, "vote": 0.25},
     }
-    # The defaults are the recipe's: nothing of the above is set.
-    plain = example.build_config(example.parse_args([])).env_kwargs
-    assert "on_parse_error" not in plain and "shuffle_answers" not in plain
+    # The main job's defaults: one round, judging shaped, shuffled labels, a teacher that
+    # answers wrong half the time.
+    main = example.build_config(example.parse_args([]))
+    assert main.env_kwargs == {
+        "num_agents": 3,
+        "max_rounds": 1,
+        "reward": "win_rate",
+        "shuffle_labels": True,
+        "shaping": {"contract": 0.5, "correct": 0.5, "judge": 0.5, "vote": 0.5},
+    }
+    assert (main.warm_start_steps, main.warm_start_mistake_rate) == (6, 0.5)
+    # The flags the docstring names give the recipe's debate as it is.
+    recipe = ["--warm-start-steps", "0", "--shaping", "0", "0", "--shaping-judge", "0"]
+    recipe += ["--shaping-vote", "0", "--no-shuffle-labels", "--rounds", "3", "--task", "default"]
+    assert example.build_config(example.parse_args(recipe)).env_kwargs == {
+        "num_agents": 3,
+        "max_rounds": 3,
+        "reward": "win_rate",
+    }
 
 
 @pytest.mark.slow
@@ -73,7 +90,8 @@ def test_debate_self_play_trains_and_reports(tmp_path, run_example):
         "num_agents": 3,
         "max_rounds": 1,
         "reward": "win_rate",
-        "shaping": {"contract": 0.5, "correct": 0.5},
+        "shuffle_labels": True,
+        "shaping": {"contract": 0.5, "correct": 0.5, "judge": 0.5, "vote": 0.5},
     }
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["warm_start/steps"] == 1
