@@ -4,11 +4,13 @@ SmolLM2-135M-Instruct never writes the debate's five tags on its own. Two
 supervised steps on a scripted debater (the warm start) leave it writing them
 now and then; from there the debate's reward (a parse error costs -1 and ends
 the debate) and the opt-in contract shaping (partial credit per tag written
-right) must push the format up. This is the main job's training
-(``examples/debate_self_play.py``, seed 0) cut to 4 iterations and without
-its evaluations, in the trainer's default precision (fp32 on a CPU; the main
-job asks for bf16 where the CPU has it, and docs/results.md has its three
-seeds); the measured curve is in the test. In bf16 on one thread this run's
+right) must push the format up. This is the main job's earlier training
+(``examples/debate_self_play.py`` with two rounds and a 2-step warm start,
+seed 0; the main job now trains judging, from a 6-step warm start that
+teaches the format before reinforcement learning starts) cut to 4 iterations
+and without its evaluations, in the trainer's default precision (fp32 on a
+CPU; docs/results.md has the three seeds of both settings); the measured
+curve is in the test. In bf16 on one thread this run's
 contract score went 0.63, 0.25, 0.69, 0.61: a curve that noisy cannot carry
 an assertion over four iterations.
 """
