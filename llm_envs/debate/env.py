@@ -85,12 +85,12 @@ from pettingzoo import AECEnv
 
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, TURN, Message, Observation
 from llm_envs.debate.config import DebateConfig, ObservationMode, OnParseError, VoteCounting
+from llm_envs.debate.labels import rename_for, seats_of, shown_labels
 from llm_envs.debate.prompts import (
     RecordedTurn,
     format_turn,
     format_turns_by_round,
     round_instruction,
-    shown_labels,
     shuffled_within_rounds,
     system_prompt,
 )
@@ -294,12 +294,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         """``response`` with its comparisons moved from its author's labels to seats."""
         labels = self._labels_of(response.author)
         assert labels is not None
-        seat_of = {label: seat for seat, label in enumerate(labels)}
-        # A number out of range names nobody under any label: it stays, an invalid vote.
-        comparisons = tuple(
-            (seat_of.get(a, a), op, seat_of.get(b, b)) for a, op, b in response.comparisons
-        )
-        return dataclasses.replace(response, comparisons=comparisons)
+        return dataclasses.replace(response, comparisons=seats_of(response.comparisons, labels))
 
     def _render_for(self, reader: int) -> Callable[[RecordedTurn], str]:
         """How ``reader``'s prompt renders one answer: as written, or in its own labels."""
@@ -311,10 +306,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         def render(turn: RecordedTurn) -> str:
             author_labels = self._labels_of(turn.agent)
             assert author_labels is not None
-            # The author's "Agent k" is seat author_labels^-1[k]; the reader calls it labels[that].
-            rename = [0] * len(author_labels)
-            for seat, label in enumerate(author_labels):
-                rename[label] = labels[seat]
+            rename = rename_for(author_labels, labels)
             return format_turn(turn, max_chars, rename=rename, label=labels[turn.agent])
 
         return render

@@ -7,13 +7,13 @@ Nothing here parses model output: that is :mod:`llm_envs.debate.protocol`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from llm_envs.contract import Message
+from llm_envs.debate.labels import relabel_mentions
 from llm_envs.debate.protocol import (
     COMPARISON,
     CONSENSUS,
@@ -29,9 +29,7 @@ __all__ = [
     "clip",
     "format_turn",
     "format_turns_by_round",
-    "relabel_mentions",
     "round_instruction",
-    "shown_labels",
     "system_prompt",
 ]
 
@@ -146,44 +144,6 @@ def format_turns_by_round(
             last_round = turn.round
         blocks.append(render(turn) if render else format_turn(turn, max_chars))
     return "\n\n".join(blocks)
-
-
-def shown_labels(reader: int, num_agents: int, rng: np.random.Generator) -> tuple[int, ...]:
-    """The labels under which ``reader`` knows the agents: ``labels[seat]``.
-
-    The reader keeps its own number; the other seats get the other numbers in
-    a random order, so "Agent 0" in its prompt is any other seat with equal
-    chance and a judge that votes for a number votes for no seat in particular.
-
-    Example:
-        >>> labels = shown_labels(2, 4, np.random.default_rng(0))
-        >>> labels[2], sorted(labels)
-        (2, [0, 1, 2, 3])
-    """
-    others = [seat for seat in range(num_agents) if seat != reader]
-    labels = list(range(num_agents))
-    for seat, label in zip(others, rng.permutation(others), strict=True):
-        labels[seat] = int(label)
-    return tuple(labels)
-
-
-_MENTION = re.compile(r"(?<![A-Za-z0-9])([*_`]*agent[ \t]*_?[ \t]*)([0-9]{1,18})(?![0-9])", re.I)
-"""An agent named in free text, in every spelling the comparison parser reads."""
-
-
-def relabel_mentions(text: str, rename: Sequence[int]) -> str:
-    """``text`` with every "Agent k" (k in range) written "Agent rename[k]", spelling kept.
-
-    Example:
-        >>> relabel_mentions("Agent 0 > agent_1; Agent 7 is out of range", [1, 0])
-        'Agent 1 > agent_0; Agent 7 is out of range'
-    """
-
-    def swap(match: re.Match[str]) -> str:
-        k = int(match.group(2))
-        return match.group(1) + str(rename[k]) if k < len(rename) else match.group(0)
-
-    return _MENTION.sub(swap, text)
 
 
 def shuffled_within_rounds(

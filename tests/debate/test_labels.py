@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from llm_envs import debate
 from llm_envs.debate import DebateQuestion, JudgingDebater
-from llm_envs.debate.prompts import relabel_mentions, shown_labels
+from llm_envs.debate.labels import relabel_mentions, shown_labels
 from llm_envs.debate.protocol import format_response
 from llm_envs.judgements import Vote, lower_seat_wins
 from llm_envs.testing.conformance import play_aec
