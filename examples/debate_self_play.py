@@ -247,8 +247,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         for key, what in (("parse_error", "parse errors"), ("solution_correct", "correct")):
             print(f"eval {what} vs the initial model: {first_and_last(rows, 'eval/' + key)}")
         print(f"eval reward vs the initial model: {first_and_last(rows, 'eval/reward/total')}")
+        # Its pairwise reward there stays 0: the untrained seats, who would vote on it, never do.
         print(f"eval votes cast (voted): {first_and_last(rows, 'eval/voted')}")
-        print(f"eval pairwise reward: {first_and_last(rows, 'eval/pairwise_reward')}")
     print(f"report: {index}")
 
 

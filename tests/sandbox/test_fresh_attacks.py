@@ -20,6 +20,10 @@ answers every name through a module ``__getattr__`` and a rebound
 runs that try to outlive themselves through a child subreaper and a renamed
 grandchild, ``setsid -f`` from a forked child, or ``systemd-run``, ``at`` and
 ``nohup``.
+
+Session 17's round is in ``test_attacks_session17.py``; it found that the
+``SLEEPER`` here (``exec -a``) never started under dash, so the escapes above
+tried nothing there: it now runs under any ``/bin/sh``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ MARK = f"attack{uuid.uuid4().hex[:10]}"
 TESTS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
 WRONG = "def add(x, y):\n    return 0\n"  # passes the second test, fails the first
 RIGHT = "def add(x, y):\n    return x + y\n"
-SLEEPER = f"exec -a {MARK} sleep 60"
+# A process whose command line holds MARK for as long as it lives, under any /bin/sh
+# (dash has no `exec -a`: the sleeper of sessions 14 and 16 never started there).
+SLEEPER = f"while :; do sleep 1; done; : {MARK}"
 LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 
 CHEATS = {
