@@ -19,7 +19,13 @@ import struct
 
 from llm_envs.sandbox._isolation import _prctl_pointer
 
-__all__ = ["CLONE_PARENT", "DENIED_SYSCALLS", "RunSignalFilter", "install_signal_filter"]
+__all__ = [
+    "CLONE_NAMESPACES",
+    "CLONE_PARENT",
+    "DENIED_SYSCALLS",
+    "RunSignalFilter",
+    "install_signal_filter",
+]
 
 # BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6];}
 _PR_SET_SECCOMP = 22
@@ -36,6 +42,11 @@ _F_SETOWN = 8
 #: clone(2)'s flag that makes the new process a child of the caller's parent (the
 #: spawner, for a run): the one way out of the run's process tree.
 CLONE_PARENT = 0x00008000
+#: clone(2)'s flags that make new namespaces (NEWNS, NEWCGROUP, NEWUTS, NEWIPC,
+#: NEWUSER, NEWPID, NEWNET): the sandbox makes its own before any run starts, and a
+#: run that made one (a user namespace, unprivileged) would reach kernel interfaces
+#: that are otherwise root's.
+CLONE_NAMESPACES = 0x7E020000
 _F_SETOWN_EX = 15
 # Per architecture: (audit arch, {name: number}).
 _SYSCALLS = {
@@ -49,7 +60,8 @@ _SYSCALLS = {
          "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
          "perf_event_open": 298, "clone": 56, "clone3": 435, "prlimit64": 302,
          "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
-         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "setpgid": 109},
+         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "setpgid": 109,
+         "unshare": 272, "setns": 308},
     ),
     "aarch64": (
         0xC00000B7,
@@ -61,14 +73,16 @@ _SYSCALLS = {
          "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
          "perf_event_open": 241, "clone": 220, "clone3": 435, "prlimit64": 261,
          "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
-         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "setpgid": 154},
+         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "setpgid": 154,
+         "unshare": 97, "setns": 268},
     ),
 }  # fmt: skip
 #: Syscalls no run may make, whatever else confines it: new sockets of any family
 #: (pathname unix sockets reach services outside the run; socketpair() stays allowed),
 #: memory outside the address-space limit that outlives or escapes it (memfd, SysV
-#: and POSIX IPC objects, keys), and interfaces that bypass or widen the filter
-#: (io_uring, BPF, perf events, userfaultfd).
+#: and POSIX IPC objects, keys), interfaces that bypass or widen the filter
+#: (io_uring, BPF, perf events, userfaultfd), and namespaces, new or joined
+#: (``clone`` with :data:`CLONE_NAMESPACES` is refused too).
 DENIED_SYSCALLS = (
     "socket",
     "memfd_create",
@@ -84,6 +98,8 @@ DENIED_SYSCALLS = (
     "keyctl",
     "bpf",
     "perf_event_open",
+    "unshare",
+    "setns",
 )
 
 
@@ -110,9 +126,10 @@ def _signal_filter(
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
     for name in ("process_vm_readv", "process_vm_writev", *DENIED_SYSCALLS):
         code.append((_BPF_JEQ_K, numbers[name], "deny", None))
-    # Every process a run starts stays in the run's tree: clone(CLONE_PARENT) is
-    # refused, and clone3 (whose flags live in memory, out of a filter's reach) is
-    # answered as missing, so the C library falls back to clone.
+    # Every process a run starts stays in the run's tree and namespaces: clone with
+    # CLONE_PARENT or a namespace flag is refused, and clone3 (whose flags live in
+    # memory, out of a filter's reach) is answered as missing, so the C library falls
+    # back to clone.
     # Calls that change another process's limits or scheduling: the spawner's would
     # be inherited by every later run (a lowered RLIMIT_AS, FSIZE or DATA there,
     # SCHED_IDLE, one CPU). Only the caller's own (pid 0) may change.
@@ -159,7 +176,7 @@ def _signal_filter(
         (_BPF_JEQ_K, 0, "allow", "deny"),
         "clone",
         (_BPF_LD_W_ABS, 16, None, None),  # the low 32 bits of the flags
-        (_BPF_JSET_K, CLONE_PARENT, "deny", "allow"),
+        (_BPF_JSET_K, CLONE_PARENT | CLONE_NAMESPACES, "deny", "allow"),
         "nosys",
         (_BPF_RET_K, _SECCOMP_RET_ENOSYS, None, None),
         "fcntl",

@@ -484,11 +484,18 @@ class Worker:
         )
 
     def _reset_output(self) -> None:
-        """Empty the run's output files and set the flags a previous run may have changed."""
+        """Empty the run's output files; undo the flags and locks a previous run may have set.
+
+        The three files are shared with every run (one open file each), so what a run
+        sets on them (O_NONBLOCK, O_ASYNC, an flock) would otherwise meet the next run.
+        """
         for fd in (self.stdout_fd, self.stderr_fd):
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             fcntl.fcntl(fd, fcntl.F_SETFL, self.append_flags)
+        fcntl.fcntl(self.devnull, fcntl.F_SETFL, 0)
+        for fd in (self.devnull, self.stdout_fd, self.stderr_fd):
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _finish(self, reply: dict[str, Any], duration: float) -> dict[str, Any]:
         """``reply`` with the run's output and duration; then the run's directory is emptied."""

@@ -167,9 +167,11 @@ class Protections:
             limited (RLIMIT_NPROC is enforced for its uid).
         syscalls_filtered: a seccomp filter refuses runs new sockets of any family
             and memory outside their address-space limit (memfd, SysV and POSIX
-            IPC, keys), and the interfaces that would bypass it (io_uring, BPF);
-            and it keeps every process a run starts inside the run's process
-            tree (``clone(CLONE_PARENT)`` refused, ``clone3`` answered as missing).
+            IPC, keys), the interfaces that would bypass it (io_uring, BPF) and
+            new or joined namespaces (``unshare``, ``setns``, ``clone`` with a
+            namespace flag); and it keeps every process a run starts inside the
+            run's process tree (``clone(CLONE_PARENT)`` refused, ``clone3``
+            answered as missing).
         runs_contained: nothing a run starts outlives the run, even if the
             worker itself is killed while the run is in progress: the worker is
             PID 1 of a PID namespace, whose processes the kernel kills with it.
