@@ -4,7 +4,8 @@ This is the debate recipe as a PettingZoo AEC environment.
 
 Agents
     ``"agent_0" ... "agent_{N-1}"``; agent ``agent_i`` is "Agent i" in prompts and
-    votes. All agents stay in the episode until it ends.
+    votes (with ``shuffle_labels``, each agent knows the others under numbers drawn
+    for it: see :class:`DebateConfig`). All agents stay in the episode until it ends.
 
 Turn order
     Fixed: ``agent_0, agent_1, ..., agent_{N-1}`` make one round; rounds repeat
@@ -59,7 +60,10 @@ Infos
     pair already compared in the answer, left out of the ledger by
     ``vote_counting="once_per_pair"``; always 0 with ``"as_written"``); with a
     reference answer also
-    ``solution_correct``, a metric never part of the reward.
+    ``solution_correct``, a metric never part of the reward. An answer that had
+    two others to compare also has ``voted``, ``vote_agreement`` and
+    ``vote_lower_seat`` (:func:`~llm_envs.debate.shaping.judging_info`) and, with
+    ``shuffle_labels``, ``vote_lower_label``.
 
 Arguments:
     Give a :class:`DebateConfig`, its fields as keywords, or both (the
