@@ -3,8 +3,9 @@
 Measures agent-turns per second of the debate env with pre-written scripted
 answers (parse + prompt + step: everything the env adds to a rollout), in
 both observation modes, side by side with the cost of parsing the same answers
-alone (the baseline: the work no environment can avoid), and the reward
-functions on large vote lists.
+alone (the baseline: the work no environment can avoid), with and without
+shuffled labels (and against the number of agents), and the reward functions
+on large vote lists.
 
     python bench/debate.py
 """
@@ -31,8 +32,15 @@ def scripted_answers(num_agents: int, count: int, seed: int = 0) -> list[str]:
     return answers
 
 
-def time_env(mode: str, num_agents: int, max_rounds: int, episodes: int) -> tuple[float, int]:
-    debate = DebateEnv(num_agents=num_agents, max_rounds=max_rounds, observation_mode=mode)
+def time_env(
+    mode: str, num_agents: int, max_rounds: int, episodes: int, shuffle_labels: bool = False
+) -> tuple[float, int]:
+    debate = DebateEnv(
+        num_agents=num_agents,
+        max_rounds=max_rounds,
+        observation_mode=mode,
+        shuffle_labels=shuffle_labels,
+    )
     answers = scripted_answers(num_agents, 997)
     turns = 0
     start = time.perf_counter()
@@ -62,8 +70,9 @@ def main() -> None:
     print(f"{'':>12} {'turns/s':>12} {'us/turn':>10} {'vs parse only':>14}")
     seconds, turns = time_env("prompt", num_agents, max_rounds, 1)  # warm-up
     parse_seconds = None
-    for mode in ("prompt", "chat"):
-        seconds, turns = time_env(mode, num_agents, max_rounds, episodes)
+    for mode, labels in (("prompt", False), ("chat", False), ("prompt", True), ("chat", True)):
+        seconds, turns = time_env(mode, num_agents, max_rounds, episodes, labels)
+        mode += " labels" if labels else ""
         if parse_seconds is None:
             parse_seconds = time_parse_only(num_agents, turns)
             print(
@@ -74,6 +83,16 @@ def main() -> None:
             f"{'env ' + mode:>12} {turns / seconds:12,.0f} {1e6 * seconds / turns:10.1f} "
             f"{seconds / parse_seconds:13.1f}x"
         )
+
+    # Shuffled labels rewrite every answer for every reader. Both columns grow as the
+    # square of the agents (each prompt shows every answer); measured here, the labels
+    # multiply it by 6 at 30 agents, levelling off at 11-12 from 300 on (it grew
+    # without bound before the inverse labels were cached: 13x at 300 and rising).
+    print(f"\n{'agents':>6} {'seat numbers':>13} {'shuffled labels':>16} {'ratio':>6}  (1 round)")
+    for agents in (30, 100, 300, 600):
+        plain, _ = time_env("prompt", agents, 1, 1)
+        shuffled, _ = time_env("prompt", agents, 1, 1, shuffle_labels=True)
+        print(f"{agents:>6} {plain:12.3f}s {shuffled:15.3f}s {shuffled / plain:5.1f}x")
 
     rng = random.Random(0)
     n = 8

@@ -89,7 +89,7 @@ from pettingzoo import AECEnv
 
 from llm_envs.contract import LOSS_WEIGHT, ROUND, STOP, TURN, Message, Observation
 from llm_envs.debate.config import DebateConfig, ObservationMode, OnParseError, VoteCounting
-from llm_envs.debate.labels import rename_for, seats_of, shown_labels
+from llm_envs.debate.labels import Renaming, seats_by_label, seats_of, shown_labels
 from llm_envs.debate.prompts import (
     RecordedTurn,
     format_turn,
@@ -213,7 +213,8 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             int(self.np_random.integers(1 << 62)) if self.config.shuffle_answers else 0
         )
         self._label_key = int(self.np_random.integers(1 << 62)) if self.config.shuffle_labels else 0
-        self._labels: dict[int, tuple[int, ...]] = {}  # reader -> labels[seat], drawn when read
+        # reader -> (labels[seat], seats[label]), drawn when first read
+        self._labels: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.infos = {a: self._context_info(a) for a in self.agents}
 
     def step(self, action: str | None) -> None:
@@ -286,19 +287,21 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
 
     def _labels_of(self, reader: int) -> tuple[int, ...] | None:
         """``labels[seat]``: the numbers under which ``reader`` knows the agents (shuffled only)."""
-        if not self.config.shuffle_labels:
-            return None
-        labels = self._labels.get(reader)
-        if labels is None:
+        return self._drawn_labels(reader)[0] if self.config.shuffle_labels else None
+
+    def _drawn_labels(self, reader: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``reader``'s labels and their inverse, drawn from the reset seed when first read."""
+        drawn = self._labels.get(reader)
+        if drawn is None:
             rng = np.random.default_rng((self._label_key, reader))
-            labels = self._labels[reader] = shown_labels(reader, self.config.num_agents, rng)
-        return labels
+            labels = shown_labels(reader, self.config.num_agents, rng)
+            drawn = self._labels[reader] = (labels, seats_by_label(labels))
+        return drawn
 
     def _votes_by_seat(self, response: DebateResponse) -> DebateResponse:
         """``response`` with its comparisons moved from its author's labels to seats."""
-        labels = self._labels_of(response.author)
-        assert labels is not None
-        return dataclasses.replace(response, comparisons=seats_of(response.comparisons, labels))
+        seats = self._drawn_labels(response.author)[1]
+        return dataclasses.replace(response, comparisons=seats_of(response.comparisons, seats))
 
     def _render_for(self, reader: int) -> Callable[[RecordedTurn], str]:
         """How ``reader``'s prompt renders one answer: as written, or in its own labels."""
@@ -308,9 +311,7 @@ class DebateEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             return partial(format_turn, max_chars=max_chars)
 
         def render(turn: RecordedTurn) -> str:
-            author_labels = self._labels_of(turn.agent)
-            assert author_labels is not None
-            rename = rename_for(author_labels, labels)
+            rename = Renaming(self._drawn_labels(turn.agent)[1], labels)
             return format_turn(turn, max_chars, rename=rename, label=labels[turn.agent])
 
         return render

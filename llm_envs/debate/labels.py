@@ -1,21 +1,30 @@
 """Shuffled labels: the numbers under which each debater knows the others (``shuffle_labels``).
 
 Pure functions. A reader's labels are ``labels[seat]``, a permutation of the
-seats that keeps the reader's own number. What an author wrote names agents by
-the author's labels; :func:`rename_for` turns those into a reader's, and
-:func:`seats_of` turns an author's votes into seats before they count.
+seats that keeps the reader's own number, and :func:`seats_by_label` its
+inverse. What an author wrote names agents by the author's labels;
+:class:`Renaming` turns those into a reader's, and :func:`seats_of` turns an
+author's votes into seats before they count.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from llm_envs.debate.protocol import Comparison
 
-__all__ = ["relabel_mentions", "rename_for", "seats_of", "shown_labels"]
+__all__ = [
+    "Lookup",
+    "Renaming",
+    "relabel_mentions",
+    "seats_by_label",
+    "seats_of",
+    "shown_labels",
+]
 
 
 def shown_labels(reader: int, num_agents: int, rng: np.random.Generator) -> tuple[int, ...]:
@@ -41,7 +50,14 @@ _MENTION = re.compile(r"(?<![A-Za-z0-9])([*_`]*agent[ \t]*_?[ \t]*)([0-9]{1,18})
 """An agent named in free text, in every spelling the comparison parser reads."""
 
 
-def relabel_mentions(text: str, rename: Sequence[int]) -> str:
+class Lookup(Protocol):
+    """A number's new number, for the numbers below ``len()`` (a list is one)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, k: int, /) -> int: ...
+
+
+def relabel_mentions(text: str, rename: Lookup) -> str:
     """``text`` with every "Agent k" (k in range) written "Agent rename[k]", spelling kept.
 
     Example:
@@ -56,27 +72,56 @@ def relabel_mentions(text: str, rename: Sequence[int]) -> str:
     return _MENTION.sub(swap, text)
 
 
-def rename_for(author_labels: Sequence[int], reader_labels: Sequence[int]) -> list[int]:
-    """``rename[k]``: the reader's number for the agent the author calls "Agent k".
+def seats_by_label(labels: Sequence[int]) -> tuple[int, ...]:
+    """The inverse of ``labels``: the seat each number names.
 
     Example:
-        >>> rename_for([0, 2, 1], [1, 0, 2])  # the author's "Agent 2" is seat 1: reader's 0
+        >>> seats_by_label([1, 2, 0])
+        (2, 0, 1)
+    """
+    seats = [0] * len(labels)
+    for seat, label in enumerate(labels):
+        seats[label] = seat
+    return tuple(seats)
+
+
+class Renaming:
+    """``rename[k]``: the reader's number for the agent an author calls "Agent k".
+
+    A view, built in O(1) from the author's :func:`seats_by_label` and the
+    reader's labels, so a prompt that shows N answers costs O(N), not O(N^2).
+
+    Example:
+        >>> rename = Renaming(seats_by_label([0, 2, 1]), [1, 0, 2])
+        >>> [rename[k] for k in range(len(rename))]  # the author's "Agent 2" is seat 1
         [1, 2, 0]
     """
-    rename = [0] * len(author_labels)
-    for seat, label in enumerate(author_labels):
-        rename[label] = reader_labels[seat]
-    return rename
+
+    def __init__(self, author_seats: Sequence[int], reader_labels: Sequence[int]) -> None:
+        self._author_seats = author_seats
+        self._reader_labels = reader_labels
+
+    def __len__(self) -> int:
+        return len(self._author_seats)
+
+    def __getitem__(self, k: int) -> int:
+        return self._reader_labels[self._author_seats[k]]
 
 
-def seats_of(comparisons: Sequence[Comparison], labels: Sequence[int]) -> tuple[Comparison, ...]:
-    """An author's comparisons, written in its ``labels``, as comparisons of seats.
+def seats_of(
+    comparisons: Sequence[Comparison], author_seats: Sequence[int]
+) -> tuple[Comparison, ...]:
+    """An author's comparisons, written in its labels, as comparisons of seats.
 
-    A number out of range names nobody under any labels: it stays, an invalid vote.
+    ``author_seats`` is the author's :func:`seats_by_label`. A number out of range
+    names nobody under any labels: it stays, an invalid vote.
 
     Example:
-        >>> seats_of([(0, ">", 1), (0, "=", 7)], [1, 0, 2])
+        >>> seats_of([(0, ">", 1), (0, "=", 7)], seats_by_label([1, 0, 2]))
         ((1, '>', 0), (1, '=', 7))
     """
-    seat_of = {label: seat for seat, label in enumerate(labels)}
-    return tuple((seat_of.get(a, a), op, seat_of.get(b, b)) for a, op, b in comparisons)
+
+    def seat(label: int) -> int:
+        return author_seats[label] if 0 <= label < len(author_seats) else label
+
+    return tuple((seat(a), op, seat(b)) for a, op, b in comparisons)

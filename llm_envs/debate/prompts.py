@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llm_envs.contract import Message
-from llm_envs.debate.labels import relabel_mentions
+from llm_envs.debate.labels import Lookup, relabel_mentions
 from llm_envs.debate.protocol import (
     COMPARISON,
     CONSENSUS,
@@ -94,7 +94,7 @@ def clip(text: str, max_chars: int) -> str:
 def format_turn(
     turn: RecordedTurn,
     max_chars: int,
-    rename: Sequence[int] | None = None,
+    rename: Lookup | None = None,
     label: int | None = None,
 ) -> str:
     """Render one recorded answer for another agent's prompt, each field clipped.

@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from llm_envs import debate
 from llm_envs.debate import DebateQuestion, JudgingDebater
-from llm_envs.debate.labels import relabel_mentions, shown_labels
+from llm_envs.debate.labels import (
+    Renaming,
+    relabel_mentions,
+    seats_by_label,
+    seats_of,
+    shown_labels,
+)
 from llm_envs.debate.protocol import format_response
 from llm_envs.judgements import Vote, lower_seat_wins
 from llm_envs.testing.conformance import play_aec
@@ -243,3 +249,21 @@ def test_votes_in_the_ledger_are_by_seat() -> None:
     seat_of = {label: seat for seat, label in enumerate(labels)}
     env.step(format_response(solution="5", comparison="Agent 0 > Agent 1", consensus=False))
     assert raw.votes == [Vote(2, seat_of[0], ">", seat_of[1])]
+
+
+@given(
+    st.integers(2, 9).flatmap(
+        lambda n: st.tuples(st.permutations(range(n)), st.permutations(range(n)))
+    )
+)
+def test_a_renaming_names_the_seat_the_author_meant(labels) -> None:
+    author, reader = labels
+    seats = seats_by_label(author)
+    assert [author[seat] for seat in seats] == list(range(len(author)))  # the inverse
+    rename = Renaming(seats, reader)
+    # The author's "Agent k" is the seat it labels k; the reader knows that seat as reader[seat].
+    assert [rename[k] for k in range(len(rename))] == [reader[seats[k]] for k in range(len(seats))]
+    assert seats_of([(0, ">", 1), (1, "=", 99)], seats) == (
+        (seats[0], ">", seats[1]),
+        (seats[1], "=", 99),
+    )
