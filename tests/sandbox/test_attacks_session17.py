@@ -20,7 +20,11 @@ fails without the fix: a run could make an unprivileged user namespace
 (``unshare``, ``clone`` with ``CLONE_NEWUSER``; the seccomp filter now refuses
 every new or joined namespace), and ``O_NONBLOCK``/``O_ASYNC`` set on the shared
 stdin reached the next run (the worker now clears stdin's flags and every shared
-file's ``flock`` before each run). Neither changed a verdict.
+file's ``flock`` before each run). Neither changed a verdict. A last round against
+the tree with both fixes tried their edges: the raw ``unshare`` system call, one
+from a forked child, ``clone3`` with the namespace flags, ``O_NONBLOCK`` set by
+``ioctl(FIONBIO)`` instead of ``fcntl``, and open-file-description locks; each held
+(the first two and the ioctl fail on the tree before the fixes).
 """
 
 from __future__ import annotations
@@ -69,6 +73,14 @@ def _next_verdicts_stand(pool: Sandbox) -> None:
     assert wrong.status is ProgramStatus.OK, wrong
     assert [o.status for o in wrong.outcomes] == [TestStatus.FAILED, TestStatus.PASSED], wrong
     assert wrong.outcomes[0].message == "assert 0 == 5", wrong
+
+
+def _attack_then_probe(pool: Sandbox, attack: tuple[str, str], probe: tuple[str, str]) -> None:
+    """``attack`` (program, test) passes, then ``probe`` on the same worker; verdicts stand."""
+    for program, test in (attack, probe):
+        report = pool.run_tests(program, [test])
+        assert report.status is ProgramStatus.OK and report.all_passed, report
+    _next_verdicts_stand(pool)
 
 
 def _marked_processes() -> list[str]:
@@ -248,6 +260,40 @@ NAMESPACES = {
 }
 
 
+NAMESPACES |= {
+    # The fixes' edges, tried against the tree that has them: the raw system call
+    # (no libc wrapper), clone3 with the namespace flags in memory (answered as
+    # missing, so the flags are never read), and unshare from a vfork'ed child.
+    "raw_unshare_syscall": LIBC
+    + textwrap.dedent("""
+      import platform
+      number = {'x86_64': 272, 'aarch64': 97}[platform.machine()]
+      ACHIEVED = libc.syscall(number, 0x10000000)
+      """),
+    "clone3_new_user": LIBC
+    + textwrap.dedent("""
+      args = (ctypes.c_uint64 * 11)(0x10000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)
+      pid = libc.syscall(435, args, ctypes.sizeof(args))
+      if pid == 0:
+          os._exit(0)
+      if pid > 0:
+          os.waitpid(pid, 0)
+      ACHIEVED = pid
+      """),
+    "unshare_in_a_vforked_child": LIBC
+    + textwrap.dedent("""
+      import os
+      read, write = os.pipe()
+      pid = os.fork()
+      if pid == 0:
+          os.write(write, bytes([libc.unshare(0x10000000) & 0xFF]))
+          os._exit(0)
+      os.waitpid(pid, 0)
+      ACHIEVED = -1 if os.read(read, 1) == bytes([0xFF]) else 0
+      """),
+}
+
+
 @pytest.mark.parametrize("attempt", list(NAMESPACES), ids=list(NAMESPACES))
 def test_a_run_cannot_make_or_join_a_namespace(solo: Sandbox, attempt: str) -> None:
     if not solo.protections.syscalls_filtered:
@@ -337,14 +383,43 @@ FLAGS_PROBE = textwrap.dedent("""
     """)
 
 
+# Flags set through ioctl rather than fcntl, and open-file-description locks (which
+# flock(LOCK_UN) does not release): on stdin, stdout and stderr alike.
+IOCTL_AND_OFD_LOCKS = textwrap.dedent("""
+    import fcntl, os, struct, termios
+    ACHIEVED = []
+    for fd in (0, 1, 2):
+        fcntl.ioctl(fd, termios.FIONBIO, struct.pack('i', 1))
+        try:
+            fcntl.ioctl(fd, termios.FIOASYNC, struct.pack('i', 1))
+        except OSError:  # (not every file takes it: /dev/null does not)
+            pass
+        ACHIEVED.append(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK != 0)
+        lock = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)
+        try:
+            fcntl.fcntl(fd, 37, lock)  # F_OFD_SETLK
+        except OSError:
+            pass
+    """)
+
+
+def test_ioctl_flags_and_ofd_locks_never_reach_the_next_run(solo: Sandbox) -> None:
+    _attack_then_probe(
+        solo,
+        (IOCTL_AND_OFD_LOCKS + ATTACK, "assert attack() == [True, True, True]"),
+        (FLAGS_PROBE, "assert flags() == [0, 0, 0], flags()"),
+    )
+
+
 def test_file_flags_a_run_sets_on_its_shared_files_never_reach_the_next_run(
     solo: Sandbox,
 ) -> None:
     # stdin (/dev/null), stdout and stderr are one open file each, shared by every run.
-    set_them = solo.run_tests(FLAGS_SET + ATTACK, ["assert attack() == [True, True, True]"])
-    assert set_them.status is ProgramStatus.OK and set_them.all_passed, set_them
-    probe = solo.run_tests(FLAGS_PROBE, ["assert flags() == [0, 0, 0], flags()"])
-    assert probe.status is ProgramStatus.OK and probe.all_passed, probe
+    _attack_then_probe(
+        solo,
+        (FLAGS_SET + ATTACK, "assert attack() == [True, True, True]"),
+        (FLAGS_PROBE, "assert flags() == [0, 0, 0], flags()"),
+    )
 
 
 SCHEDULING = LIBC + textwrap.dedent("""
@@ -377,11 +452,11 @@ SCHEDULING_PROBE = LIBC + textwrap.dedent("""
 
 
 def test_a_run_cannot_idle_the_scheduling_later_runs_inherit(solo: Sandbox) -> None:
-    report = solo.run_tests(SCHEDULING + ATTACK + RIGHT, [*TESTS, "assert attack() == []"])
-    assert report.status is ProgramStatus.OK and report.all_passed, report
-    probe = solo.run_tests(SCHEDULING_PROBE + RIGHT, ["assert scheduling() == [(0, 0), (0, 0)]"])
-    assert probe.all_passed, probe
-    _next_verdicts_stand(solo)
+    _attack_then_probe(
+        solo,
+        (SCHEDULING + ATTACK, "assert attack() == []"),
+        (SCHEDULING_PROBE, "assert scheduling() == [(0, 0), (0, 0)]"),
+    )
 
 
 # Every place a run might write that a later interpreter or import could read.
@@ -429,8 +504,8 @@ POISON_PROBE = PLACES + textwrap.dedent(f"""
 
 def test_files_left_on_every_writable_path_never_reach_the_next_run(solo: Sandbox) -> None:
     # It writes into its own directory (and its HOME, which is that directory) at least.
-    report = solo.run_tests(POISONED_PATHS + ATTACK + RIGHT, [*TESTS, "assert len(attack()) > 0"])
-    assert report.status is ProgramStatus.OK and report.all_passed, report
-    probe = solo.run_tests(POISON_PROBE + RIGHT, ["assert left() == ([], [], False, True)"])
-    assert probe.all_passed, probe
-    _next_verdicts_stand(solo)
+    _attack_then_probe(
+        solo,
+        (POISONED_PATHS + ATTACK, "assert len(attack()) > 0"),
+        (POISON_PROBE, "assert left() == ([], [], False, True)"),
+    )
