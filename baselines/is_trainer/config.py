@@ -70,7 +70,7 @@ RatingDecay = Annotated[float, Interval(gt=0, le=1)]
 """A league's rating decay per iteration: in ``(0, 1]``."""
 
 
-_TEACHER_FIELDS = (
+TEACHER_FIELDS = (
     ("warm_start_broken_rate", "broken_rate", "a teacher that breaks a seat's answers"),
     ("warm_start_mistake_rate", "mistake_rate", "a teacher that answers wrong at a rate"),
 )
@@ -340,7 +340,7 @@ class ISTrainerConfig(TrainerConfig):
                 f"--env {self.env} has no scripted teacher for a warm start; "
                 "use --warm-start-steps 0"
             )
-        for name, option, what in _TEACHER_FIELDS:
+        for name, option, what in TEACHER_FIELDS:
             default = type(self).__dataclass_fields__[name].default
             if getattr(self, name) == default or option in (family.teacher_options or ()):
                 continue

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from baselines.env_families import batch_of, derive_seed
+from baselines.is_trainer.config import TEACHER_FIELDS
 from baselines.progress import phase, say
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 
@@ -52,10 +53,11 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
         )
     first = 1_000_000_000  # group indices of their own, far from the training ones
     indices = list(range(first, first + config.warm_start_groups))
+    # A family's teacher takes the options it lists (the config refuses the others).
     options = trainer.family.teacher_options or ()
-    asked = {"broken_rate": config.warm_start_broken_rate}
-    if "mistake_rate" in options:  # a family's teacher takes the options it lists
-        asked["mistake_rate"] = config.warm_start_mistake_rate
+    asked = {
+        option: getattr(config, name) for name, option, _ in TEACHER_FIELDS if option in options
+    }
     plan, teachers = trainer.family.demonstrations(
         indices, derive_seed(config.seed, first), **asked
     )
