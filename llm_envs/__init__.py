@@ -8,6 +8,8 @@ observations are chat messages and whose actions are raw text:
   from the training context.
 * :mod:`llm_envs.code_collab`: a helper and a main agent write one program together.
 
+Your own family joins them with :func:`register` (``docs/your_own_environment.md``).
+
 This package is pure Python: it never imports torch or :mod:`baselines`, and an
 environment never sees tokens.
 """
@@ -15,7 +17,8 @@ environment never sees tokens.
 __version__ = "0.2.0"
 
 from llm_envs import registration as _registration
+from llm_envs.registration import register, unregister
 
 _registration.register_all()
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "register", "unregister"]

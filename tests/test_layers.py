@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_envs.registration import ENVIRONMENTS
+from llm_envs.registration import BUILTIN_ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "llm_envs"
@@ -24,8 +24,8 @@ FORBIDDEN_TOP_LEVEL = ("baselines", "torch")
 def family_packages() -> tuple[str, ...]:
     """The family folders, as packages: ``llm_envs.debate`` for ``llm_envs.debate.family:...``."""
     packages = {
-        entry.family_entry_point.partition(":")[0].rpartition(".")[0]
-        for entry in ENVIRONMENTS
+        str(entry.family_entry_point).partition(":")[0].rpartition(".")[0]
+        for entry in BUILTIN_ENVIRONMENTS
         if entry.family_entry_point
     }
     return tuple(sorted(packages))

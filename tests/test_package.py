@@ -8,7 +8,7 @@ from pathlib import Path
 import pettingzoo
 
 import llm_envs
-from llm_envs.registration import ENVIRONMENTS
+from llm_envs.registration import BUILTIN_ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def test_llm_envs_never_imports_torch_or_baselines():
 
 
 def test_every_registered_environment_can_be_made():
-    for entry in ENVIRONMENTS:
+    for entry in BUILTIN_ENVIRONMENTS:
         env = pettingzoo.make(entry.env_type, entry.id)
         env.reset(seed=0)
         env.close()

@@ -41,7 +41,7 @@ from typing import Any
 from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
 from llm_envs.judgements import Vote, is_valid_vote, lower_seat_wins
-from llm_envs.registration import family_class, family_names, metric_title
+from llm_envs.registration import family_class, is_family, metric_title
 
 __all__ = [
     "EvalSummary",
@@ -502,7 +502,7 @@ def summarize(
         num_problems=len(problems),
         scores=tuple(scores),
         tournament=tournament,
-        headline=family_class(env).headline_metrics if env in family_names() else (),
+        headline=family_class(env).headline_metrics if is_family(env) else (),
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_envs.family import EpisodeRewards, recorded_rewards
-from llm_envs.registration import family_class, family_names
+from llm_envs.registration import family_class, is_family
 
 __all__ = ["EpisodeRewards", "episode_rewards"]
 
@@ -40,7 +40,7 @@ def episode_rewards(
         'parse-error penalty -1 + win_rate 0'
     """
     name = str(record.get("env", "")).rsplit("_v", 1)[0]
-    reader = family_class(name).episode_rewards if name in family_names() else recorded_rewards
+    reader = family_class(name).episode_rewards if is_family(name) else recorded_rewards
     try:
         rewards = reader(record, env_kwargs or {})
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):

@@ -201,9 +201,10 @@ def registered_env_factories() -> dict[str, Callable[[], Any]]:
     """A default-argument factory for every environment registered by llm-envs, by id."""
     import pettingzoo
 
-    from llm_envs.registration import ENVIRONMENTS
+    from llm_envs.registration import entries
 
     return {
         f"{entry.env_type}:{entry.id}": functools.partial(pettingzoo.make, entry.env_type, entry.id)
-        for entry in ENVIRONMENTS
+        for entry in entries()
+        if entry.id
     }

@@ -7,7 +7,7 @@ again, for ``num_turns`` turns. The env declares its horizon as
 ``config.num_turns``, as MAGRPO's trees read it.
 
 Its family, :class:`TeamGameFamily`, exists only inside the tests that register
-it (:data:`ENTRIES`, patched into :data:`llm_envs.registration.ENVIRONMENTS`):
+it (:data:`ENTRIES`, registered with :func:`llm_envs.registration.register`):
 ``baselines`` must take it by its registered name alone, as a user's new
 family. :class:`TeamGameAECFamily` plays the same game as an AEC env (agents
 take turns), which MAGRPO must refuse.
@@ -207,4 +207,4 @@ ENTRIES = (
         "tests.baselines.magrpo.team_game:TeamGameAECFamily",
     ),
 )
-"""The registry entries the tests patch in (and take out again)."""
+"""The registry entries the tests register (and take out again)."""

@@ -29,9 +29,17 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def team_game(monkeypatch):
+def team_game():
     """The test families in the registry for one test, taken out afterwards."""
-    monkeypatch.setattr(registration, "ENVIRONMENTS", (*registration.ENVIRONMENTS, *ENTRIES))
+    for entry in ENTRIES:
+        registration.register(
+            entry.family, entry.family_entry_point, parallel=entry.entry_point, env_id=entry.id
+        )
+    try:
+        yield
+    finally:
+        for entry in ENTRIES:
+            registration.unregister(entry.family)
 
 
 def test_baselines_never_names_the_family():
