@@ -46,8 +46,14 @@ def shown_labels(reader: int, num_agents: int, rng: np.random.Generator) -> tupl
     return tuple(labels)
 
 
-_MENTION = re.compile(r"(?<![A-Za-z0-9])([*_`]*agent[ \t]*_?[ \t]*)([0-9]{1,18})(?![0-9])", re.I)
-"""An agent named in free text, in every spelling the comparison parser reads."""
+_MENTION = re.compile(r"(?<![A-Za-z0-9])(agent[ \t]*+_?[ \t]*+)([0-9]{1,18})(?![0-9])", re.I)
+"""An agent named in free text, in every spelling the comparison parser reads.
+
+Linear on any text: it starts with a fixed word and never gives back what a
+quantifier took. Emphasis before the word (``**Agent 1**``) is left where it
+is, as the number alone is rewritten; matching it would make every start of a
+long run of ``*`` read the rest of the run (quadratic).
+"""
 
 
 class Lookup(Protocol):

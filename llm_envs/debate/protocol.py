@@ -119,11 +119,18 @@ Comparison = tuple[int, str, int]
 """``(a, op, b)``: agent ``a`` beats (``">"``) or ties (``"="``) agent ``b``."""
 
 _FLAGS = re.IGNORECASE | re.ASCII
-# Possessive quantifiers (*+) keep every pattern linear on adversarial lines.
-_AGENT = r"[*_`]*+agent[ \t]*+_?[ \t]*+([0-9]{1,18})(?![0-9])[*_`]*+"
+# Linear on any line, by two rules: every quantifier is possessive (*+: never
+# given back), and the pattern that is searched for starts with a fixed word.
+# A search tries every start; a pattern that opened with a run ([*_`]*+agent)
+# would read the rest of a run of 1M "*" from each of its 1M starts. Emphasis
+# before the first "agent" never changes a match (a "*" is not alphanumeric,
+# so "*Agent 1" passes the lookbehind at the "A"), so the searched pattern
+# starts at the word itself.
+_AGENT_NUMBER = r"agent[ \t]*+_?[ \t]*+([0-9]{1,18})(?![0-9])[*_`]*+"
+_AGENT = rf"[*_`]*+{_AGENT_NUMBER}"
 _OP = r"[ \t]*+(==|=|>|<|&gt;|&lt;)[ \t]*+"
 # The lookbehind keeps "subagent 1" from reading as "agent 1".
-_PAIR = re.compile(rf"(?<![A-Za-z0-9]){_AGENT}{_OP}{_AGENT}", _FLAGS)
+_PAIR = re.compile(rf"(?<![A-Za-z0-9]){_AGENT_NUMBER}{_OP}{_AGENT}", _FLAGS)
 _LINK = re.compile(rf"{_OP}{_AGENT}", _FLAGS)
 _NO_COMPARISON = re.compile(r"[^A-Za-z0-9]*+(?:n/a|n\.a\.|na|none)(?![A-Za-z0-9])", _FLAGS)
 _CONSENSUS = re.compile(r"""[*_`"']*+(yes|no)[*_`"']*+[.!]?[*_`"']*+""", _FLAGS)
