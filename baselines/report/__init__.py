@@ -25,12 +25,17 @@ raw output.
 
 Every page is one static HTML file: curves are inline SVG, there are no
 scripts, no images beside it and nothing fetched when it opens, so a page can be
-attached to an issue. Nothing here imports torch or matplotlib.
+attached to an issue. Nothing here imports torch or matplotlib. A run's files
+are not trusted: every field they hold (a record's text, iteration or agent
+name, a metric's name, an entrant's, a file's) is written as text, through one
+helper (:mod:`~baselines.report.markup`), so a file that holds ``<script>``
+shows it and runs nothing.
 
 The modules: :mod:`~baselines.report.metrics` (series, counts, headline
 choice), :mod:`~baselines.report.svg` (charts), :mod:`~baselines.report.rewards`
-(what each agent earned), :mod:`~baselines.report.transcripts` (episode pages)
-and :mod:`~baselines.report.index` (the front page and :func:`write_report`).
+(what each agent earned), :mod:`~baselines.report.transcripts` (episode pages),
+:mod:`~baselines.report.index` (the front page and :func:`write_report`) and
+:mod:`~baselines.report.markup` (the HTML every page is built with).
 """
 
 from __future__ import annotations

@@ -18,19 +18,19 @@ of the report: static HTML, inline SVG, nothing fetched.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from baselines.report.markup import Markup, join, markup
 from baselines.run_directory import SUMMARY_FILE
 from llm_envs.registration import metric_title
 
 __all__ = ["evaluation_html", "read_summary"]
 
-_STYLE = (
+_STYLE = Markup(
     "<style>table.heat td.n { min-width: 4.5rem; text-align: center; }"
     "table.heat td.diag { background: #f0f0f0; }</style>"
 )
@@ -54,9 +54,11 @@ def _number(x: Any, digits: int = 3) -> str:
     return "n/a" if not isinstance(x, int | float) or math.isnan(x) else f"{x:.{digits}f}"
 
 
-def _estimate(e: Mapping[str, Any] | None) -> str:
+def _estimate(e: Any) -> str:
     if not e:
         return "(baseline)"
+    if not isinstance(e, Mapping):
+        return "n/a"
     interval = (
         f"[{_number(e.get('low'))}, {_number(e.get('high'))}]"
         if isinstance(e.get("low"), int | float) and isinstance(e.get("high"), int | float)
@@ -65,58 +67,82 @@ def _estimate(e: Mapping[str, Any] | None) -> str:
     return f"{_number(e.get('mean'))} {interval}"
 
 
-def _scores_html(summary: Mapping[str, Any]) -> str:
+def _coverage(confidence: Any) -> str:
+    """``"95%"``: an interval's confidence; 95% when the summary does not say it as a number."""
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        confidence = 0.95
+    return f"{confidence * 100:g}%"
+
+
+def _scores_html(summary: Mapping[str, Any]) -> Markup:
     headline = [str(h) for h in summary.get("headline", [])]
     env = str(summary.get("env", ""))
-    baseline = html.escape(str(summary.get("baseline", "")))
+    baseline = str(summary.get("baseline", ""))
     rows = []
     for s in summary["scores"]:
         metrics = s.get("metrics") or {}
         rows.append(
-            f"<tr><td>{html.escape(str(s.get('model')))}</td>"
-            f"<td class='n'>{s.get('episodes', '')}</td>"
-            f"<td class='n'>{_estimate(s.get('score'))}</td>"
-            f"<td class='n'>{_estimate(s.get('difference'))}</td>"
-            + "".join(f"<td class='n'>{_number(metrics.get(h), 2)}</td>" for h in headline)
-            + f"<td class='n'>{_number(s.get('turn_parse_error'), 2)}</td></tr>"
+            markup(
+                "<tr><td>{}</td><td class='n'>{}</td><td class='n'>{}</td><td class='n'>{}</td>"
+                "{}<td class='n'>{}</td></tr>",
+                str(s.get("model")),
+                s.get("episodes", ""),
+                _estimate(s.get("score")),
+                _estimate(s.get("difference")),
+                join(
+                    "",
+                    (markup("<td class='n'>{}</td>", _number(metrics.get(h), 2)) for h in headline),
+                ),
+                _number(s.get("turn_parse_error"), 2),
+            )
         )
-    confidence = summary["scores"][0].get("score", {}).get("confidence", 0.95) if rows else 0.95
-    coverage = f"{confidence * 100:g}%"
-    head = "".join(f"<th>{html.escape(metric_title(env, h))}</th>" for h in headline)
-    return (
-        f"<h2>Evaluation: scores</h2><p class='muted'>{html.escape(str(summary.get('env')))}: "
-        f"{summary.get('num_episodes')} episodes on {summary.get('num_problems')} problems. "
-        f"Score: the mean return of the seats a model played, per problem, then over problems; "
-        f"{coverage} bootstrap intervals resample problems; the difference to "
-        f"<b>{baseline}</b> is paired by problem.</p>"
-        f"<table class='scores'><tr><th>model</th><th>episodes</th><th>score [{coverage}]</th>"
-        f"<th>minus {baseline} [{coverage}]</th>{head}<th>parse errors</th></tr>"
-        + "".join(rows)
-        + "</table>"
+    score = summary["scores"][0].get("score") if rows else None
+    coverage = _coverage(score.get("confidence") if isinstance(score, Mapping) else None)
+    head = join("", (markup("<th>{}</th>", metric_title(env, h)) for h in headline))
+    return markup(
+        "<h2>Evaluation: scores</h2><p class='muted'>{env}: "
+        "{episodes} episodes on {problems} problems. "
+        "Score: the mean return of the seats a model played, per problem, then over problems; "
+        "{coverage} bootstrap intervals resample problems; the difference to "
+        "<b>{baseline}</b> is paired by problem.</p>"
+        "<table class='scores'><tr><th>model</th><th>episodes</th><th>score [{coverage}]</th>"
+        "<th>minus {baseline} [{coverage}]</th>{head}<th>parse errors</th></tr>{rows}</table>",
+        env=str(summary.get("env")),
+        episodes=summary.get("num_episodes"),
+        problems=summary.get("num_problems"),
+        coverage=coverage,
+        baseline=baseline,
+        head=head,
+        rows=join("", rows),
     )
 
 
-def _interval_bar(row: Mapping[str, Any], lo: float, hi: float, width: int = 160) -> str:
+def _interval_bar(row: Mapping[str, Any], lo: float, hi: float, width: int = 160) -> Markup:
     rating = row.get("rating")
     if not isinstance(rating, int | float):
-        return ""
+        return Markup("")
 
     def x(value: float) -> float:
         return 4 + (width - 8) * (value - lo) / (hi - lo)
 
     low, high = row.get("low"), row.get("high")
-    parts = [f'<svg width="{width}" height="14" role="img">']
-    parts.append(f'<line class="g" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="0" y2="14"/>')
+    parts = [
+        markup('<svg width="{}" height="14" role="img">', width),
+        markup('<line class="g" x1="{0:.1f}" x2="{0:.1f}" y1="0" y2="14"/>', x(0)),
+    ]
     if isinstance(low, int | float) and isinstance(high, int | float):
         parts.append(
-            f'<line x1="{x(low):.1f}" x2="{x(high):.1f}" y1="7" y2="7" stroke="#1f6fb2" '
-            'stroke-width="2"/>'
+            markup(
+                '<line x1="{:.1f}" x2="{:.1f}" y1="7" y2="7" stroke="#1f6fb2" stroke-width="2"/>',
+                x(low),
+                x(high),
+            )
         )
-    parts.append(f'<circle cx="{x(rating):.1f}" cy="7" r="3.5" fill="#1f6fb2"/></svg>')
-    return "".join(parts)
+    parts.append(markup('<circle cx="{:.1f}" cy="7" r="3.5" fill="#1f6fb2"/></svg>', x(rating)))
+    return join("", parts)
 
 
-def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any]) -> str:
+def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any]) -> Markup:
     headline = [str(h) for h in summary.get("headline", [])]
     env = str(summary.get("env", ""))
     scores = {s.get("model"): s for s in summary["scores"]}
@@ -129,7 +155,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
     ]
     lo, hi = (min([*ends, 0.0]), max([*ends, 0.0])) if ends else (0.0, 0.0)
     lo, hi = (lo - 1.0, hi + 1.0) if hi - lo < 1e-9 else (lo, hi)
-    coverage = f"{float(tournament.get('confidence', 0.95)) * 100:g}%"
+    coverage = _coverage(tournament.get("confidence"))
     body = []
     for position, r in enumerate(rows, 1):
         rank = r.get("rank", position) or "-"  # 0: unrated beside rated models, no rank
@@ -142,49 +168,62 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
             else ("n/a" if rated else "-")
         )
         body.append(
-            f"<tr><td class='n'>{rank}</td><td>{html.escape(str(r.get('model')))}</td>"
-            f"<td class='n'>{round(r['rating']) if rated else 'unrated'}</td>"
-            f"<td class='n'>{interval}</td><td>{_interval_bar(r, lo, hi)}</td>"
-            f"<td class='n'>{r.get('wins', 0)}/{r.get('ties', 0)}/{r.get('losses', 0)}</td>"
-            f"<td class='n'>{r.get('votes_cast', 0)}</td>"
-            f"<td class='n'>{_number(s.get('turn_parse_error'), 2)}</td>"
-            + "".join(f"<td class='n'>{_number(metrics.get(h), 2)}</td>" for h in headline)
-            + "</tr>"
+            markup(
+                "<tr><td class='n'>{}</td><td>{}</td><td class='n'>{}</td><td class='n'>{}</td>"
+                "<td>{}</td><td class='n'>{}/{}/{}</td><td class='n'>{}</td>"
+                "<td class='n'>{}</td>{}</tr>",
+                rank,
+                str(r.get("model")),
+                round(r["rating"]) if rated else "unrated",
+                interval,
+                _interval_bar(r, lo, hi),
+                r.get("wins", 0),
+                r.get("ties", 0),
+                r.get("losses", 0),
+                r.get("votes_cast", 0),
+                _number(s.get("turn_parse_error"), 2),
+                join(
+                    "",
+                    (markup("<td class='n'>{}</td>", _number(metrics.get(h), 2)) for h in headline),
+                ),
+            )
         )
-    head = "".join(f"<th>{html.escape(metric_title(env, h))}</th>" for h in headline)
-    notes = "".join(
-        f"<p class='note'>{html.escape(str(n))}</p>" for n in tournament.get("notes", [])
+    head = join("", (markup("<th>{}</th>", metric_title(env, h)) for h in headline))
+    notes = join(
+        "", (markup("<p class='note'>{}</p>", str(n)) for n in tournament.get("notes", []))
     )
-    return (
+    return markup(
         "<h2>Debate tournament: leaderboard</h2><p class='muted'>Bradley-Terry ratings from the "
         "pairwise votes (Elo scale, a tie counts half a win; judgements by one of the two "
-        f"models compared, or between two seats of one model, are dropped); {coverage} "
+        "models compared, or between two seats of one model, are dropped); {0} "
         "bootstrap intervals resample debates; the bar's grey line is rating 0.</p>"
-        f"<table class='leaderboard'><tr><th>rank</th><th>model</th><th>rating</th>"
-        f"<th>{coverage} interval</th><th></th><th>W/T/L</th><th>votes cast</th>"
-        f"<th>parse errors</th>{head}</tr>{''.join(body)}</table>{notes}"
+        "<table class='leaderboard'><tr><th>rank</th><th>model</th><th>rating</th>"
+        "<th>{0} interval</th><th></th><th>W/T/L</th><th>votes cast</th>"
+        "<th>parse errors</th>{1}</tr>{2}</table>{3}",
+        coverage,
+        head,
+        join("", body),
+        notes,
     )
 
 
-def _heat_colour(fraction: float) -> str:
-    """Red (0) through white (0.5) to blue (1)."""
+def _heat_colour(fraction: float) -> tuple[float, float, float]:
+    """Red (0) through white (0.5) to blue (1), as RGB."""
     t = max(0.0, min(1.0, fraction))
     if t < 0.5:
         k = t / 0.5  # 0 -> red, 1 -> white
-        r, g, b = 230 + 25 * k, 90 + 165 * k, 80 + 175 * k
-    else:
-        k = (t - 0.5) / 0.5  # 0 -> white, 1 -> blue
-        r, g, b = 255 - 200 * k, 255 - 140 * k, 255 - 45 * k
-    return f"rgb({r:.0f},{g:.0f},{b:.0f})"
+        return 230 + 25 * k, 90 + 165 * k, 80 + 175 * k
+    k = (t - 0.5) / 0.5  # 0 -> white, 1 -> blue
+    return 255 - 200 * k, 255 - 140 * k, 255 - 45 * k
 
 
-def _heat_map_html(tournament: Mapping[str, Any]) -> str:
+def _heat_map_html(tournament: Mapping[str, Any]) -> Markup:
     models = [str(m) for m in tournament.get("rated_models") or []]
     fractions = tournament.get("win_fraction") or []
     counts = tournament.get("comparison_counts") or []
     if not models:
-        return ""
-    head = "".join(f"<th>{html.escape(m)}</th>" for m in models)
+        return Markup("")
+    head = join("", (markup("<th>{}</th>", m) for m in models))
     rows = []
     for i, model in enumerate(models):
         cells = []
@@ -192,36 +231,47 @@ def _heat_map_html(tournament: Mapping[str, Any]) -> str:
             f = fractions[i][j] if i < len(fractions) and j < len(fractions[i]) else None
             n = counts[i][j] if i < len(counts) and j < len(counts[i]) else 0
             if i == j:
-                cells.append("<td class='n diag'></td>")
+                cells.append(Markup("<td class='n diag'></td>"))
             elif isinstance(f, int | float):
-                tip = html.escape(f"{model} over {models[j]}", quote=True)
                 cells.append(
-                    f"<td class='n' title=\"{tip}\" style='background:{_heat_colour(float(f))}'>"
-                    f"{float(f):.2f}<br><span class='meaning'>{n} judgements</span></td>"
+                    markup(
+                        "<td class='n' title=\"{} over {}\" "
+                        "style='background:rgb({:.0f},{:.0f},{:.0f})'>"
+                        "{:.2f}<br><span class='meaning'>{} judgements</span></td>",
+                        model,
+                        models[j],
+                        *_heat_colour(float(f)),
+                        float(f),
+                        n,
+                    )
                 )
             else:
-                cells.append("<td class='n'><span class='meaning'>never compared</span></td>")
-        rows.append(f"<tr><th>{html.escape(model)}</th>{''.join(cells)}</tr>")
-    return (
+                cells.append(
+                    Markup("<td class='n'><span class='meaning'>never compared</span></td>")
+                )
+        rows.append(markup("<tr><th>{}</th>{}</tr>", model, join("", cells)))
+    return markup(
         "<h3>Vote matrix</h3><p class='muted'>The share of judgements between the row model and "
         "the column model that the row model won (a tie counts one half), from red (0) through "
         "white (0.5) to blue (1).</p>"
-        f"<table class='heat'><tr><th>row over column</th>{head}</tr>{''.join(rows)}</table>"
+        "<table class='heat'><tr><th>row over column</th>{}</tr>{}</table>",
+        head,
+        join("", rows),
     )
 
 
-def evaluation_html(run: str | Path) -> tuple[str, list[str]]:
+def evaluation_html(run: str | Path) -> tuple[Markup, list[str]]:
     """The evaluation section of ``run``'s report and its notes; ``("", [])`` without one."""
     summary, note = read_summary(Path(run))
     if summary is None:
-        return "", [note] if note else []
+        return Markup(""), [note] if note else []
     try:
         parts = [_STYLE, _scores_html(summary)]
         tournament = summary.get("tournament")
         if isinstance(tournament, Mapping):
             parts += [_leaderboard_html(summary, tournament), _heat_map_html(tournament)]
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        return "", [
+        return Markup(""), [
             f"{SUMMARY_FILE} has an unexpected shape ({exc!r}): the evaluation is not shown"
         ]
-    return "\n".join(parts), []
+    return join("\n", parts), []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
 import re
@@ -15,6 +14,7 @@ from typing import Any
 from baselines.report._common import _COLOURS, Series, load_metrics
 from baselines.report.evaluation import evaluation_html
 from baselines.report.league import league_html
+from baselines.report.markup import Markup, href, join, markup
 from baselines.report.metrics import (
     _GROUPS,
     RunCounts,
@@ -63,7 +63,7 @@ def _what_html(
     counts: RunCounts | None,
     names: set[str],
     files: Sequence[_EpisodeFile],
-) -> str:
+) -> Markup:
     envs = sorted({str(r.get("env", "")) for f in files for r in f.records} - {""})
     env = str(config.get("env") or ", ".join(envs) or "")
     if "dataset" in config:
@@ -74,12 +74,14 @@ def _what_html(
         ("model", str(config.get("model") or "")),
         ("models", ", ".join(map(str, config.get("models") or []))),
     ]
-    items = [" · ".join(f"{k} <b>{html.escape(v)}</b>" for k, v in facts if v)]
-    items += [html.escape(s) for s in counts.describe()] if counts else []
+    items: list[str] = [join(" · ", (markup("{} <b>{}</b>", k, v) for k, v in facts if v))]
+    items += counts.describe() if counts else []
     if files:
         episodes = sum(len(f.records) for f in files)
         items.append(f"{episodes} transcripts in {len(files)} files (below)")
-    return '<ul class="what">' + "".join(f"<li>{i}</li>" for i in items if i) + "</ul>"
+    return markup(
+        '<ul class="what">{}</ul>', join("", (markup("<li>{}</li>", i) for i in items if i))
+    )
 
 
 # Which way is better, by the metric's last name segment: rewards and success rates up,
@@ -98,76 +100,92 @@ _BETTER_UP = (
 )
 
 
-def _change_html(name: str, first: float, last: float) -> str:
+def _change_html(name: str, first: float, last: float) -> Markup:
     if _same(first, last):
-        return '<span class="flat">= flat</span>'
+        return Markup('<span class="flat">= flat</span>')
     word, arrow = ("up", "▲") if last > first else ("down", "▼")
     leaf = name.rsplit("/", 1)[-1]
     better = "up" if leaf in _BETTER_UP else "down" if leaf in _BETTER_DOWN else None
     if "/opponent/" in name:  # the fixed opponent's: neither way is the trained model's gain
         better = None
     css = "" if better is None else "good" if better == word else "bad"
-    return f'<span class="{css}">{arrow} {word} {last - first:+.4g}</span>'
+    return markup('<span class="{}">{} {} {:+.4g}</span>', css, arrow, word, last - first)
 
 
 def _headline_html(
     series: Mapping[str, Series], chosen: Sequence[tuple[str, str]], unit: str
-) -> str:
+) -> Markup:
     if not chosen:
-        return ""
+        return Markup("")
     rows = []
     for name, meaning in chosen:
         xs, ys = series[name]
         rows.append(
-            f"<tr>{_metric_cell(name, meaning)}<td class='n'>{_fmt(ys[0])}</td>"
-            f"<td class='n'>{_fmt(ys[-1])}</td><td>{_change_html(name, ys[0], ys[-1])}</td>"
-            f"<td>{_sparkline(xs, ys)}</td></tr>"
+            markup(
+                "<tr>{}<td class='n'>{}</td><td class='n'>{}</td><td>{}</td><td>{}</td></tr>",
+                _metric_cell(name, meaning),
+                _fmt(ys[0]),
+                _fmt(ys[-1]),
+                _change_html(name, ys[0], ys[-1]),
+                _sparkline(xs, ys),
+            )
         )
-    return (
-        f"<h2>Training, per {unit}</h2><table class='headline'><tr><th>metric</th>"
-        f"<th>first</th><th>last</th><th>change</th><th>curve</th></tr>{''.join(rows)}</table>"
+    return markup(
+        "<h2>Training, per {}</h2><table class='headline'><tr><th>metric</th>"
+        "<th>first</th><th>last</th><th>change</th><th>curve</th></tr>{}</table>",
+        unit,
+        join("", rows),
     )
 
 
-def _metric_cell(name: str, meaning: str) -> str:
+def _metric_cell(name: str, meaning: str) -> Markup:
     """A table's first cell: the metric's name, and what it means below it."""
-    return (
-        f"<td><code>{html.escape(name)}</code><br>"
-        f"<span class='meaning'>{html.escape(meaning)}</span></td>"
-    )
+    return markup("<td><code>{}</code><br><span class='meaning'>{}</span></td>", name, meaning)
 
 
 def _evaluation_html(
     series: Mapping[str, Series], chosen: Sequence[tuple[str, str]], unit: str
-) -> str:
+) -> Markup:
     if not chosen:
-        return ""
+        return Markup("")
     at = sorted({x for name, _ in chosen for x in series[name][0]})
     shown = at if len(at) <= 6 else [at[0], at[-1]]
-    head = "".join(f"<th class='n'>{unit} {_fmt(x)}</th>" for x in shown)
+    head = join("", (markup("<th class='n'>{} {}</th>", unit, _fmt(x)) for x in shown))
     if len(shown) < len(at):
-        head = f"<th class='n'>{unit} {_fmt(at[0])}</th><th>…</th>"
-        head += f"<th class='n'>{unit} {_fmt(at[-1])}</th>"
+        head = markup(
+            "<th class='n'>{0} {1}</th><th>…</th><th class='n'>{0} {2}</th>",
+            unit,
+            _fmt(at[0]),
+            _fmt(at[-1]),
+        )
     rows = []
     for name, meaning in chosen:
         values = dict(zip(*series[name], strict=True))
-        cells = [f"<td class='n'>{_fmt(values[x]) if x in values else ''}</td>" for x in shown]
+        cells = [
+            markup("<td class='n'>{}</td>", _fmt(values[x]) if x in values else "") for x in shown
+        ]
         if len(shown) < len(at):
-            cells.insert(1, "<td></td>")
+            cells.insert(1, Markup("<td></td>"))
         ys = series[name][1]
         rows.append(
-            f"<tr>{_metric_cell(name, meaning)}{''.join(cells)}"
-            f"<td>{_change_html(name, ys[0], ys[-1]) if len(ys) > 1 else ''}</td></tr>"
+            markup(
+                "<tr>{}{}<td>{}</td></tr>",
+                _metric_cell(name, meaning),
+                join("", cells),
+                _change_html(name, ys[0], ys[-1]) if len(ys) > 1 else "",
+            )
         )
-    return (
-        f"<h2>Evaluation</h2><table class='evaluation'><tr><th>metric</th>{head}"
-        f"<th>change</th></tr>{''.join(rows)}</table>"
+    return markup(
+        "<h2>Evaluation</h2><table class='evaluation'><tr><th>metric</th>{}"
+        "<th>change</th></tr>{}</table>",
+        head,
+        join("", rows),
     )
 
 
 def _reward_chart(
     series: Mapping[str, Series], training: Sequence[tuple[str, str]], unit: str
-) -> str:
+) -> Markup:
     """The training reward and the evaluation reward on one chart."""
     curves = []
     train = next((n for n, _ in training if n in ("env/all/reward/total", "reward")), None)
@@ -177,7 +195,7 @@ def _reward_chart(
     name = next((n for n in evaluation if n in series), None)
     if name:
         curves.append(_Curve(f"evaluation: {name}", *series[name], _COLOURS[1], True))
-    return _chart(curves, width=500, height=220, title=f"reward per {unit}") if curves else ""
+    return _chart(curves, width=500, height=220, title=f"reward per {unit}")
 
 
 def _training_pages(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> list[tuple[int, str]]:
@@ -192,21 +210,21 @@ def _training_pages(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> list
     return sorted(found)
 
 
-def _first_last_html(files: Sequence[_EpisodeFile], pages: Sequence[str], unit: str) -> str:
+def _first_last_html(files: Sequence[_EpisodeFile], pages: Sequence[str], unit: str) -> Markup:
     """Links to the first and the last training transcripts: what changed, one click away."""
     found = _training_pages(files, pages)
     if not found:
-        return ""
+        return Markup("")
     (first, first_page), (last, last_page) = found[0], found[-1]
-    links = [f'<a href="{first_page}">first {unit} ({first})</a>']
+    links = [markup('<a href="{}">first {} ({})</a>', href(first_page), unit, first)]
     if last_page != first_page:
-        links.append(f'<a href="{last_page}">last {unit} ({last})</a>')
-    return f"<p class='jump'>Transcripts: {' · '.join(links)}</p>"
+        links.append(markup('<a href="{}">last {} ({})</a>', href(last_page), unit, last))
+    return markup("<p class='jump'>Transcripts: {}</p>", join(" · ", links))
 
 
-def _config_html(config: Mapping[str, Any]) -> str:
+def _config_html(config: Mapping[str, Any]) -> Markup:
     if not config:
-        return ""
+        return Markup("")
 
     def value(v: Any) -> str:
         if isinstance(v, dict):
@@ -223,16 +241,14 @@ def _config_html(config: Mapping[str, Any]) -> str:
             i = c * height + r
             if i < len(items):
                 k, v = items[i]
-                cells.append(
-                    f"<td class='k'>{html.escape(k)}</td><td class='v'>{html.escape(value(v))}</td>"
-                )
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<h2>Config</h2><table class='config'>{''.join(rows)}</table>"
+                cells.append(markup("<td class='k'>{}</td><td class='v'>{}</td>", k, value(v)))
+        rows.append(markup("<tr>{}</tr>", join("", cells)))
+    return markup("<h2>Config</h2><table class='config'>{}</table>", join("", rows))
 
 
-def _episodes_html(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> str:
+def _episodes_html(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> Markup:
     if not files:
-        return ""
+        return Markup("")
     with_phase = any("phase" in r for f in files for r in f.records)
     rows = []
     for episodes, page in zip(files, pages, strict=True):
@@ -242,22 +258,28 @@ def _episodes_html(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> str:
         overall = _fmt(sum(means.values()) / len(means)) if means else ""
         per_agent = ", ".join(f"{a} {_fmt(v)}" for a, v in means.items())
         rows.append(
-            f'<tr><td><a href="{page}">{html.escape(episodes.path.stem)}</a></td>'
-            f"<td>{', '.join(iterations)}</td>"
-            + (f"<td>{', '.join(phases)}</td>" if with_phase else "")
-            + f"<td class='n'>{len(episodes.records)}</td><td class='n'>{overall}</td>"
-            f"<td>{html.escape(per_agent)}</td></tr>"
+            markup(
+                '<tr><td><a href="{}">{}</a></td><td>{}</td>{}'
+                "<td class='n'>{}</td><td class='n'>{}</td><td>{}</td></tr>",
+                href(page),
+                episodes.path.stem,
+                ", ".join(iterations),
+                markup("<td>{}</td>", ", ".join(phases)) if with_phase else "",
+                len(episodes.records),
+                overall,
+                per_agent,
+            )
         )
-    phase = "<th>phase</th>" if with_phase else ""
-    return (
-        f"<h2>Transcripts</h2><table class='episodes'><tr><th>file</th><th>iteration</th>{phase}"
-        "<th>episodes</th><th>mean reward</th><th>mean reward per agent</th></tr>"
-        + "".join(rows)
-        + "</table>"
+    phase = Markup("<th>phase</th>") if with_phase else ""
+    return markup(
+        "<h2>Transcripts</h2><table class='episodes'><tr><th>file</th><th>iteration</th>{}"
+        "<th>episodes</th><th>mean reward</th><th>mean reward per agent</th></tr>{}</table>",
+        phase,
+        join("", rows),
     )
 
 
-def _curves_html(series: Mapping[str, Series], constant: Mapping[str, float]) -> str:
+def _curves_html(series: Mapping[str, Series], constant: Mapping[str, float]) -> Markup:
     grouped: dict[str, list[str]] = {}
     for name in sorted(series):
         if name not in constant:
@@ -265,36 +287,56 @@ def _curves_html(series: Mapping[str, Series], constant: Mapping[str, float]) ->
     order = [g for g, _, _ in _GROUPS] + ["other"]
     parts = []
     if grouped:
-        parts.append("<h2>Every metric that changed</h2>")
+        parts.append(Markup("<h2>Every metric that changed</h2>"))
     for group in order:
         names = grouped.get(group, [])
         if not names:
             continue
-        panels = "".join(
-            _chart(
-                [_Curve(name, *series[name], points_only=group == "evaluation")],
-                width=290,
-                height=150,
-                title=name,
-            )
-            for name in names
+        panels = join(
+            "",
+            (
+                _chart(
+                    [_Curve(name, *series[name], points_only=group == "evaluation")],
+                    width=290,
+                    height=150,
+                    title=name,
+                )
+                for name in names
+            ),
         )
         parts.append(
-            f"<details open><summary><b>{group}</b> ({len(names)} series)</summary>"
-            f"<div class='panels'>{panels}</div></details>"
+            markup(
+                "<details open><summary><b>{}</b> ({} series)</summary>"
+                "<div class='panels'>{}</div></details>",
+                group,
+                len(names),
+                panels,
+            )
         )
     if constant:
-        rows = "".join(
-            f"<tr><td><code>{html.escape(n)}</code></td><td class='n'>{_fmt(v)}</td>"
-            f"<td class='n'>{len(series[n][1])}</td></tr>"
-            for n, v in constant.items()
+        rows = join(
+            "",
+            (
+                markup(
+                    "<tr><td><code>{}</code></td><td class='n'>{}</td><td class='n'>{}</td></tr>",
+                    n,
+                    _fmt(v),
+                    len(series[n][1]),
+                )
+                for n, v in constant.items()
+            ),
         )
         parts.append(
-            f"<h2>Constant series</h2><details><summary>{len(constant)} constant series "
-            "(the same value every time it was logged)</summary><table class='constant'>"
-            f"<tr><th>metric</th><th>value</th><th>times logged</th></tr>{rows}</table></details>"
+            markup(
+                "<h2>Constant series</h2><details><summary>{0} constant series "
+                "(the same value every time it was logged)</summary><table class='constant'>"
+                "<tr><th>metric</th><th>value</th><th>times logged</th></tr>{1}</table>"
+                "</details>",
+                len(constant),
+                rows,
+            )
         )
-    return "\n".join(parts)
+    return join("\n", parts)
 
 
 def _read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -312,7 +354,10 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     """Build the report of a run directory; return the path of its ``index.html``.
 
     ``index.html`` and one transcript page per ``episodes/*.jsonl`` file (same
-    stem, ``.html``) are written to ``out_dir`` (default ``RUN_DIR/report``).
+    stem, ``.html``; ``index.jsonl.html`` for ``index.jsonl``) are written to
+    ``out_dir`` (default ``RUN_DIR/report``). Every field of every file is
+    written as text (:mod:`baselines.report.markup`): a run's files may hold
+    markup, never a script.
 
     Raises:
         FileNotFoundError: if the run directory has neither metrics nor episodes.
@@ -354,7 +399,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         files.append(_EpisodeFile(path, records, problems, rewards))
     pages = []
     for episodes in files:
-        page = out / f"{episodes.path.stem}.html"
+        # An episode file named index.jsonl must not overwrite the front page.
+        stem = episodes.path.stem
+        page = out / (f"{stem}.html" if stem != "index" else "index.jsonl.html")
         page.write_text(
             _transcript_page(run, episodes, env_kwargs), "utf-8", errors="backslashreplace"
         )
@@ -368,13 +415,13 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     headline = headline_metrics(training_series)
     evaluation = evaluation_metrics(series)
     body = [
-        f"<p class='muted'>Run: <code>{html.escape(str(run.resolve()))}</code></p>",
-        "<div class='top'><div>",
+        markup("<p class='muted'>Run: <code>{}</code></p>", str(run.resolve())),
+        Markup("<div class='top'><div>"),
         _what_html(config, counts, set(series), files),
-        *(f'<p class="note">{html.escape(n)}</p>' for n in notes),
-        "</div>",
+        *(markup('<p class="note">{}</p>', n) for n in notes),
+        Markup("</div>"),
         _reward_chart(series, headline, unit),
-        "</div>",
+        Markup("</div>"),
         evaluation_section,
         _headline_html(training_series, headline, unit),
         _first_last_html(files, pages, unit),
@@ -386,7 +433,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     ]
     index = out / "index.html"
     index.write_text(
-        _page(f"Report: {run.name}", "\n".join(b for b in body if b)),
+        _page(f"Report: {run.name}", join("\n", (b for b in body if b))),
         "utf-8",
         errors="backslashreplace",
     )

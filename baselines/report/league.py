@@ -9,10 +9,10 @@ against it). A run without them has no league section.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 
 from baselines.report._common import Series
+from baselines.report.markup import Markup, join, markup
 from baselines.report.svg import _chart, _Curve
 from llm_envs.family import fmt
 
@@ -47,7 +47,7 @@ def _curves(members: Mapping[str, Series], order: list[str]) -> list[_Curve]:
     ]
 
 
-def league_html(series: Mapping[str, Series], unit: str, crossplay: str = "") -> str:
+def league_html(series: Mapping[str, Series], unit: str, crossplay: Markup | None = None) -> Markup:
     """The league section of the report; ``""`` for a run without a league.
 
     ``crossplay``: the evaluation section of ``RUN/league/eval`` (where
@@ -56,7 +56,7 @@ def league_html(series: Mapping[str, Series], unit: str, crossplay: str = "") ->
     """
     ratings = _members(series, "league/rating/")
     if not ratings:
-        return ""
+        return Markup("")
     mix = _members(series, "league/mix/")
     scores = _members(series, "league/score/")
 
@@ -88,22 +88,33 @@ def league_html(series: Mapping[str, Series], unit: str, crossplay: str = "") ->
         met = mix.get(name)
         score = scores.get(name)
         rows.append(
-            f"<tr><td><code>{html.escape(name)}</code></td>"
-            f"<td class='n'>{fmt(rating[1][-1]) if rating else ''}</td>"
-            f"<td class='n'>{fmt(sum(met[1]) / len(met[1])) if met else ''}</td>"
-            f"<td class='n'>{len(met[1]) if met else 0}</td>"
-            f"<td class='n'>{fmt(score[1][-1]) if score else ''}</td></tr>"
+            markup(
+                "<tr><td><code>{}</code></td><td class='n'>{}</td><td class='n'>{}</td>"
+                "<td class='n'>{}</td><td class='n'>{}</td></tr>",
+                name,
+                fmt(rating[1][-1]) if rating else "",
+                fmt(sum(met[1]) / len(met[1])) if met else "",
+                len(met[1]) if met else 0,
+                fmt(score[1][-1]) if score else "",
+            )
         )
-    table = (
+    table = markup(
         "<table class='evaluation'><tr><th>member</th><th>last rating</th>"
-        f"<th>mean share met</th><th>{unit}s met</th><th>last score</th></tr>"
-        f"{''.join(rows)}</table>"
+        "<th>mean share met</th><th>{}s met</th><th>last score</th></tr>{}</table>",
+        unit,
+        join("", rows),
     )
-    return (
+    cross = (
+        markup("<h3>Cross-play of the snapshots and anchors</h3>{}", crossplay)
+        if crossplay
+        else Markup("")
+    )
+    return markup(
         "<h2>League</h2><p class='muted'>The learner's online Bradley-Terry ratings against the "
         "pool (Elo scale, mean 0), which opponents its groups met, and how it scored. "
         "<code>llm-envs eval</code> rates the snapshots against each other and the anchors "
-        "(docs/league.md).</p>"
-        f"{table}<div class='panels'>{''.join(c for c in charts if c)}</div>"
-        + (f"<h3>Cross-play of the snapshots and anchors</h3>{crossplay}" if crossplay else "")
+        "(docs/league.md).</p>{}<div class='panels'>{}</div>{}",
+        table,
+        join("", (c for c in charts if c)),
+        cross,
     )

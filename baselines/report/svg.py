@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from baselines.report._common import _COLOURS
+from baselines.report.markup import Markup, join, markup
 from llm_envs.family import fmt as _fmt
 
 
@@ -60,11 +60,11 @@ def _thin(
     return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
-def _chart(curves: Sequence[_Curve], *, width: int, height: int, title: str = "") -> str:
+def _chart(curves: Sequence[_Curve], *, width: int, height: int, title: str = "") -> Markup:
     """A line chart as inline SVG: y and x (iteration) ticks, a tooltip per point when few."""
     curves = [c for c in curves if c.xs]
     if not curves:
-        return ""
+        return Markup("")
     legend = len(curves) > 1
     left, right, bottom = 52, 10, 18
     top = 8 + 16 * bool(title) + 14 * legend
@@ -82,51 +82,91 @@ def _chart(curves: Sequence[_Curve], *, width: int, height: int, title: str = ""
         return top + ph - (y - yt[0]) / (yt[-1] - yt[0]) * ph
 
     out = [
-        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{html.escape(title)}">'
+        markup(
+            '<svg width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">',
+            width,
+            height,
+            title,
+        )
     ]
     if title:
-        out.append(f'<text class="t" x="4" y="12">{html.escape(title)}</text>')
+        out.append(markup('<text class="t" x="4" y="12">{}</text>', title))
     x = float(left)
     for curve in curves if legend else ():  # a row under the title
         out.append(
-            f'<rect x="{x:.0f}" y="{top - 18}" width="9" height="9" fill="{curve.colour}"/>'
-            f'<text x="{x + 13:.0f}" y="{top - 10}">{html.escape(curve.label)}</text>'
+            markup(
+                '<rect x="{0:.0f}" y="{1}" width="9" height="9" fill="{2}"/>'
+                '<text x="{3:.0f}" y="{4}">{5}</text>',
+                x,
+                top - 18,
+                curve.colour,
+                x + 13,
+                top - 10,
+                curve.label,
+            )
         )
         x += 24 + 5.5 * len(curve.label)
     for t, label in zip(yt, _tick_labels(yt), strict=True):
         out.append(
-            f'<line class="g" x1="{left}" x2="{width - right}" y1="{sy(t):.1f}" y2="{sy(t):.1f}"/>'
-            f'<text x="{left - 4}" y="{sy(t) + 3:.1f}" text-anchor="end">{label}</text>'
+            markup(
+                '<line class="g" x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}"/>'
+                '<text x="{3}" y="{4:.1f}" text-anchor="end">{5}</text>',
+                left,
+                width - right,
+                sy(t),
+                left - 4,
+                sy(t) + 3,
+                label,
+            )
         )
     out.append(
-        f'<line class="a" x1="{left}" x2="{width - right}" y1="{top + ph}" y2="{top + ph}"/>'
+        markup(
+            '<line class="a" x1="{0}" x2="{1}" y1="{2}" y2="{2}"/>', left, width - right, top + ph
+        )
     )
     for t in xt:
-        out.append(f'<text x="{sx(t):.1f}" y="{height - 5}" text-anchor="middle">{_fmt(t)}</text>')
+        out.append(
+            markup(
+                '<text x="{:.1f}" y="{}" text-anchor="middle">{}</text>', sx(t), height - 5, _fmt(t)
+            )
+        )
     for curve in curves:
         xs, ys = _thin(curve.xs, curve.ys)
         if not curve.points_only and len(xs) > 1:
             points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(xs, ys, strict=True))
             out.append(
-                f'<polyline points="{points}" fill="none" stroke="{curve.colour}" '
-                'stroke-width="1.5"/>'
+                markup(
+                    '<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>',
+                    points,
+                    curve.colour,
+                )
             )
         if curve.points_only or len(xs) <= 40:
             radius = 3 if curve.points_only else 2
             out.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{radius}" fill="{curve.colour}">'
-                f"<title>{html.escape(curve.label)}, {_fmt(x)}: {_fmt(y)}</title></circle>"
+                markup(
+                    '<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}"><title>{}, {}: {}</title>'
+                    "</circle>",
+                    sx(x),
+                    sy(y),
+                    radius,
+                    curve.colour,
+                    curve.label,
+                    _fmt(x),
+                    _fmt(y),
+                )
                 for x, y in zip(xs, ys, strict=True)
             )
-    out.append("</svg>")
-    return "".join(out)
+    out.append(Markup("</svg>"))
+    return join("", out)
 
 
-def _sparkline(xs: Sequence[float], ys: Sequence[float], width: int = 120, height: int = 26) -> str:
+def _sparkline(
+    xs: Sequence[float], ys: Sequence[float], width: int = 120, height: int = 26
+) -> Markup:
     """A curve without axes, for a table cell; its tooltip gives the range."""
     if len(xs) < 2:
-        return ""
+        return Markup("")
     xs, ys = _thin(xs, ys, 200)
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
     spread_x, spread_y = (x1 - x0) or 1.0, (y1 - y0) or 1.0
@@ -136,8 +176,13 @@ def _sparkline(xs: Sequence[float], ys: Sequence[float], width: int = 120, heigh
         return f"{2 + (width - 4) * (x - x0) / spread_x:.1f},{py:.1f}"
 
     points = " ".join(point(x, y) for x, y in zip(xs, ys, strict=True))
-    return (
-        f'<svg width="{width}" height="{height}" role="img"><title>min {_fmt(y0)}, max {_fmt(y1)}'
-        f'</title><polyline points="{points}" fill="none" stroke="{_COLOURS[0]}" '
-        'stroke-width="1.5"/></svg>'
+    return markup(
+        '<svg width="{}" height="{}" role="img"><title>min {}, max {}</title>'
+        '<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/></svg>',
+        width,
+        height,
+        _fmt(y0),
+        _fmt(y1),
+        points,
+        _COLOURS[0],
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.report._common import _STYLE
+from baselines.report.markup import Markup, escape, href, join, markup
 from baselines.report.rewards import EpisodeRewards, episode_rewards
 from llm_envs.family import fmt as _fmt
 
@@ -23,37 +23,40 @@ def _is_chat(value: Any) -> bool:
     )
 
 
-def _chat_html(messages: Sequence[Mapping[str, Any]]) -> str:
-    return "".join(
-        f"<b>{html.escape(str(m.get('role', '')))}</b>"
-        f"<pre>{html.escape(str(m.get('content', '')))}</pre>"
-        for m in messages
+def _chat_html(messages: Sequence[Mapping[str, Any]]) -> Markup:
+    return join(
+        "",
+        (
+            markup("<b>{}</b><pre>{}</pre>", str(m.get("role", "")), str(m.get("content", "")))
+            for m in messages
+        ),
     )
 
 
-def _value_html(value: Any) -> str:
+def _value_html(value: Any) -> Markup:
     if _is_chat(value):
-        return f"<details><summary>{len(value)} messages</summary>{_chat_html(value)}</details>"
-    if isinstance(value, str):
-        return (
-            f"<pre>{html.escape(value)}</pre>"
-            if "\n" in value or len(value) > 80
-            else html.escape(value)
+        return markup(
+            "<details><summary>{} messages</summary>{}</details>", len(value), _chat_html(value)
         )
+    if isinstance(value, str):
+        return markup("<pre>{}</pre>", value) if "\n" in value or len(value) > 80 else escape(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "<br>".join(html.escape(v) for v in value) or "<i>none</i>"
+        return join(Markup("<br>"), value) or Markup("<i>none</i>")
     if isinstance(value, float):
-        return _fmt(value)
-    return html.escape(json.dumps(value, ensure_ascii=False))
+        return escape(_fmt(value))
+    return escape(json.dumps(value, ensure_ascii=False))
 
 
-def _table(mapping: Mapping[str, Any], css: str) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(str(k))}</td><td>{_value_html(v)}</td></tr>"
-        for k, v in mapping.items()
-        if v is not None
+def _table(mapping: Mapping[str, Any], css: str) -> Markup:
+    rows = join(
+        "",
+        (
+            markup("<tr><td>{}</td><td>{}</td></tr>", str(k), _value_html(v))
+            for k, v in mapping.items()
+            if v is not None
+        ),
     )
-    return f'<table class="{css}">{rows}</table>'
+    return markup('<table class="{}">{}</table>', css, rows)
 
 
 #: A raw output longer than this shows its first lines, the whole text one click away.
@@ -61,48 +64,63 @@ _OUTPUT_LINES, _OUTPUT_CHARS = 60, 6000
 _PREVIEW_LINES, _PREVIEW_CHARS = 25, 2500
 
 
-def _output_html(text: str) -> str:
+def _output_html(text: str) -> Markup:
     """The model's raw output, shown; a very long one is cut, the whole text under a click."""
     lines = text.splitlines()
-    label = f'<div class="label">raw output ({len(text)} characters)</div>'
+    label = markup('<div class="label">raw output ({} characters)</div>', len(text))
     if not text:
-        return label + '<p class="muted">(empty)</p>'
+        return label + Markup('<p class="muted">(empty)</p>')
     if len(lines) <= _OUTPUT_LINES and len(text) <= _OUTPUT_CHARS:
-        return f'{label}<pre class="output">{html.escape(text)}</pre>'
+        return label + markup('<pre class="output">{}</pre>', text)
     preview = "\n".join(lines[:_PREVIEW_LINES])[:_PREVIEW_CHARS]
-    return (
-        f'{label}<pre class="output">{html.escape(preview)}\n…</pre>'
-        f"<details><summary>the whole output ({len(lines)} lines)</summary>"
-        f'<pre class="output">{html.escape(text)}</pre></details>'
+    return label + markup(
+        '<pre class="output">{}\n…</pre>'
+        "<details><summary>the whole output ({} lines)</summary>"
+        '<pre class="output">{}</pre></details>',
+        preview,
+        len(lines),
+        text,
     )
 
 
-def _rewards_html(rewards: EpisodeRewards | None) -> str:
+def _rewards_html(rewards: EpisodeRewards | None) -> Markup:
     if rewards is None:
-        return '<p class="muted">This record does not say what each agent earned.</p>'
-    rows = "".join(
-        f'<tr><td class="agent">{html.escape(agent)}</td><td class="n">{_fmt(value)}</td>'
-        f"<td>{html.escape(rewards.how.get(agent, ''))}</td></tr>"
-        for agent, value in rewards.total.items()
+        return Markup('<p class="muted">This record does not say what each agent earned.</p>')
+    rows = join(
+        "",
+        (
+            markup(
+                '<tr><td class="agent">{}</td><td class="n">{}</td><td>{}</td></tr>',
+                agent,
+                _fmt(value),
+                rewards.how.get(agent, ""),
+            )
+            for agent, value in rewards.total.items()
+        ),
     )
-    return (
-        f'<table class="rewards"><tr><th>agent</th><th>reward</th><th>from</th></tr>{rows}</table>'
+    return markup(
+        '<table class="rewards"><tr><th>agent</th><th>reward</th><th>from</th></tr>{}</table>',
+        rows,
     )
 
 
-def _turn_html(turn: Mapping[str, Any], gain: str | None) -> str:
+def _turn_html(turn: Mapping[str, Any], gain: str | None) -> Markup:
     details = dict(turn.get("details") or {})
     error = details.pop("parse_error", None) or details.pop("error", None)
     prompt = turn.get("prompt") or []
-    error_html = f'<p class="error-text">{html.escape(str(error))}</p>' if error else ""
-    gain_html = f'<span class="gain">{html.escape(gain)}</span>' if gain else ""
-    return (
-        f'<div class="turn{" error" if error else ""}"><div class="head">'
-        f'<span class="agent">{html.escape(str(turn.get("agent", "?")))}</span>{gain_html}</div>'
-        f"{error_html}{_output_html(str(turn.get('text', '')))}"
-        f"{_table(details, 'fields')}"
-        f"<details><summary>prompt ({len(prompt)} messages)</summary>{_chat_html(prompt)}"
-        "</details></div>"
+    error_html = markup('<p class="error-text">{}</p>', str(error)) if error else Markup("")
+    gain_html = markup('<span class="gain">{}</span>', gain) if gain else Markup("")
+    return markup(
+        '<div class="turn{}"><div class="head"><span class="agent">{}</span>{}</div>{}{}{}'
+        "<details><summary>prompt ({} messages)</summary>{}</details></div>",
+        " error" if error else "",
+        str(turn.get("agent", "?")),
+        gain_html,
+        error_html,
+        _output_html(str(turn.get("text", ""))),
+        _table(details, "fields"),
+        len(prompt),
+        _chat_html(prompt),
     )
 
 
@@ -112,8 +130,8 @@ def episode_html(
     *,
     env_kwargs: Mapping[str, Any] | None = None,
     anchor: str = "",
-) -> str:
-    """One episode as an HTML fragment.
+) -> Markup:
+    """One episode as an HTML fragment, every field of the record escaped.
 
     What each agent earned (:func:`episode_rewards`), the summary, then per
     round and agent: the turn's reward, its raw output (shown; cut when very
@@ -126,9 +144,9 @@ def episode_html(
         anchor: an ``id`` for the heading, to link to.
     """
     rewards = episode_rewards(record, env_kwargs)
-    anchor_html = f'<a id="{html.escape(anchor)}"></a>' if anchor else ""
+    anchor_html = markup('<a id="{}"></a>', anchor) if anchor else Markup("")
     parts = [
-        f"{anchor_html}<h2>{html.escape(heading or str(record.get('title', 'episode')))}</h2>",
+        markup("{}<h2>{}</h2>", anchor_html, heading or str(record.get("title", "episode"))),
         _rewards_html(rewards),
         _table(record.get("summary") or {}, "summary"),
     ]
@@ -136,17 +154,20 @@ def episode_html(
     for turn in record.get("turns") or []:
         if turn.get("round") != current_round:
             current_round = turn.get("round")
-            parts.append(f"<h3>Round {html.escape(str(current_round))}</h3>")
+            parts.append(markup("<h3>Round {}</h3>", str(current_round)))
         gain = rewards.per_turn.get((turn.get("round"), turn.get("agent"))) if rewards else None
         parts.append(_turn_html(turn, gain))
-    return "\n".join(parts)
+    return join("\n", parts)
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
+def _page(title: str, body: Markup) -> Markup:
+    """A whole page: ``title`` is text; ``body`` is markup, so it went through the helper."""
+    return markup(
+        "<!doctype html><html><head><meta charset='utf-8'><title>{0}</title>{1}</head>"
+        "<body><h1>{0}</h1>{2}</body></html>",
+        title,
+        _STYLE,
+        body,
     )
 
 
@@ -183,13 +204,20 @@ class _EpisodeFile:
         return {a: sum(v) / len(v) for a, v in sums.items()}
 
 
-def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str, Any]) -> str:
+def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str, Any]) -> Markup:
     stem = episodes.path.stem
     count = len(episodes.records)
-    body = [f'<p><a href="index.html">← the report</a> · {count} episode{"s" * (count != 1)}</p>']
-    body += [f'<p class="note">{html.escape(p)}</p>' for p in episodes.problems]
+    body = [
+        markup(
+            '<p><a href="{}">← the report</a> · {} episode{}</p>',
+            href("index.html"),
+            count,
+            "s" * (count != 1),
+        )
+    ]
+    body += [markup('<p class="note">{}</p>', p) for p in episodes.problems]
     if not episodes.records:
-        body.append('<p class="muted">This file holds no episodes.</p>')
+        body.append(Markup('<p class="muted">This file holds no episodes.</p>'))
     elif len(episodes.records) > 1:  # a table of contents: each episode and what it earned
         rows = []
         for i, (record, rewards) in enumerate(zip(episodes.records, episodes.rewards, strict=True)):
@@ -197,14 +225,19 @@ def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str,
                 ", ".join(f"{a} {_fmt(v)}" for a, v in rewards.total.items()) if rewards else ""
             )
             rows.append(
-                f'<tr><td><a href="#e{i + 1}">{i + 1}</a></td>'
-                f"<td>{html.escape(str(record.get('title', '')))}</td>"
-                f"<td>{html.escape(earned)}</td></tr>"
+                markup(
+                    '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td></tr>',
+                    href("", f"e{i + 1}"),
+                    i + 1,
+                    str(record.get("title", "")),
+                    earned,
+                )
             )
         body.append(
-            "<table><tr><th>#</th><th>episode</th><th>reward per agent</th></tr>"
-            + "".join(rows)
-            + "</table>"
+            markup(
+                "<table><tr><th>#</th><th>episode</th><th>reward per agent</th></tr>{}</table>",
+                join("", rows),
+            )
         )
     fragments = [
         episode_html(
@@ -215,4 +248,4 @@ def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str,
         )
         for i, r in enumerate(episodes.records)
     ]
-    return _page(f"{run.name} · {stem}", "\n".join(body) + "<hr>".join(fragments))
+    return _page(f"{run.name} · {stem}", join("\n", body) + join(Markup("<hr>"), fragments))
