@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import html
 import string
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, LiteralString
 from urllib.parse import quote
@@ -89,13 +88,9 @@ _LINKS = frozenset({"href", "src", "action", "formaction", "xlink:href", "backgr
 _RAW = frozenset({"script", "style"})  # their content is not HTML: escaping protects nothing
 
 
-@dataclass(frozen=True)
-class _Field:
-    before: str  # the literal text before the field
-    name: str | None  # None: the template's tail, no field
-    spec: str
-    conversion: str | None
-    context: str
+# A template's piece: the literal text before a field, then the field: its argument (an index,
+# a keyword, or None for the tail), format spec, conversion and context.
+_Field = tuple[str, int | str | None, str, str | None, str]
 
 
 class _Scanner:
@@ -202,18 +197,25 @@ class _Scanner:
 
 @lru_cache(maxsize=1024)
 def _fields(template: str) -> tuple[_Field, ...]:
-    scanner, fields = _Scanner(template), []
+    """The template's pieces, each field's context checked once; numbering resolved."""
+    scanner, position = _Scanner(template), 0
+    fields: list[_Field] = []
     parts = list(string.Formatter().parse(template))
     for i, (literal, name, spec, conversion) in enumerate(parts):
         scanner.feed(literal)
         if name is None:
-            fields.append(_Field(literal, None, "", None, _TEXT))
+            fields.append((literal, None, "", None, _TEXT))
             continue
         if not (name == "" or name.isdigit() or name.isidentifier()) or "{" in (spec or ""):
             raise ValueError(
                 f"the template {template!r} has the field {{{name}:{spec}}}: use {{}}, {{0}} or "
                 "{name} with a plain format spec"
             )
+        key: int | str = name
+        if name == "":
+            key, position = position, position + 1
+        elif name.isdigit():
+            key = int(name)
         context = scanner.context()
         after = parts[i + 1][0] if i + 1 < len(parts) else ""
         if context == _URL and not after.startswith(scanner.quote):
@@ -221,8 +223,11 @@ def _fields(template: str) -> tuple[_Field, ...]:
                 f"the template {template!r} puts a field in part of an href: the field is the "
                 "whole link (build it with href(path, fragment))"
             )
-        fields.append(_Field(literal, name, spec or "", conversion, context))
+        fields.append((literal, key, spec or "", conversion, context))
     return tuple(fields)
+
+
+_CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
 
 
 def markup(template: LiteralString, /, *args: Any, **kwargs: Any) -> Markup:
@@ -240,35 +245,26 @@ def markup(template: LiteralString, /, *args: Any, **kwargs: Any) -> Markup:
         >>> markup('<td title="{}">{:.1f}</td>', 'a"b', 0.25)
         '<td title="a&quot;b">0.2</td>'
     """
-    out, position = [], 0
-    for field in _fields(template):
-        out.append(field.before)
-        if field.name is None:
+    out = []
+    for before, key, spec, conversion, context in _fields(template):
+        out.append(before)
+        if key is None:
             continue
-        if field.name == "":
-            value, position = args[position], position + 1
-        elif field.name.isdigit():
-            value = args[int(field.name)]
-        else:
-            value = kwargs[field.name]
-        if field.conversion == "r":
-            value = repr(value)
-        elif field.conversion == "a":
-            value = ascii(value)
-        elif field.conversion == "s":
-            value = str(value)
-        if field.context == _URL:
+        value = args[key] if isinstance(key, int) else kwargs[key]
+        if conversion is not None:
+            value = _CONVERSIONS[conversion](value)
+        if context == _TEXT and not spec and isinstance(value, Markup):
+            out.append(value)
+        elif context == _URL:
             if not isinstance(value, Url):
                 raise TypeError(
                     f"the template {template!r} links to {value!r}: an href takes href(...) only"
                 )
             out.append(value)
-        elif field.context == _NUMBER:
+        elif context == _NUMBER:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"the template {template!r} styles with {value!r}: numbers only")
-            out.append(format(value, field.spec))
-        elif field.context == _TEXT and isinstance(value, Markup) and not field.spec:
-            out.append(value)
-        else:  # an attribute's value is text, even built markup: its quotes would end it
-            out.append(html.escape(format(value, field.spec)))
+            out.append(format(value, spec))
+        else:  # text; an attribute's value is text even when built: its quotes would end it
+            out.append(html.escape(format(value, spec) if spec else str(value)))
     return Markup("".join(out))
