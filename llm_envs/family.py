@@ -12,7 +12,9 @@ A *family* is a registered environment seen from outside, in one object:
   what MAGRPO trains on);
 * an optional scripted teacher (a warm start imitates it) and reference players
   (an entrant of known strength in tournaments);
-* the metrics its tables lead with, and how an episode record's rewards add up.
+* the metrics its tables lead with, and how an episode record's rewards add up;
+* optionally, the settings a remote client of an episode server may pass,
+  with their bounds (:attr:`FamilyBase.client_settings`; none unless declared).
 
 Trainers, the evaluator and the report take any family through this protocol
 and never name one; the registry (:mod:`llm_envs.registration`) says which
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
+
+from llm_envs.client_settings import ClientSettings
 
 __all__ = [
     "Agent",
@@ -298,8 +302,9 @@ class FamilyBase:
     """The answers every family shares unless it says otherwise.
 
     No run options, no teacher, no reference players, self-play evaluation, no
-    headline metrics, no team reward, an evaluation already apart from training,
-    one turn per agent, rewards as the record states them. A subclass sets
+    headline metrics, no team reward, no settings a remote client may pass, an
+    evaluation already apart from training, one turn per agent, rewards as the
+    record states them. A subclass sets
     :attr:`name`, :attr:`agents` and :attr:`tasks`, and writes ``training``,
     ``evaluation`` and ``eval_episode``.
     """
@@ -312,10 +317,21 @@ class FamilyBase:
     fixed_opponent: ClassVar[bool] = False
     teacher_options: ClassVar[tuple[str, ...] | None] = None
     team_reward: ClassVar[bool] = False
+    client_settings: ClassVar[ClientSettings] = ClientSettings()
+    """The env_kwargs and task_kwargs an episode server's client may pass, with their
+    bounds (:mod:`llm_envs.client_settings`). Optional, and not part of
+    :class:`Family`: a family without it (or with this default) lets a client
+    set nothing beyond the server's own settings."""
 
     agents: tuple[str, ...] = ()
     num_eval_problems: int | None = None
     max_agent_turns: int = 1
+    reward_range: tuple[float, float] | None = None
+    """The lowest and highest return (the sum of its rewards) one agent can get in one
+    episode with this family's settings; None: undeclared, unchecked. Optional, and not
+    part of :class:`Family`: ``llm-envs check`` (:mod:`baselines.check`) checks every
+    return it sees against it. A family whose bounds depend on its settings sets it in
+    ``__init__``."""
 
     def demonstrations(
         self,

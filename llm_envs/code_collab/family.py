@@ -13,9 +13,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, get_args
 
-from llm_envs.family import EpisodePlan, EpisodeRewards, FamilyBase, derive_seed, fmt, ordered
+from llm_envs.client_settings import ClientSettings, Number, OneOf, Whole
+from llm_envs.code_collab.rewards import MAX_TEAM_REWARD, AuxBonus
+from llm_envs.family import (
+    Agent,
+    EpisodePlan,
+    EpisodeRewards,
+    FamilyBase,
+    derive_seed,
+    fmt,
+    ordered,
+)
 
 __all__ = ["CodeCollabFamily"]
 
@@ -39,6 +49,21 @@ class CodeCollabFamily(FamilyBase):
     headline_metrics: ClassVar[tuple[str, ...]] = ("pass_rate", "total")
     metric_titles: ClassVar[Mapping[str, str]] = {"pass_rate": "pass rate", "total": "code reward"}
     team_reward: ClassVar[bool] = True
+    # The game's settings only: the sandbox's timeout (and the pool) are the server's,
+    # and each turn is a test run, so a client's episode takes at most 4.
+    # expert_edits needs an expert, which no JSON request can pass.
+    client_settings: ClassVar[ClientSettings] = ClientSettings(
+        env_kwargs={
+            "num_agents": Whole(1, 2),
+            "num_turns": Whole(1, 4),
+            "external_mode": OneOf(("level_feedback", "plain")),
+            "sandbox_slice": Whole(-64, 64),
+            "termination_threshold": Number(-100, 100, nullable=True),
+            "reward_shift": Number(-100, 100),
+            "aux_bonus": OneOf(get_args(AuxBonus)),
+        },
+        task_kwargs={"num_problems": Whole(1, 100_000)},
+    )
 
     def __init__(
         self,
@@ -74,6 +99,14 @@ class CodeCollabFamily(FamilyBase):
         probe = parallel_env(problems=self.problems, **self.env_kwargs)  # checks env_kwargs
         self.agents = tuple(probe.possible_agents)
         self.max_agent_turns = probe.config.num_turns  # every agent acts in every turn
+        # Each turn pays the team reward, in [0, MAX_TEAM_REWARD], plus the shift; an
+        # episode has 1 to num_turns turns (termination_threshold may end it early).
+        shift, turns = probe.config.reward_shift, probe.config.num_turns
+        per_turn = (shift, MAX_TEAM_REWARD + shift)
+        self.reward_range = (
+            min(per_turn[0], turns * per_turn[0]),
+            max(per_turn[1], turns * per_turn[1]),
+        )
         probe.close()
         self.seed = seed
         self.num_generations = num_generations
@@ -140,6 +173,29 @@ class CodeCollabFamily(FamilyBase):
         held.eval_problems = self.problems[total - count :]
         held.num_eval_problems = count
         return held
+
+    def reference_players(self) -> dict[str, Agent]:
+        """``main`` writes the data set's reference solution; ``helper`` writes nothing.
+
+        (The single-agent maximum: level 1's entry-point 0.6, level 2, every test.)
+
+        Raises:
+            ValueError: a data set without reference solutions (CoopHumanEval).
+        """
+        from llm_envs.code_collab.agents import CanonicalCoder, ScriptedCoder
+
+        missing = [p.task_id for p in self.problems if p.canonical_solution is None]
+        if missing:
+            raise ValueError(
+                f"--env code_collab's reference players write each problem's reference solution, "
+                f"and {missing[0]} ({len(missing)} of {len(self.problems)} problems) has none; "
+                "use --task humaneval or mbpp"
+            )
+        players: dict[str, Agent] = {
+            "helper": ScriptedCoder(""),
+            "main": CanonicalCoder(self.problems),
+        }
+        return {agent: players[agent] for agent in self.agents}
 
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:

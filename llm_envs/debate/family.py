@@ -19,10 +19,22 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import numpy as np
 
+from llm_envs.client_settings import (
+    ARITHMETIC_SETTINGS,
+    ClientSettings,
+    Fields,
+    Flag,
+    Number,
+    OneOf,
+    Whole,
+)
+from llm_envs.debate.config import ObservationMode, OnParseError, VoteCounting
+from llm_envs.debate.rewards import RewardMode
+from llm_envs.debate.shaping import SHAPING_TERMS
 from llm_envs.family import (
     Agent,
     EpisodePlan,
@@ -64,6 +76,24 @@ class DebateFamily(FamilyBase):
     }
     fixed_opponent: ClassVar[bool] = True
     teacher_options: ClassVar[tuple[str, ...] | None] = ("mistake_rate", "broken_rate")
+    # A served debate's size is the client's to choose within what one request may cost:
+    # a prompt holds every agent's answers of each round shown.
+    client_settings: ClassVar[ClientSettings] = ClientSettings(
+        env_kwargs={
+            "num_agents": Whole(2, 8),
+            "max_rounds": Whole(1, 5),
+            "history_rounds": Whole(-1, 5),
+            "max_chars_per_field": Whole(1, 4000),
+            "on_parse_error": OneOf(get_args(OnParseError)),
+            "observation_mode": OneOf(get_args(ObservationMode)),
+            "vote_counting": OneOf(get_args(VoteCounting)),
+            "shuffle_answers": Flag(),
+            "shuffle_labels": Flag(),
+            "reward": OneOf((*get_args(RewardMode), None)),
+            "shaping": Fields(dict.fromkeys(SHAPING_TERMS, Number(-10, 10))),
+        },
+        task_kwargs=ARITHMETIC_SETTINGS,
+    )
 
     def __init__(
         self,
@@ -91,6 +121,7 @@ class DebateFamily(FamilyBase):
         probe = env(**self.env_kwargs)  # a bad argument fails here, before a model is loaded
         self.agents = tuple(probe.possible_agents)
         self.max_agent_turns = probe.unwrapped.config.max_rounds  # one answer per round
+        self.reward_range = _reward_range(self.env_kwargs, self.max_agent_turns)
         probe.close()
         self.num_agents = len(self.agents)
         self.seed = seed
@@ -356,6 +387,29 @@ class DebateFamily(FamilyBase):
                 said = per_turn.get((r, agent))
                 per_turn[(r, agent)] = (f"{said} + " if said else "") + f"shaping {fmt(bonus)}"
         return EpisodeRewards(total, how, per_turn)
+
+
+def _reward_range(env_kwargs: Mapping[str, Any], max_rounds: int) -> tuple[float, float]:
+    """An agent's lowest and highest return in a debate (docs/envs/debate.md, Rewards).
+
+    A parse error under ``penalize`` costs -1 once (it ends the debate); the pairwise
+    reward is in [0, 1] (``win_rate``), [-1, 1] (``win_minus_loss``) or absent; each
+    answer's shaping is in [0, the sum of its weights], one answer per round.
+
+    Example:
+        >>> _reward_range({}, 3), _reward_range({"reward": "win_minus_loss"}, 3)
+        ((-1.0, 1.0), (-2.0, 1.0))
+        >>> _reward_range({"on_parse_error": "mask"}, 3)
+        (0.0, 1.0)
+        >>> _reward_range({"reward": None, "shaping": {"contract": 0.5, "vote": 0.25}}, 2)
+        (-1.0, 1.5)
+    """
+    mode = env_kwargs.get("reward", "win_rate")
+    low, high = {"win_rate": (0.0, 1.0), "win_minus_loss": (-1.0, 1.0)}.get(mode, (0.0, 0.0))
+    if env_kwargs.get("on_parse_error", "penalize") == "penalize":
+        low -= 1.0
+    weights = env_kwargs.get("shaping") or {}
+    return low, high + max_rounds * float(sum(weights.values()))
 
 
 def _shaping(

@@ -16,10 +16,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, get_args
 
-from llm_envs.family import EpisodePlan, EpisodeRewards, FamilyBase, derive_seed, fmt, ordered
+from llm_envs.client_settings import (
+    ARITHMETIC_SETTINGS,
+    ClientSettings,
+    Flag,
+    Number,
+    OneOf,
+    Text,
+    Whole,
+)
+from llm_envs.expert_iteration.config import OnFirstCorrect
+from llm_envs.expert_iteration.strategies import FeedbackSource, HintMode, TrainingContext
+from llm_envs.expert_iteration.verifier import CodeReward
+from llm_envs.family import (
+    Agent,
+    EpisodePlan,
+    EpisodeRewards,
+    FamilyBase,
+    derive_seed,
+    fmt,
+    ordered,
+)
 from llm_envs.tasks.code_datasets import CODE_DATASETS
 from llm_envs.tasks.math_sources import MATH_TASKS
 
@@ -57,6 +77,27 @@ class ExpertIterationFamily(FamilyBase):
     run_options: ClassVar[tuple[str, ...]] = ("strategy_mix", "strategy", "num_generations")
     tasks: ClassVar[tuple[str, ...]] = (*MATH_TASKS, *CODE_DATASETS)
     headline_metrics: ClassVar[tuple[str, ...]] = ("correct", "formatted")
+    # The prompts and rewards only: code_timeout and code_runner are the server's.
+    # (The strategy is a run option; a served episode is the evaluator's, iid.)
+    client_settings: ClassVar[ClientSettings] = ClientSettings(
+        env_kwargs={
+            "system_prompt": Text(4000, nullable=True),
+            "augmentation": Text(4000),
+            "hint": OneOf(get_args(HintMode)),
+            "hint_fraction": Number(0, 1),
+            "hint_template": Text(4000, nullable=True),
+            "feedback_source": OneOf(get_args(FeedbackSource)),
+            "training_context": OneOf(get_args(TrainingContext)),
+            "revise_message": Text(4000, nullable=True),
+            "attempt1_loss_weight": Number(0, 10),
+            "on_first_correct": OneOf(get_args(OnFirstCorrect)),
+            "critic_sees_reference": Flag(),
+            "code_reward": OneOf(get_args(CodeReward)),
+            "format_reward": Number(-10, 10),
+            "max_failures_shown": Whole(0, 20),
+        },
+        task_kwargs=ARITHMETIC_SETTINGS,
+    )
 
     def __init__(
         self,
@@ -87,6 +128,10 @@ class ExpertIterationFamily(FamilyBase):
         self.env_kwargs = dict(env_kwargs)
         probe = env(**self.env_kwargs)
         self.agents = tuple(probe.possible_agents)
+        # The solver earns its final attempt's score, in [0, 1], plus format_reward when
+        # formatted; the critic the score's change, in [-1, 1].
+        bonus = float(probe.unwrapped.config.format_reward)
+        self.reward_range = (min(-1.0, bonus), max(1.0, 1.0 + bonus))
         probe.close()
         mix = strategy_mix or {strategy or "iid": 4 if num_generations is None else num_generations}
         self.mix = dict(mix)
@@ -94,6 +139,7 @@ class ExpertIterationFamily(FamilyBase):
         two_turns = any(s == Strategy.TWO_TURN_FEEDBACK and n > 0 for s, n in pairs)
         self.max_agent_turns = 2 if two_turns else 1  # the solver's attempts
         self.seed = seed
+        self.task = task
         if task in CODE_DATASETS:
             if task_kwargs:
                 raise ValueError(
@@ -143,6 +189,30 @@ class ExpertIterationFamily(FamilyBase):
         plan = plan_groups(chosen, {"iid": 1}, seed=seed)
         return plan.make_envs(**self.env_kwargs)[0], plan.seeds[0], dict(plan.options[0])
 
+    def reference_players(self) -> dict[str, Agent]:
+        """A solver that answers right at once, and a critic that judges by the reference.
+
+        Math: the solver writes each problem's reference answer in a box
+        (:class:`~llm_envs.expert_iteration.agents.ScriptedMathSolver`); code: the
+        data set's reference program in a fenced block. The critic is
+        :class:`~llm_envs.expert_iteration.agents.ScriptedCritic` (math only; on
+        code it says it cannot tell).
+
+        Raises:
+            ValueError: a code data set without reference solutions (CoopHumanEval).
+        """
+        from llm_envs.expert_iteration.agents import ScriptedCritic, ScriptedMathSolver
+
+        solver: Agent
+        if self.task in CODE_DATASETS:
+            solver = _ReferenceProgrammer([*self.train_problems, *self.eval_problems])
+            return {"solver": solver, "critic": ScriptedCritic()}
+        # Arithmetic is computed from the question (a task may hold a million problems);
+        # another math task's answers are looked up by question.
+        solve = None if self.num_eval_problems is None else _answers_by_question(self)
+        solver = ScriptedMathSolver(solve, first_attempt="right")
+        return {"solver": solver, "critic": ScriptedCritic(solve)}
+
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
         """The solver's final attempt's score (+ ``format_reward``); the critic's improvement."""
@@ -166,3 +236,47 @@ class ExpertIterationFamily(FamilyBase):
             how["critic"] = f"attempt 2's score {fmt(second)} - attempt 1's {fmt(first)}"
             per_turn[(1, "critic")] = f"reward {fmt(second - first)}"
         return EpisodeRewards(total, how, per_turn)
+
+
+def _answers_by_question(family: ExpertIterationFamily) -> Callable[[str], str | None]:
+    """``prompt -> answer`` of the family's math problems: the one whose question it holds."""
+    answers = {
+        p.question.strip(): p.answer for p in (*family.train_problems, *family.eval_problems)
+    }
+
+    def solve(prompt: str) -> str | None:
+        return next((a for q, a in answers.items() if q and q in prompt), None)
+
+    return solve
+
+
+class _ReferenceProgrammer:
+    """Writes the reference program of the code problem its first prompt poses, fenced.
+
+    Raises:
+        ValueError: a problem without a reference solution (the message names the fix).
+    """
+
+    def __init__(self, problems: Sequence[Any]) -> None:
+        from llm_envs.expert_iteration.verifier import reference_program
+
+        self._programs: list[tuple[str, str]] = []
+        for problem in problems:
+            program = reference_program(problem)
+            if program is None:
+                raise ValueError(
+                    f"the reference solver writes each problem's reference solution, and "
+                    f"{problem.task_id} has none; use --task humaneval or mbpp"
+                )
+            self._programs.append((problem.prompt.strip(), program))
+        # Longest prompts first: a prompt contained in another never wins.
+        self._programs.sort(key=lambda item: -len(item[0]))
+
+    def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
+        first = next((m["content"] for m in observation["messages"] if m["role"] == "user"), "")
+        program = next((code for prompt, code in self._programs if prompt in first), None)
+        return (
+            "I do not know this problem."
+            if program is None
+            else f"```python\n{program.rstrip()}\n```"
+        )

@@ -131,7 +131,9 @@ class InProcessCoordinator:
             ServeError: what the rendezvous refuses (its message names the fix).
             pydantic.ValidationError: ``episode`` fields ``POST /episodes`` refuses.
         """
-        spec = resolve(EpisodeRequest.model_validate(dict(episode or {})), Defaults())
+        # The caller is the operator here, not a remote client: its settings are not bounded.
+        request = EpisodeRequest.model_validate(dict(episode or {}))
+        spec = resolve(request, Defaults(), bounded=False)
         meeting, held = await self.rendezvous.meet_episode(key, seat, spec, family_seed)
         return _HubSession(self.hub, meeting, held)
 
@@ -234,17 +236,31 @@ class ServerCoordinator:
         timeout: seconds one request may take (a long poll waits up to 30 more).
         max_connections: open connections at most (each seat waiting for its
             turn holds one); None for no bound.
+        token: the server's token (its ``--token``), sent with every request;
+            None reads the ``LLM_ENVS_SERVE_TOKEN`` environment variable, and
+            sends none where it is unset (a server on loopback needs none).
     """
 
     def __init__(
-        self, url: str, *, timeout: float = 60.0, max_connections: int | None = None
+        self,
+        url: str,
+        *,
+        timeout: float = 60.0,
+        max_connections: int | None = None,
+        token: str | None = None,
     ) -> None:
         import httpx
 
+        from llm_envs.serve.guard import token_from_environment
+
         self.url = url.rstrip("/")
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
+        token = token_from_environment(token)
         self.client = httpx.AsyncClient(
-            base_url=self.url, timeout=timeout + _POLL_SECONDS, limits=limits
+            base_url=self.url,
+            timeout=timeout + _POLL_SECONDS,
+            limits=limits,
+            headers={"Authorization": f"Bearer {token}"} if token else None,
         )
 
     async def meet(

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llm_envs.client_settings import refusal
 from llm_envs.registration import family_class, family_names, make_family
 from llm_envs.serve.errors import Invalid, NotFound
 
@@ -64,15 +65,27 @@ class Defaults:
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
-def resolve(request: EpisodeRequest, defaults: Defaults) -> EpisodeSpec:
+def resolve(request: EpisodeRequest, defaults: Defaults, *, bounded: bool = True) -> EpisodeSpec:
     """The episode a request names, its left-out fields taken from the server's defaults.
 
-    The defaults' settings apply only to the default env: a request naming
-    another env starts from that env's own defaults.
+    The defaults' ``env_kwargs`` apply to the default env, and its
+    ``task_kwargs`` to the default env's default task: a request naming
+    another env (or task) starts from that one's own defaults. The settings
+    a request gives are laid over them, one by one, and must be those its
+    family declares a client may set, within their bounds
+    (:attr:`FamilyBase.client_settings <llm_envs.family.FamilyBase.client_settings>`);
+    the defaults themselves are the operator's, and not bounded.
+
+    Args:
+        request: the client's request.
+        defaults: the server's defaults (``--env``, ``--env-kwargs``...).
+        bounded: False trusts the request's settings as the operator's own (an
+            in-process rendezvous, where the caller is the operator).
 
     Raises:
         NotFound: an env that is not registered (the message lists those that are).
-        Invalid: no env (and no default), or a task the family does not take.
+        Invalid: no env (and no default), a task the family does not take, or
+            settings a client may not set (the message names the bound and the fix).
     """
     env = request.env if request.env is not None else defaults.env
     if env is None:
@@ -82,21 +95,24 @@ def resolve(request: EpisodeRequest, defaults: Defaults) -> EpisodeSpec:
         )
     if env not in family_names():
         raise NotFound(f"unknown env {env!r}; the registered ones are: {', '.join(family_names())}")
-    given = request.model_fields_set
     own = env == defaults.env
-
-    def setting(name: str, default: Any) -> Any:
-        return getattr(request, name) if name in given or not own else default
-
-    tasks = family_class(env).tasks
-    task = setting("task", defaults.task) or tasks[0]
+    cls = family_class(env)
+    tasks = cls.tasks
+    task = request.task or (defaults.task if own else None) or tasks[0]
     if task not in tasks:
         raise Invalid(f"env {env!r} takes task {' | '.join(tasks)}, got {task!r}")
+    if bounded:
+        why = refusal(
+            getattr(cls, "client_settings", None), env, request.env_kwargs, request.task_kwargs
+        )
+        if why is not None:
+            raise Invalid(why)
+    own_task = own and task == (defaults.task or tasks[0])
     return EpisodeSpec(
         env=env,
-        env_kwargs=dict(setting("env_kwargs", defaults.env_kwargs)),
+        env_kwargs={**(defaults.env_kwargs if own else {}), **request.env_kwargs},
         task=task,
-        task_kwargs=dict(setting("task_kwargs", defaults.task_kwargs)),
+        task_kwargs={**(defaults.task_kwargs if own_task else {}), **request.task_kwargs},
         problem=request.problem,
         seed=request.seed,
     )

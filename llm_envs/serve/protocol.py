@@ -21,6 +21,7 @@ Nothing here knows the environments: observations and infos pass through.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -45,21 +46,28 @@ class EpisodeRequest(BaseModel):
     """An episode to create: which environment, with which settings, which problem.
 
     Fields left out take the server's defaults (``--env``, ``--env-kwargs``,
-    ``--task``, ``--task-kwargs``) when ``env`` is the default env or left out.
-    The episode is the family's evaluation episode ``problem``
-    (:meth:`llm_envs.family.Family.eval_episode`), reset with ``seed``.
+    ``--task``, ``--task-kwargs``) when ``env`` is the default env or left out;
+    the ``env_kwargs`` and ``task_kwargs`` given are laid over the defaults', and
+    must be settings the family lets a client pass, within their bounds
+    (:mod:`llm_envs.client_settings`). The episode is the family's evaluation
+    episode ``problem`` (:meth:`llm_envs.family.Family.eval_episode`), reset
+    with ``seed``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     env: StrictStr | None = Field(
-        default=None, description="a registered family: debate, textarena, ..."
+        default=None, max_length=200, description="a registered family: debate, textarena, ..."
     )
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="the env's arguments")
-    task: StrictStr | None = Field(default=None, description="the family's task; default its first")
+    task: StrictStr | None = Field(
+        default=None, max_length=200, description="the family's task; default its first"
+    )
     task_kwargs: dict[str, Any] = Field(default_factory=dict, description="the task's settings")
-    problem: StrictInt = Field(default=0, ge=0, description="the evaluation problem's index")
-    seed: StrictInt = Field(default=0, ge=0, description="the episode's seed")
+    problem: StrictInt = Field(
+        default=0, ge=0, lt=2**63, description="the evaluation problem's index"
+    )
+    seed: StrictInt = Field(default=0, ge=0, lt=2**63, description="the episode's seed")
 
 
 class ActRequest(BaseModel):
@@ -79,18 +87,28 @@ class ActMessage(ActRequest):
     type: Literal["act"]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(value: Any) -> str:
-    """JSON text of ``value``; numpy values become numbers, sets lists, anything else text.
+    r"""JSON text of ``value``; numpy values become numbers, sets lists, anything else text.
 
     Records and infos are plain JSON by the environment contract; this keeps a
-    stray numpy float in an info from failing a whole response.
+    stray numpy float in an info from failing a whole response. The text is
+    always valid UTF-8: a lone surrogate (any client may send ``"\ud800"``)
+    is written as its JSON escape, which parses back to the same text.
 
     Example:
         >>> import numpy as np
         >>> dumps({"reward": np.float32(0.5), "seats": {"agent_0"}})
         '{"reward": 0.5, "seats": ["agent_0"]}'
+        >>> dumps(["é", "\ud800"]), json.loads(dumps(["\ud800"])) == ["\ud800"]
+        ('["é", "\\ud800"]', True)
     """
-    return json.dumps(value, default=_plain, ensure_ascii=False)
+    text = json.dumps(value, default=_plain, ensure_ascii=False)
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _plain(value: Any) -> Any:

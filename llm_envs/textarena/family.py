@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from llm_envs.client_settings import ClientSettings, OneOf, Whole
 from llm_envs.family import Agent, EpisodePlan, FamilyBase, derive_seed
 from llm_envs.textarena.env import env, raw_env
 from llm_envs.textarena.players import game_name, random_player, strong_player
@@ -54,6 +55,27 @@ class TextArenaFamily(FamilyBase):
     tasks: ClassVar[tuple[str, ...]] = ("default",)
     headline_metrics: ClassVar[tuple[str, ...]] = ("win", "draw", "loss", "invalid_moves")
     fixed_opponent: ClassVar[bool] = True
+    # TextArena's set_winner / set_draw pay +1, -1 and 0 (the games the docs name);
+    # a game that pays otherwise shows as a failed range in `llm-envs check`.
+    reward_range: tuple[float, float] | None = (-1.0, 1.0)
+    # Local games the docs name (all but ConnectFour have scripted players); TextArena
+    # registers hundreds, some of which call a model over the network. game_kwargs
+    # (any keyword of textarena.make) stay the server's.
+    client_settings: ClassVar[ClientSettings] = ClientSettings(
+        env_kwargs={
+            "game": OneOf(
+                (
+                    "TicTacToe-v0",
+                    "KuhnPoker-v0",
+                    "SimpleNegotiation-v0",
+                    "IteratedPrisonersDilemma-v0",
+                    "ConnectFour-v0",
+                )
+            ),
+            "num_players": Whole(1, 4),
+            "max_turns": Whole(1, 400),
+        }
+    )
 
     def __init__(
         self,
