@@ -15,12 +15,18 @@ in-process :class:`~baselines.grpo.environment.SeatEnvironment` does (both
 share :class:`~baselines.grpo.environment.SeatTool`). Against a server
 started with ``--seed S`` and a factory with ``seed=S``, an episode is the
 one the in-process factory plays, move for move.
+
+A server beyond loopback takes requests with its token only: pass it as
+``token``, or set ``LLM_ENVS_SERVE_TOKEN``. OpenEnv's client sets no headers,
+so the token rides in the socket URL's userinfo (``ws://token:T@host``), which
+its WebSocket library sends as an ``Authorization`` header.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from baselines.grpo.adapters import refuse_context_swap
 from baselines.grpo.environment import SeatTool
@@ -30,7 +36,20 @@ from llm_envs.seats import chat_messages
 __all__ = ["RemoteSeatEnvironment", "RemoteSeatEnvironmentFactory"]
 
 
-def _client(url: str) -> Any:
+def _with_token(url: str, token: str | None) -> str:
+    """``url`` with ``token`` as its userinfo's password (sent as HTTP Basic), if any.
+
+    Example:
+        >>> _with_token("http://10.0.0.1:8000/openenv", "s3/cret")
+        'http://token:s3%2Fcret@10.0.0.1:8000/openenv'
+    """
+    if not token:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"token:{quote(token, safe='')}@{parts.netloc}"))
+
+
+def _client(url: str, token: str | None) -> Any:
     """A connected synchronous OpenEnv client of the server's single-seat view."""
     try:
         from openenv.core import GenericEnvClient  # type: ignore[import-untyped]
@@ -40,7 +59,8 @@ def _client(url: str) -> Any:
             'pip install "llm-envs[serve]" && pip install --no-deps openenv-core==0.3.0',
             name=missing.name,
         ) from missing
-    return GenericEnvClient(base_url=f"{url.rstrip('/')}/openenv").sync().connect()
+    base_url = _with_token(f"{url.rstrip('/')}/openenv", token)
+    return GenericEnvClient(base_url=base_url).sync().connect()
 
 
 class RemoteSeatEnvironment(SeatTool):
@@ -56,15 +76,25 @@ class RemoteSeatEnvironment(SeatTool):
         seed: the seed each problem's episode derives from, ``derive_seed(seed, problem)``.
         settings: ``env``, ``env_kwargs``, ``task`` and ``task_kwargs`` to
             leave the server's defaults (what a missing key leaves as it is).
+        token: the server's token; None reads ``LLM_ENVS_SERVE_TOKEN`` (unset: none).
     """
 
     def __init__(
-        self, url: str, seat: str, *, seed: int = 0, settings: Mapping[str, Any] | None = None
+        self,
+        url: str,
+        seat: str,
+        *,
+        seed: int = 0,
+        settings: Mapping[str, Any] | None = None,
+        token: str | None = None,
     ) -> None:
+        from llm_envs.serve.guard import token_from_environment
+
         super().__init__(seat)
         self.url = url
         self.seed = seed
         self.settings = dict(settings or {})
+        self.token = token_from_environment(token)
         self._client: Any = None
         self._done = True
         self._episode_id: str | None = None
@@ -92,7 +122,10 @@ class RemoteSeatEnvironment(SeatTool):
             return None
         import httpx
 
-        reply = httpx.get(f"{self.url.rstrip('/')}/episodes/{self._episode_id}", timeout=30)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        reply = httpx.get(
+            f"{self.url.rstrip('/')}/episodes/{self._episode_id}", headers=headers, timeout=30
+        )
         reply.raise_for_status()
         found: dict[str, Any] = reply.json()
         return found
@@ -109,7 +142,7 @@ class RemoteSeatEnvironment(SeatTool):
 
     def _start(self, problem: int) -> list[dict[str, str]]:
         if self._client is None:
-            self._client = _client(self.url)
+            self._client = _client(self.url, self.token)
         result = self._client.reset(
             seed=derive_seed(self.seed, problem), problem=problem, seat=self.seat, **self.settings
         )
@@ -146,6 +179,7 @@ class RemoteSeatEnvironmentFactory:
         seed: the seed each problem's episode derives from.
         env, env_kwargs, task, task_kwargs: the family to play, where it is not
             the server's default (None leaves the server's).
+        token: the server's token; None reads ``LLM_ENVS_SERVE_TOKEN`` (unset: none).
 
     Attributes:
         environments: every environment this factory made, in order.
@@ -167,15 +201,19 @@ class RemoteSeatEnvironmentFactory:
         env_kwargs: Mapping[str, Any] | None = None,
         task: str | None = None,
         task_kwargs: Mapping[str, Any] | None = None,
+        token: str | None = None,
     ) -> None:
         self.url = url
+        self.token = token
         self.seat = seat
         self.seed = seed
         given = {"env": env, "env_kwargs": env_kwargs, "task": task, "task_kwargs": task_kwargs}
         self.settings = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in given.items()}
         self.settings = {k: v for k, v in self.settings.items() if v is not None}
         self.environments: list[RemoteSeatEnvironment] = []
-        self._probe = RemoteSeatEnvironment(url, seat, seed=seed, settings=self.settings)
+        self._probe = RemoteSeatEnvironment(
+            url, seat, seed=seed, settings=self.settings, token=token
+        )
 
     @property
     def max_turns(self) -> int:
@@ -190,7 +228,7 @@ class RemoteSeatEnvironmentFactory:
     def __call__(self) -> RemoteSeatEnvironment:
         """A fresh environment (TRL calls this once per rollout slot it needs)."""
         environment = RemoteSeatEnvironment(
-            self.url, self.seat, seed=self.seed, settings=self.settings
+            self.url, self.seat, seed=self.seed, settings=self.settings, token=self.token
         )
         self.environments.append(environment)
         return environment

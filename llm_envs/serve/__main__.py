@@ -9,6 +9,10 @@ of what a request leaves out; a request may name any registered env. The
 default env's family is built before the server listens, so bad settings fail
 here (exit status 2) with the family's message. ``docs/serve.md`` describes
 the protocol.
+
+Beyond loopback (``--host 0.0.0.0``) the server needs a token, ``--token`` or
+the ``LLM_ENVS_SERVE_TOKEN`` environment variable (which ``ps`` does not
+show), and every client must send it; without one it refuses to start.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """The command line's flags."""
     parser = argparse.ArgumentParser(
@@ -68,6 +82,24 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-sessions", type=int, default=64, help="OpenEnv sessions at once")
     parser.add_argument("--workers", type=int, help="threads running env steps (default: Python's)")
+    parser.add_argument(
+        "--token",
+        help="the secret every request must carry (Authorization: Bearer); required beyond "
+        "loopback (default: the LLM_ENVS_SERVE_TOKEN environment variable)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_whole,
+        default=1 << 20,
+        help="the largest request body and WebSocket message taken (default 1048576: 1 MiB)",
+    )
+    parser.add_argument(
+        "--step-deadline",
+        type=_positive,
+        default=60.0,
+        help="seconds one environment step may run; then the episode ends for the seat as a "
+        "timeout (default 60)",
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn's log level")
     return parser
 
@@ -89,7 +121,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         return 2
     from llm_envs.serve.errors import ServeError
     from llm_envs.serve.families import Defaults
+    from llm_envs.serve.guard import check_exposure, token_from_environment, uvicorn_limits
 
+    token = token_from_environment(args.token)
+    try:
+        check_exposure(args.host, token)
+    except ValueError as exc:
+        parser.error(str(exc))
     settings = ServeSettings(
         defaults=Defaults(args.env, args.env_kwargs, args.task, args.task_kwargs),
         seed=args.seed,
@@ -98,13 +136,22 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         max_episodes=args.max_episodes,
         max_sessions=args.max_sessions,
         workers=args.workers,
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        step_deadline=args.step_deadline,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:
         app = build_app(settings)
     except ServeError as exc:
         parser.error(str(exc))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        **uvicorn_limits(settings.max_body_bytes),
+    )
     return 0
 
 

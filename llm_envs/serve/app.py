@@ -12,13 +12,19 @@ Routes (``docs/serve.md`` has the protocol with examples):
 ``POST /episodes/{id}/seats/{seat}/act``    act: ``{"text": ...}``
 ``WS   /episodes/{id}/seats/{seat}/ws``     join and play the seat on one socket
 ``/openenv/...``                            one seat vs reference players, OpenEnv's protocol
+``POST /rendezvous``                        seats naming one key meet in an episode
 ==========================================  ============================================
+
+Every route, socket and the OpenEnv view pass :class:`~llm_envs.serve.guard.Guard`
+first: the server's token when it has one (``GET /health`` alone answers
+without it), and ``--max-body-bytes`` on every body and WebSocket message.
 
 Seat requests carry the seat's token in the ``X-Seat-Token`` header (a
 socket's ``?token=`` rejoins after a reconnect). Refusals are JSON
 ``{"detail": message}`` with the hub's status (404 unknown, 409 out of turn
-or taken, 422 malformed, 403 without the token); on a socket they are
-``error`` messages, and a refused join closes it with code 4000 + status.
+or taken, 422 malformed, 403 without the seat's token, 401 without the server's,
+413 too large, 429 too many sockets on a seat); on a socket they are ``error``
+messages, and a refused join closes it with code 4000 + status.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import llm_envs
 from llm_envs.registration import family_class, family_names
 from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
+from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
 from llm_envs.serve.hub import Hub, Seat
 from llm_envs.serve.openenv_view import SingleSeat, openenv_app
 from llm_envs.serve.protocol import (
@@ -59,12 +66,20 @@ from llm_envs.serve.store import EpisodeStore
 __all__ = ["ServeSettings", "build_app", "serving", "serving_app"]
 
 _FINAL = frozenset({"end", "abandoned", "error"})  # a seat's socket closes after these
+MAX_SEAT_SOCKETS = 4
+"""The most sockets open on one seat at once (a client reconnecting overlaps its old one)."""
 _SHAPES = {
     "/rendezvous": '{"key": "...", "seat": "agent_0", "episode": {...}}',
     "/act": '{"text": "..."} (and "turn": n to refuse a stale turn)',
     "/episodes": '{"env": "debate", "env_kwargs": {}, "task": "arithmetic", "problem": 0, '
     '"seed": 0}',
 }
+
+
+class _TooManySockets(ServeError):
+    """More sockets on one seat than :data:`MAX_SEAT_SOCKETS`."""
+
+    status = 429
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,13 @@ class ServeSettings:
         max_episodes: the most multi-seat episodes running at once.
         max_sessions: the most OpenEnv single-seat sessions at once.
         workers: threads that run environment steps (None: Python's default).
+        token: the secret every request must carry (``Authorization: Bearer``);
+            None serves anyone, and only on loopback (:func:`serving` refuses
+            another host without one).
+        max_body_bytes: the largest request body and WebSocket message taken (413,
+            or close code 1009, past it).
+        step_deadline: seconds one environment step may run before the episode
+            ends for the seat that acted, as a timeout.
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -88,6 +110,9 @@ class ServeSettings:
     max_episodes: int = 1024
     max_sessions: int = 64
     workers: int | None = None
+    token: str | None = None
+    max_body_bytes: int = 1 << 20
+    step_deadline: float = 60.0
 
 
 class _JSON(JSONResponse):
@@ -101,7 +126,8 @@ def build_app(settings: ServeSettings) -> FastAPI:
     """The server's app: the hub's routes, and the OpenEnv single-seat view under ``/openenv``.
 
     The default env's family is built and the records are read back here,
-    before the app serves a request.
+    before the app serves a request. Every route, socket and mounted app,
+    added now or later, passes :class:`~llm_envs.serve.guard.Guard` first.
 
     Raises:
         ServeError: default settings the env refuses (the family's message).
@@ -130,6 +156,9 @@ def build_app(settings: ServeSettings) -> FastAPI:
         default_response_class=_JSON,
     )
     app.state.hub = hub
+    app.state.settings = settings
+    app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
+    sockets: dict[tuple[str, str], int] = {}  # open sockets per (episode, seat)
 
     @app.exception_handler(ServeError)
     async def refused(request: Request, exc: ServeError) -> _JSON:
@@ -205,15 +234,25 @@ def build_app(settings: ServeSettings) -> FastAPI:
         try:
             token = await hub.join(episode_id, seat, token)
             _, place = hub.seat(episode_id, seat, token)
+            if sockets.get((episode_id, seat), 0) >= MAX_SEAT_SOCKETS:
+                raise _TooManySockets(
+                    f"seat {seat!r} of episode {episode_id} has {MAX_SEAT_SOCKETS} sockets open, "
+                    "the most it may: close one before opening another"
+                )
         except ServeError as exc:
             await _send(websocket, error(exc.status, str(exc)))
             await _close(websocket, 4000 + exc.status)
             return
+        sockets[episode_id, seat] = sockets.get((episode_id, seat), 0) + 1
         try:
             await _send(websocket, _joined(hub, episode_id, seat, token))
             await _play(websocket, hub, episode_id, place, token)
         except WebSocketDisconnect:
             pass  # the client left; its seat stays its own (rejoin with the token)
+        finally:
+            left = sockets.pop((episode_id, seat)) - 1
+            if left:
+                sockets[episode_id, seat] = left
 
     # Seats that name an episode key instead of an id meet there (the verl agent loop).
     app.include_router(rendezvous_routes(Rendezvous(hub), settings.defaults))
@@ -235,8 +274,10 @@ def serving(settings: ServeSettings, host: str = "127.0.0.1", port: int = 0) -> 
 
     Raises:
         ServeError: default settings the env refuses.
+        ValueError: a ``host`` beyond loopback without ``settings.token``.
         RuntimeError: the server did not start within a minute.
     """
+    check_exposure(host, settings.token)
     with serving_app(build_app(settings), host, port) as url:
         yield url
 
@@ -246,9 +287,15 @@ def serving_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[st
     """:func:`serving` for an app already built (and extended, say with more routes).
 
     Raises:
+        ValueError: a ``host`` beyond loopback, and an app without a token.
         RuntimeError: the server did not start within a minute.
     """
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    settings = getattr(getattr(app, "state", None), "settings", None) or ServeSettings()
+    check_exposure(host, settings.token)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", **uvicorn_limits(settings.max_body_bytes)
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="llm-envs-serve", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

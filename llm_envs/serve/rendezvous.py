@@ -54,8 +54,10 @@ here too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,8 +101,10 @@ class RendezvousRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: StrictStr = Field(min_length=1, description="the episode's key: seats naming it meet")
-    seat: StrictStr = Field(description="the seat to play, e.g. agent_0")
+    key: StrictStr = Field(
+        min_length=1, max_length=1024, description="the episode's key: seats naming it meet"
+    )
+    seat: StrictStr = Field(max_length=200, description="the seat to play, e.g. agent_0")
     episode: EpisodeRequest = Field(
         default_factory=EpisodeRequest, description="the episode's settings, as POST /episodes"
     )
@@ -164,7 +168,9 @@ class Rendezvous:
         self.hub = hub
         self.max_open = max_open
         self._open: OrderedDict[str, list[_Open]] = OrderedDict()
-        self._lock = asyncio.Lock()
+        # One lock per key, held while a key's seat is placed (which may build a family):
+        # seats of other keys meet meanwhile. A key's lock lives while a seat waits on it.
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def meet(
         self, key: str, seat: str, spec: EpisodeSpec, family_seed: int | None = None
@@ -190,15 +196,28 @@ class Rendezvous:
                 f"--seed is {self.hub.families.seed} (problem numbers name other problems): "
                 f"start the server with --seed {family_seed}, or rebuild the data set"
             )
-        async with self._lock:
+        async with self._key_lock(key):
             try:
                 return await self._meet(key, seat, spec)
             finally:
                 self._forget_taken(key)
 
+    @contextlib.asynccontextmanager
+    async def _key_lock(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+            else:
+                del self._locks[key]
+
     async def _meet(self, key: str, seat: str, spec: EpisodeSpec) -> tuple[Meeting, Episode]:
-        waiting = self._open.setdefault(key, [])
-        for place in waiting:
+        for place in self._open.get(key, []):
             if place.episode.spec != spec:
                 raise Conflict(
                     f"key {key!r} names episodes of {place.episode.spec.as_dict()}, and this "
@@ -217,7 +236,9 @@ class Rendezvous:
                 f"env {spec.env!r} has no seat {seat!r}; its seats are {', '.join(agents)}"
             )
         episode = await self.hub.create(spec)
-        waiting.append(_Open(episode, {seat}))
+        # Read again: while this key waited on its family, other keys' meetings may
+        # have forgotten or reordered the lists (never this key's: its lock is held).
+        self._open.setdefault(key, []).append(_Open(episode, {seat}))
         self._bound()
         return await self._seat(episode, seat), episode
 

@@ -1,0 +1,286 @@
+"""The door every request and socket of the episode server passes first: its token and its size.
+
+:class:`Guard` wraps the whole app (the hub's routes, the rendezvous and the
+OpenEnv view mounted under ``/openenv``), so no route can be added that it
+does not cover:
+
+* a request whose path and headers exceed :data:`MAX_HEAD_BYTES` is refused
+  (431);
+* with a token set, a request or a socket without it is refused (401; a
+  socket's handshake is refused with 401 too) before any route runs, the
+  token compared in constant time; ``GET /health`` alone stays open, for
+  probes that carry no credentials (it tells episode counts, nothing more);
+* an HTTP body larger than ``max_body_bytes`` is refused with 413 whether it
+  says its length (``Content-Length``) or streams it (chunked): it is read,
+  and counted, before a route sees it;
+* a WebSocket message larger than ``max_body_bytes`` closes the socket with
+  code 1009 (message too big). The server's own WebSocket layer is given the
+  same bound (:func:`uvicorn_limits`), so such a message is never buffered
+  whole; this check holds where another server runs the app.
+
+:func:`check_exposure` refuses a server that listens beyond loopback without a
+token. Nothing here knows episodes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+import json
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = [
+    "MAX_HEAD_BYTES",
+    "OPEN_PATHS",
+    "TOKEN_VARIABLE",
+    "Guard",
+    "check_exposure",
+    "is_loopback",
+    "token_from_environment",
+    "uvicorn_limits",
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+TOKEN_VARIABLE = "LLM_ENVS_SERVE_TOKEN"
+"""The environment variable a server (``--token``) and its clients read the token from."""
+OPEN_PATHS = frozenset({"/health"})
+"""Paths answered without the token: a liveness probe carries none."""
+MAX_HEAD_BYTES = 64 * 1024
+"""The most bytes of a request's path and headers taken (431); the HTTP parser stops
+buffering a head that arrives in pieces past about this size (400)."""
+TOO_BIG = 1009
+"""The WebSocket close code of a message over the size limit (RFC 6455: message too big)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``127.0.0.1``, ``::1``, ``localhost``).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+        (True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return False
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse to serve beyond loopback without a token.
+
+    Raises:
+        ValueError: ``host`` is not loopback and ``token`` is None or empty.
+    """
+    if not token and not is_loopback(host):
+        raise ValueError(
+            f"--host {host} listens beyond this machine, and anyone who reaches it could play "
+            f"and create episodes: give clients a secret with --token (or the {TOKEN_VARIABLE} "
+            "environment variable), or listen on 127.0.0.1"
+        )
+
+
+def token_from_environment(token: str | None) -> str | None:
+    """``token``, else the :data:`TOKEN_VARIABLE` environment variable, else None."""
+    return token or os.environ.get(TOKEN_VARIABLE) or None
+
+
+def uvicorn_limits(max_body_bytes: int) -> dict[str, Any]:
+    """The settings of uvicorn that bound what its parsers buffer before the app sees a request.
+
+    The HTTP parser is h11 because it bounds a request's head
+    (:data:`MAX_HEAD_BYTES`); httptools buffers headers of any size.
+    """
+    return {
+        "http": "h11",
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        "ws_max_size": max_body_bytes,
+    }
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+def _presented(scope: Scope) -> bytes | None:
+    """The token a request carries: ``Authorization: Bearer T``, or Basic with password ``T``."""
+    given = _header(scope, b"authorization")
+    if given is None:
+        return None
+    scheme, _, value = given.strip().partition(b" ")
+    if scheme.lower() == b"bearer":
+        return value.strip()
+    if scheme.lower() == b"basic":  # a URL's userinfo (http://any:TOKEN@host): header-less clients
+        try:
+            return base64.b64decode(value.strip(), validate=True).partition(b":")[2]
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+class Guard:
+    """ASGI middleware: the token on every request and socket, and the size of what they send.
+
+    Args:
+        app: the server's app.
+        token: the secret every request must carry; None serves anyone.
+        max_body_bytes: the largest HTTP body, and WebSocket message, taken.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+        self.app = app
+        self.token = token.encode() if token else None
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse, or pass the request on (its body read and counted first)."""
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(k) + len(v) + 4 for k, v in scope.get("headers", ()))
+        if head > MAX_HEAD_BYTES:
+            detail = (
+                f"the request's line and headers are {head} bytes, over the server's limit of "
+                f"{MAX_HEAD_BYTES}: send fewer or shorter headers"
+            )
+            await self._refuse(scope, receive, send, 431, detail)
+            return
+        if not self._authorized(scope):
+            await self._refuse(scope, receive, send, 401, self._unauthorized())
+            return
+        if kind == "websocket":
+            await self._socket(scope, receive, send)
+            return
+        length = _header(scope, b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            await _respond(send, 413, self._too_large(f"{int(length)} bytes"))
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before its body ended
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await _respond(send, 413, self._too_large(f"more than {self.max_body_bytes} bytes"))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.token is None or (scope["type"] == "http" and scope["path"] in OPEN_PATHS):
+            return True
+        given = _presented(scope)
+        return given is not None and hmac.compare_digest(given, self.token)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        closed = False
+
+        async def bounded_receive() -> Message:
+            nonlocal closed
+            message = await receive()
+            if message["type"] == "websocket.receive" and self._oversized(message):
+                closed = True
+                reason = f"message over {self.max_body_bytes} bytes (--max-body-bytes)"
+                await send({"type": "websocket.close", "code": TOO_BIG, "reason": reason})
+                return {"type": "websocket.disconnect", "code": TOO_BIG}
+            return message
+
+        async def quiet_send(message: Message) -> None:
+            if not closed:  # the app answers a socket the guard closed: nobody hears it
+                await send(message)
+
+        await self.app(scope, bounded_receive, quiet_send)
+
+    def _oversized(self, message: Message) -> bool:
+        text, data = message.get("text"), message.get("bytes")
+        if text is not None:
+            # Characters bound bytes from below and a quarter of them from above.
+            if len(text) * 4 <= self.max_body_bytes:
+                return False
+            return (
+                len(text) > self.max_body_bytes
+                or len(text.encode("utf-8", "surrogatepass")) > self.max_body_bytes
+            )
+        return data is not None and len(data) > self.max_body_bytes
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, detail: str
+    ) -> None:
+        if scope["type"] == "http":
+            extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+            await _respond(send, status, detail, extra)
+            return
+        # A socket's handshake is answered with the status where the server can
+        # (the ASGI extension); else it is closed before it opens (HTTP 403).
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await _respond(send, status, detail, [], prefix="websocket.http.response")
+        else:
+            await send({"type": "websocket.close", "code": 4000 + status, "reason": "unauthorized"})
+
+    def _unauthorized(self) -> str:
+        return (
+            "this server takes requests with its token only: send the header "
+            '"Authorization: Bearer <token>" (the token the server was started with, --token '
+            f"or {TOKEN_VARIABLE}); a client that cannot set headers puts it in the URL, "
+            "http://token:<token>@host:port"
+        )
+
+    def _too_large(self, size: str) -> str:
+        return (
+            f"the request's body is {size}, over this server's limit of {self.max_body_bytes} "
+            "bytes: send less, or start the server with a larger --max-body-bytes"
+        )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` whose first message is the whole body, already read."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    detail: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    prefix: str = "http.response",
+) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    head = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
+    await send({"type": f"{prefix}.start", "status": status, "headers": head})
+    await send({"type": f"{prefix}.body", "body": body})
