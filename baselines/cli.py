@@ -52,6 +52,8 @@ from pydantic import ValidationError
 from pydantic.dataclasses import is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 
+from llm_envs.command_line import CommandParser
+
 __all__ = ["build_parser", "config_table", "parse_config", "plain_text", "to_argv"]
 
 ConfigT = TypeVar("ConfigT")
@@ -263,7 +265,7 @@ def build_parser(
     """
     rows = _field_rows(cls)
     summary = plain_text(inspect.cleandoc(cls.__doc__ or ""))
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=prog,
         description=summary.replace("%", "%%"),
         epilog=epilog,

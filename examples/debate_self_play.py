@@ -62,10 +62,11 @@ from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.precision import fastest_precision
 from baselines.report import first_and_last, load_metrics, write_report
+from llm_envs.command_line import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
     parser.add_argument("--iterations", type=int, default=5, help="training iterations")
     parser.add_argument("--groups", type=int, default=12, help="debates per iteration")

@@ -56,6 +56,7 @@ from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.report import EPISODES_DIR, first_and_last, load_metrics, write_report
+from llm_envs.command_line import CommandParser
 
 DEFAULT_MIX = {"iid": 2, "answer_hint": 1, "two_turn_feedback": 1}
 # Help makes samples less like what the model does alone: hinted ones weigh half.
@@ -83,7 +84,7 @@ def strategy_setting(cast: Callable[[str], Any]) -> Callable[[str], tuple[str, A
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
     parser.add_argument("--task", choices=["arithmetic", "gsm8k"], default="arithmetic")
     parser.add_argument("--max-digits", type=int, default=1, help="arithmetic operand digits")

@@ -54,10 +54,11 @@ from baselines.grpo.assembly import format_completion
 from baselines.grpo.run import build_rollout, build_trainer, save_final_model
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
+from llm_envs.command_line import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Single-agent code collaboration, TRL GRPO.")
+    parser = CommandParser(description="Single-agent code collaboration, TRL GRPO.")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model id, folder, or 'tiny'")
     parser.add_argument(
         "--dataset", default="humaneval", choices=["humaneval", "mbpp", "coophumaneval"]

@@ -46,10 +46,11 @@ from baselines.grpo import GRPORunConfig
 from baselines.grpo.run import build_trainer, save_final_model
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, write_report
+from llm_envs.command_line import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Debate self-play with TRL GRPO.")
+    parser = CommandParser(description="Debate self-play with TRL GRPO.")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model id, folder, or 'tiny'")
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps")
     parser.add_argument("--questions-per-step", type=int, default=1, help="debates per step")

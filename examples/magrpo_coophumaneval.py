@@ -54,10 +54,11 @@ from baselines.magrpo import MAGRPOConfig
 from baselines.magrpo.trainer import train
 from baselines.models import DEFAULT_MODEL
 from baselines.report import first_and_last, load_metrics, write_report
+from llm_envs.command_line import CommandParser
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
     parser.add_argument("--iterations", type=int, default=2, help="training iterations")
     parser.add_argument("--problems", type=int, default=1, help="problems (trees) per iteration")
