@@ -127,6 +127,14 @@ class EpisodeDriver:
                 updates.update(self.act(seat, "", abandoned))
         return updates
 
+    def owed(self, seat: str) -> float:
+        """What ``seat`` was paid that no update of it has told yet (an episode cut short tells it).
+
+        In an AEC env, the rewards paid since the seat's last turn; in a
+        parallel env, where each joint step tells its rewards, 0.
+        """
+        return self._unpaid[seat]
+
     def record(self) -> Any:
         """The environment's record of the episode (``env.unwrapped.record()``)."""
         return self.env.unwrapped.record()

@@ -6,44 +6,94 @@ A client creates an episode (:meth:`Hub.create`), joins one of its seats
 (:meth:`Hub.act`), and receives its reward at the end. The environment keeps
 its own turn order and rewards (:class:`~llm_envs.serve.driver.EpisodeDriver`).
 
-* Concurrency: one :class:`asyncio.Lock` per episode; every environment call
-  runs in a thread pool, so a slow step (a sandbox run) never blocks the
-  event loop or the other episodes.
+* Concurrency: one :class:`asyncio.Lock` per episode. Environment steps run in
+  a pool of step threads, each with a deadline (``step_deadline``); building
+  an episode (its family, its reset) and reading or writing records run in a
+  small pool of their own (:class:`~llm_envs.serve.pool.DeadlinePool`), so a
+  step, however slow, never holds a thread that ``create``, ``describe``,
+  ``join``, ``poll`` or the server's health need.
 * Timeouts: a seat that has not acted ``seat_timeout`` seconds after its turn
   began (joined or not) is *abandoned*: the server plays ``""`` for it (the
   environment scores that as a broken answer) for the rest of the episode,
-  and the others play on to the end.
-* Records: a finished episode (the env's record, its seats, each seat's
-  return, the abandoned seats) goes to the :class:`~llm_envs.serve.store.EpisodeStore`
-  before its last messages are final; an environment that raises ends its
-  episode, recorded as failed.
-
-Episodes still running when the server stops are lost.
+  and the others play on to the end. A step that runs past ``step_deadline``
+  ends its episode as ``timed_out``: Python cannot stop the step's thread, so
+  it finishes on its own and another takes its place; while ``max_stuck``
+  such threads run, new episodes are refused (503).
+* Records: every episode that ends is recorded exactly once, whatever ended
+  it (:data:`Status`): its env's record, its seats, each seat's return, the
+  abandoned seats, go to the :class:`~llm_envs.serve.store.EpisodeStore`
+  before its seats are told it ended. An episode ends ``finished``; ``failed``
+  when its environment raised, or its record could not be written;
+  ``timed_out``; or ``interrupted`` when the hub closes (the server stops).
+  Whatever ended it, its slot is released.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
+import os
 import secrets
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from llm_envs.serve.driver import EpisodeDriver, SeatUpdate
 from llm_envs.serve.errors import Conflict, Failed, Forbidden, NotFound, ServeError, Unavailable
 from llm_envs.serve.families import EpisodeSpec, Families
+from llm_envs.serve.pool import DeadlinePool, Overdue
 from llm_envs.serve.protocol import Message, accepted, error
 from llm_envs.serve.store import EpisodeStore, utc_now
 
-__all__ = ["Episode", "Hub", "Seat"]
+__all__ = ["Episode", "Hub", "Outcome", "Seat", "Status"]
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
+
+Status = Literal["finished", "failed", "timed_out", "interrupted"]
+"""How an episode ended: played to its end; its env raised or its record was not written;
+a step ran past the step deadline; the hub closed while it ran."""
+
+SERVICE_WORKERS = 4
+"""Threads that build episodes and read and write records (never a step)."""
+BUILD_DEADLINE = 60.0
+"""Seconds building an episode's environment may take at least (its family may load a data set)."""
+RECORD_DEADLINE = 10.0
+"""Seconds an ended episode's record may take to be taken and written, off the steps' threads."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an episode ended, and whether its record is on file.
+
+    Attributes:
+        status: :data:`Status`.
+        detail: why, for any status but ``finished``.
+        written: the record is in the store (else ``status`` is ``failed``).
+    """
+
+    status: Status
+    detail: str | None = None
+    written: bool = True
+
+
+class _Interrupted(Exception):
+    """(A step's awaiter.) The hub closed its episode while the step ran."""
+
+
+@dataclass
+class _Advanced:
+    """What one driver call did: the seats' updates, and the outcome when it ended the episode.
+
+    ``late``: the episode had ended (timed out, interrupted) before the call returned.
+    """
+
+    updates: dict[str, SeatUpdate] = field(default_factory=dict)
+    outcome: Outcome | None = None
+    late: bool = False
 
 
 class Seat:
@@ -81,7 +131,12 @@ class Seat:
 
 
 class Episode:
-    """A running (or just finished) episode: its spec, driver, seats and lock."""
+    """A running (or just finished) episode: its spec, driver, seats and lock.
+
+    Whether it has ended is decided once, under a thread lock, by whoever ends
+    it: the step thread that played it to its end, or the loop when a step
+    ran past its deadline or the hub closed. Only that one records it.
+    """
 
     def __init__(self, episode_id: str, spec: EpisodeSpec, driver: EpisodeDriver) -> None:
         self.id = episode_id
@@ -90,7 +145,16 @@ class Episode:
         self.seats = {agent: Seat(agent) for agent in driver.agents}
         self.lock = asyncio.Lock()
         self.started = utc_now()
-        self.finished = False
+        self.outcome: Outcome | None = None  # once its record was written (or not)
+        self.step: asyncio.Future[_Advanced] | None = None  # the driver call awaited now
+        self._guard = threading.Lock()
+        self._ended = False
+        self._stepping = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the episode has ended (for any reason); nothing more is played."""
+        return self._ended
 
     @property
     def abandoned(self) -> frozenset[str]:
@@ -117,17 +181,47 @@ class Episode:
             },
         }
 
+    # The three ways the end is claimed; each under the guard, so exactly one wins.
+
+    def begin_step(self) -> bool:
+        """(A step thread.) False when the episode ended while the step waited for a thread."""
+        with self._guard:
+            self._stepping = not self._ended
+            return self._stepping
+
+    def end_step(self, ends: bool) -> bool:
+        """(A step thread.) Whether the step still counts; ``ends``: it ended the episode."""
+        with self._guard:
+            self._stepping = False
+            if self._ended:
+                return False  # ended from outside while the step ran
+            self._ended = ends
+            return True
+
+    def cut(self) -> bool | None:
+        """(The loop.) End it now; whether a step still runs in it; None if it had ended."""
+        with self._guard:
+            if self._ended:
+                return None
+            self._ended = True
+            return self._stepping
+
 
 class Hub:
     """Episodes, their seats and clients, turn order, timeouts and records.
 
     Args:
         families: builds each episode's environment.
-        store: where finished episodes go.
+        store: where ended episodes go.
         seat_timeout: seconds a seat has to act once its turn begins.
         max_episodes: the most episodes running at once; creating more is refused (503).
-        workers: threads that run environment steps (None: Python's default).
-        keep_finished: finished episodes kept in memory, so late clients still get their end.
+        workers: threads that run environment steps (None: Python's default,
+            ``min(32, CPUs + 4)``).
+        keep_finished: ended episodes kept in memory, so late clients still get their end.
+        step_deadline: seconds one environment step (or reset) may run; past it, its
+            episode ends as ``timed_out``.
+        max_stuck: threads still running steps past their deadline, per pool, at
+            which new episodes are refused (503) and no more threads start.
     """
 
     def __init__(
@@ -139,20 +233,30 @@ class Hub:
         max_episodes: int = 1024,
         workers: int | None = None,
         keep_finished: int = 1024,
+        step_deadline: float = 60.0,
+        max_stuck: int = 16,
     ) -> None:
         if seat_timeout <= 0:
             raise ValueError(f"seat_timeout must be > 0 seconds, got {seat_timeout}")
         if max_episodes < 1:
             raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
+        if not step_deadline > 0:
+            raise ValueError(f"step_deadline must be > 0 seconds, got {step_deadline}")
+        if max_stuck < 1:
+            raise ValueError(f"max_stuck must be >= 1, got {max_stuck}")
         self.families = families
         self.store = store
         self.seat_timeout = seat_timeout
         self.max_episodes = max_episodes
         self.keep_finished = keep_finished
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="llm-envs-serve")
+        self.step_deadline = step_deadline
+        steps = workers if workers is not None else min(32, (os.cpu_count() or 1) + 4)
+        self._steps = DeadlinePool(steps, max_stuck=max_stuck, name="llm-envs-step")
+        self._service = DeadlinePool(SERVICE_WORKERS, max_stuck=max_stuck, name="llm-envs-serve")
         self._running: dict[str, Episode] = {}
         self._finished: OrderedDict[str, Episode] = OrderedDict()
         self._creating = 0
+        self._closing: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -160,42 +264,66 @@ class Hub:
         """How many episodes are running."""
         return len(self._running)
 
+    @property
+    def stuck(self) -> int:
+        """Threads still running a step (or a reset, or a record) that passed its deadline."""
+        return self._steps.stuck + self._service.stuck
+
     # ------------------------------------------------------------------ requests
 
     async def create(self, spec: EpisodeSpec) -> Episode:
         """Start an episode of ``spec``; its first seats' turns begin (and their clocks).
 
         Raises:
-            Unavailable: ``max_episodes`` are running.
+            Unavailable: ``max_episodes`` are running, ``max_stuck`` threads are
+                stuck past their deadline, or the hub is closing.
             Invalid: settings the family refuses.
-            Failed: the environment raised on reset.
+            Failed: the environment raised on reset, or its reset (or building
+                the episode) ran past its deadline.
         """
-        if len(self._running) + self._creating >= self.max_episodes:
-            raise Unavailable(
-                f"the server is full (max_episodes={self.max_episodes} running); "
-                "retry when one ends, or start it with a larger --max-episodes"
-            )
+        self._admit()
         self._creating += 1  # a place held while the env is built, off the loop
         try:
-            env, seed, options = await self._run(self.families.episode, spec)
+            deadline = max(self.step_deadline, BUILD_DEADLINE)
+            try:
+                env, seed, options = await self._service.run(deadline, self.families.episode, spec)
+            except Overdue:
+                raise Failed(
+                    f"building an episode of env {spec.env!r} took longer than {deadline:g} s; "
+                    "retry later"
+                ) from None
             episode = Episode(uuid.uuid4().hex, spec, EpisodeDriver(env))
             self._running[episode.id] = episode
         finally:
             self._creating -= 1
         async with episode.lock:
-            await self._step(episode, episode.driver.start, seed, options)
+            await self._step(
+                episode, self._service, "its reset", episode.driver.start, seed, options
+            )
+        if episode.outcome is not None and episode.outcome.status != "finished":
+            raise Failed(episode.outcome.detail or f"episode {episode.id} is over")
         return episode
 
     async def describe(self, episode_id: str) -> dict[str, Any]:
-        """A running episode's status, or a finished episode's record entry.
+        """A running episode's status, or an ended episode's record entry.
 
         Raises:
             NotFound: no such episode, running or recorded.
+            Unavailable: the record took longer than ``RECORD_DEADLINE`` to read.
         """
         episode = self._running.get(episode_id)
         if episode is not None:
             return episode.status()
-        entry = await self._run(self.store.get, episode_id)
+        kept = self._finished.get(episode_id)
+        if kept is not None and kept.outcome is not None and not kept.outcome.written:
+            return self._unwritten(kept, kept.outcome)
+        try:
+            entry = await self._service.run(RECORD_DEADLINE, self.store.get, episode_id)
+        except Overdue:
+            raise Unavailable(
+                f"the record of episode {episode_id} took longer than {RECORD_DEADLINE:g} s "
+                "to read; retry later"
+            ) from None
         if entry is None:
             raise NotFound(f"no episode {episode_id!r}; create one with POST /episodes")
         return entry
@@ -255,13 +383,17 @@ class Hub:
     ) -> Message:
         """Take the seat's text for its current turn; return the ``accepted`` message.
 
-        Any text is an action: the environment scores it.
+        Any text is an action: the environment scores it. A step that runs past
+        the step deadline ends the episode (``timed_out``): the action was taken,
+        and every seat's next message is its ``end``.
 
         Raises:
             NotFound, Forbidden: as :meth:`seat`.
             Conflict: not the seat's turn, a stale ``turn``, an abandoned seat, or
                 an episode that is over.
-            Failed: the environment raised (the episode is over).
+            Failed: the environment raised, or the record could not be written
+                (the episode is over).
+            Unavailable: the hub closed while the step ran (the episode is interrupted).
         """
         episode, place = self.seat(episode_id, seat, token)
         async with episode.lock:
@@ -281,7 +413,15 @@ class Hub:
             taken = place.turn
             self._stop_timer(place)
             place.publish(None)
-            await self._step(episode, episode.driver.act, seat, text, episode.abandoned)
+            await self._step(
+                episode,
+                self._steps,
+                f"{seat}'s action",
+                episode.driver.act,
+                seat,
+                text,
+                episode.abandoned,
+            )
         return accepted(episode_id, seat, taken)
 
     async def poll(self, episode_id: str, seat: str, token: str | None, wait: float) -> Message:
@@ -298,39 +438,70 @@ class Hub:
             "waiting_for": sorted(episode.driver.pending),
         }
 
-    async def close(self) -> None:
-        """Stop the clocks and the step threads; running episodes are dropped."""
-        for episode in self._running.values():
-            for place in episode.seats.values():
-                self._stop_timer(place)
+    async def interrupt(self, reason: str) -> None:
+        """End every running episode as ``interrupted``: recorded, its seats told ``reason``.
+
+        New episodes are refused from now on (503). A step still running is
+        left to finish on its own; its episode's record is taken as it stands.
+        """
+        self._closing = reason
+        await asyncio.gather(
+            *(
+                self._cut(
+                    episode,
+                    "interrupted",
+                    f"episode {episode.id} was interrupted: {reason}; "
+                    f"GET /episodes/{episode.id} for its record",
+                )
+                for episode in list(self._running.values())
+            )
+        )
+
+    async def close(self, reason: str = "the server stopped") -> None:
+        """Interrupt the running episodes (:meth:`interrupt`), then stop the clocks and threads."""
+        await self.interrupt(reason)
         for task in list(self._tasks):
             task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._steps.shutdown()
+        self._service.shutdown()
 
     # ------------------------------------------------------------------ turns and clocks
 
     async def _step(
-        self, episode: Episode, call: Callable[..., dict[str, SeatUpdate]], *args: Any
+        self,
+        episode: Episode,
+        pool: DeadlinePool,
+        what: str,
+        call: Callable[..., dict[str, SeatUpdate]],
+        *args: Any,
     ) -> None:
-        """Run one driver call off the loop; tell the seats; let a finished episode go.
+        """Run one driver call in ``pool``; tell the seats; let an ended episode go.
 
-        A finished episode is recorded in the same thread call, so its record
-        is on file before any seat is told the episode ended.
+        ``what`` names the call in a timeout's message. An episode the call
+        ended is recorded in the same thread call, so its record is on file
+        before any seat is told the episode ended.
         """
+        future = pool.submit(self.step_deadline, self._advance, episode, call, args)
+        episode.step = future
         try:
-            updates = await self._run(self._advance, episode, call, args)
-        except Exception as exc:
-            detail = (
-                f"the environment raised {type(exc).__name__}: {exc}; episode {episode.id} is over"
+            advanced = await future
+        except Overdue:
+            await self._cut(episode, "timed_out", self._overdue_message(episode, what))
+            return
+        except _Interrupted as exc:
+            raise Unavailable(str(exc)) from None
+        finally:
+            episode.step = None
+        if advanced.late:
+            raise Conflict(
+                f"episode {episode.id} is over; GET /episodes/{episode.id} for its record"
             )
-            log.exception("episode %s failed", episode.id)
-            for place in episode.seats.values():
-                if (place.message or {}).get("type") != "end":
-                    place.publish(error(Failed.status, detail))
-            await self._run(self._record, episode, detail)
-            self._release(episode)
-            raise Failed(detail) from exc
-        for name, update in updates.items():
+        outcome = advanced.outcome
+        if outcome is not None and outcome.status == "failed":
+            self._tell_failed(episode, outcome)
+            self._release(episode, outcome)
+            raise Failed(outcome.detail)
+        for name, update in advanced.updates.items():
             place = episode.seats[name]
             self._stop_timer(place)
             if update.kind == "turn":
@@ -339,17 +510,160 @@ class Hub:
                 self._start_timer(episode, place)
             else:
                 place.publish(self._end_message(episode, name, update))
-        if episode.driver.done:
-            self._release(episode)
+        if outcome is not None:
+            self._release(episode, outcome)
 
     def _advance(
         self, episode: Episode, call: Callable[..., dict[str, SeatUpdate]], args: tuple[Any, ...]
-    ) -> dict[str, SeatUpdate]:
-        """The driver call, and the record when it ended the episode (in a step thread)."""
-        updates = call(*args)
+    ) -> _Advanced:
+        """The driver call, and the record when it ended the episode (in a pool thread)."""
+        if not episode.begin_step():
+            return _Advanced(late=True)  # ended while the call waited for a thread
+        try:
+            updates = call(*args)
+        except Exception as exc:
+            log.exception("episode %s failed", episode.id)
+            if not episode.end_step(ends=True):
+                self._close_env(episode)  # it ran late; whoever ended it left the env to us
+                return _Advanced(late=True)
+            detail = (
+                f"the environment raised {type(exc).__name__}: {exc}; episode {episode.id} is over"
+            )
+            return _Advanced(outcome=self._conclude(episode, "failed", detail))
+        if not episode.end_step(ends=episode.driver.done):
+            self._close_env(episode)
+            return _Advanced(late=True)
         if episode.driver.done:
-            self._record(episode, None)
-        return updates
+            return _Advanced(updates, self._conclude(episode, "finished", None))
+        return _Advanced(updates)
+
+    async def _cut(self, episode: Episode, status: Status, detail: str) -> None:
+        """End a running episode from the loop (a step ran late, the hub closes); record, tell."""
+        stepping = episode.cut()
+        if stepping is None:
+            return  # it had ended
+        if episode.step is not None and not episode.step.done():
+            episode.step.set_exception(_Interrupted(detail))
+        for place in episode.seats.values():
+            self._stop_timer(place)
+        # The step still running may pay more; the record and the seats get these.
+        returns = dict(episode.driver.returns)
+        owed = {seat: episode.driver.owed(seat) for seat in episode.seats}
+        try:
+            outcome = await self._service.run(
+                RECORD_DEADLINE,
+                self._conclude,
+                episode,
+                status,
+                detail,
+                returns=returns,
+                close=not stepping,
+            )
+        except Overdue:
+            outcome = Outcome(
+                "failed",
+                f"{detail}; its record took longer than {RECORD_DEADLINE:g} s to take and write",
+                written=False,
+            )
+        if outcome.status == "failed":
+            self._tell_failed(episode, outcome)
+        else:
+            for name, place in episode.seats.items():
+                if (place.message or {}).get("type") != "end":
+                    place.publish(self._cut_message(episode, name, outcome, returns, owed))
+        self._release(episode, outcome)
+
+    def _conclude(
+        self,
+        episode: Episode,
+        status: Status,
+        detail: str | None,
+        *,
+        returns: dict[str, float] | None = None,
+        close: bool = True,
+    ) -> Outcome:
+        """Write the ended episode's record; close its env unless a step still runs (a thread)."""
+        try:
+            entry = self._entry(episode, status, detail, returns)
+        finally:
+            if close:
+                self._close_env(episode)
+        try:
+            self.store.append(entry)
+        except Exception as exc:
+            log.exception("episode %s: its record could not be written", episode.id)
+            return Outcome(
+                "failed",
+                f"episode {episode.id} ended ({entry['status']}) but its record could not be "
+                f"written ({type(exc).__name__}: {exc}); it is lost",
+                written=False,
+            )
+        return Outcome(entry["status"], entry.get("error"))
+
+    def _entry(
+        self,
+        episode: Episode,
+        status: Status,
+        detail: str | None,
+        returns: dict[str, float] | None,
+    ) -> dict[str, Any]:
+        """An ended episode's record entry (in a thread: ``record()`` is a copy)."""
+        try:
+            record = episode.driver.record()
+        except Exception as exc:
+            record = None
+            raised = f"record() raised {type(exc).__name__}: {exc}"
+            if status == "finished":
+                status, detail = "failed", raised
+            else:
+                detail = f"{detail}; {raised}"
+        entry: dict[str, Any] = {
+            "id": episode.id,
+            "status": status,
+            **episode.spec.as_dict(),
+            "family_seed": self.families.seed,
+            "seats": dict.fromkeys(episode.seats, "client"),
+            "returns": dict(episode.driver.returns if returns is None else returns),
+            "abandoned": sorted(episode.abandoned),
+            "started": episode.started,
+            "finished": utc_now(),
+            "record": record,
+        }
+        if detail:
+            entry["error"] = detail
+        return entry
+
+    @staticmethod
+    def _close_env(episode: Episode) -> None:
+        try:
+            episode.driver.env.close()
+        except Exception:
+            log.exception("episode %s: its environment raised on close", episode.id)
+
+    def _release(self, episode: Episode, outcome: Outcome) -> None:
+        """The episode is over: stop its clocks; keep its seats' last messages readable."""
+        episode.outcome = outcome
+        for place in episode.seats.values():
+            self._stop_timer(place)
+        self._running.pop(episode.id, None)
+        self._finished[episode.id] = episode
+        while len(self._finished) > self.keep_finished:
+            self._finished.popitem(last=False)
+
+    def _admit(self) -> None:
+        if self._closing is not None:
+            raise Unavailable(f"the server takes no new episodes: {self._closing}")
+        if len(self._running) + self._creating >= self.max_episodes:
+            raise Unavailable(
+                f"the server is full (max_episodes={self.max_episodes} running); "
+                "retry when one ends, or start it with a larger --max-episodes"
+            )
+        if self._steps.saturated or self._service.saturated:
+            raise Unavailable(
+                f"the server takes no new episodes while {self.stuck} threads still run steps "
+                f"that passed the {self.step_deadline:g} s step deadline (--step-deadline); "
+                "retry when they end"
+            )
 
     def _start_timer(self, episode: Episode, place: Seat) -> None:
         loop = asyncio.get_running_loop()
@@ -388,48 +702,13 @@ class Hub:
             )
             # A failure ends the episode, recorded as failed; nobody asked for this step.
             with contextlib.suppress(ServeError):
-                await self._step(episode, episode.driver.abandon, episode.abandoned)
-
-    def _record(self, episode: Episode, failure: str | None) -> None:
-        """Append the finished episode's record to the store (in a step thread)."""
-        try:
-            self.store.append(self._entry(episode, failure))
-        except OSError:
-            log.exception("episode %s: its record could not be written", episode.id)
-
-    def _release(self, episode: Episode) -> None:
-        """The episode is over: stop its clocks; keep its seats' last messages readable."""
-        episode.finished = True
-        for place in episode.seats.values():
-            self._stop_timer(place)
-        self._running.pop(episode.id, None)
-        self._finished[episode.id] = episode
-        while len(self._finished) > self.keep_finished:
-            self._finished.popitem(last=False)
-
-    def _entry(self, episode: Episode, failure: str | None) -> dict[str, Any]:
-        """A finished episode's record entry (runs in a step thread: ``record()`` is a copy)."""
-        try:
-            record = episode.driver.record()
-        except Exception as exc:
-            record = None
-            failure = failure or f"record() raised {type(exc).__name__}: {exc}"
-        entry: dict[str, Any] = {
-            "id": episode.id,
-            "status": "failed" if failure else "finished",
-            **episode.spec.as_dict(),
-            "family_seed": self.families.seed,
-            "seats": dict.fromkeys(episode.seats, "client"),
-            "returns": dict(episode.driver.returns),
-            "abandoned": sorted(episode.abandoned),
-            "started": episode.started,
-            "finished": utc_now(),
-            "record": record,
-        }
-        if failure:
-            entry["error"] = failure
-        episode.driver.env.close()
-        return entry
+                await self._step(
+                    episode,
+                    self._steps,
+                    "the abandoned seats' empty answers",
+                    episode.driver.abandon,
+                    episode.abandoned,
+                )
 
     # ------------------------------------------------------------------ messages
 
@@ -456,6 +735,57 @@ class Hub:
             "truncated": update.truncated,
             "abandoned": episode.seats[seat].abandoned,
             "info": dict(update.info),
+            "status": "finished",
+        }
+
+    @staticmethod
+    def _cut_message(
+        episode: Episode,
+        seat: str,
+        outcome: Outcome,
+        returns: dict[str, float],
+        owed: dict[str, float],
+    ) -> Message:
+        """A seat's ``end`` when a step ran late or the hub closed: cut short, its return so far."""
+        return {
+            "type": "end",
+            "episode": episode.id,
+            "seat": seat,
+            "reward": owed[seat],
+            "return": returns[seat],
+            "terminated": False,
+            "truncated": True,
+            "abandoned": episode.seats[seat].abandoned,
+            "info": {},
+            "status": outcome.status,
+            "detail": outcome.detail,
+        }
+
+    @staticmethod
+    def _tell_failed(episode: Episode, outcome: Outcome) -> None:
+        for place in episode.seats.values():
+            if (place.message or {}).get("type") != "end":
+                place.publish(error(Failed.status, outcome.detail or "the episode failed"))
+
+    def _overdue_message(self, episode: Episode, what: str) -> str:
+        return (
+            f"episode {episode.id} timed out: the environment's step after {what} ran past "
+            f"the {self.step_deadline:g} s step deadline (--step-deadline); the episode is "
+            "over, with the returns paid before that step"
+        )
+
+    def _unwritten(self, episode: Episode, outcome: Outcome) -> dict[str, Any]:
+        """What ``GET /episodes/{id}`` shows of an episode whose record could not be written."""
+        return {
+            "id": episode.id,
+            "status": "failed",
+            **episode.spec.as_dict(),
+            "family_seed": self.families.seed,
+            "returns": dict(episode.driver.returns),
+            "abandoned": sorted(episode.abandoned),
+            "started": episode.started,
+            "record": None,
+            "error": outcome.detail,
         }
 
     def _abandoned_message(self, episode: Episode, seat: str) -> str:
@@ -495,7 +825,3 @@ class Hub:
                 f"its seats are {', '.join(episode.seats)}"
             )
         return place
-
-    async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(call, *args))

@@ -20,9 +20,13 @@ first), and, to leave the server's defaults, ``env``, ``env_kwargs``, ``task``
 and ``task_kwargs``. An observation carries the chat (``messages``), the
 env's ``info``, the ``seat``, the ``episode_id`` and ``max_turns`` (the
 most turns the seat takes, the family's ``max_agent_turns``); ``reward`` is what the
-seat was paid since its previous action. A finished episode goes to the
-records like any other; one the client leaves unfinished is dropped (no other
-client waits on it).
+seat was paid since its previous action. Every episode goes to the records
+like any other: ``finished``; ``timed_out`` when a step runs past the step
+deadline (the step's observation comes back ``done`` and ``truncated``, its
+``info`` saying so, and the session's later steps are refused); or
+``interrupted`` when the client resets or closes its session after acting and
+before the end. Steps and resets run in a pool of threads of their own
+(:class:`~llm_envs.serve.pool.DeadlinePool`), never on the event loop.
 
 OpenEnv serves episodes over its WebSocket (``/ws``, what its clients use);
 its HTTP ``/reset`` and ``/step`` are stateless, one fresh environment per
@@ -33,9 +37,12 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -58,8 +65,10 @@ from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
 from llm_envs.seats import SeatView, family_seat
-from llm_envs.serve.errors import Invalid
+from llm_envs.serve.errors import Invalid, Unavailable
 from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
+from llm_envs.serve.hub import BUILD_DEADLINE, RECORD_DEADLINE, Status
+from llm_envs.serve.pool import DeadlinePool, Overdue
 from llm_envs.serve.protocol import EpisodeRequest, dumps, validation_message
 from llm_envs.serve.store import EpisodeStore, utc_now
 
@@ -68,6 +77,9 @@ __all__ = ["SeatAction", "SeatEnvironment", "SeatObservation", "SingleSeat", "op
 _RESET_SHAPE = (
     '{"seed": 0, "problem": 0, "seat": "agent_0"} (and env, env_kwargs, task, task_kwargs)'
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+log = logging.getLogger(__name__)
 
 
 class SeatAction(Action):
@@ -100,12 +112,53 @@ class SingleSeat:
     Attributes:
         defaults: the server's defaults for what ``reset`` leaves out.
         families: builds families and their reference players once.
-        store: where finished episodes go.
+        store: where ended episodes go.
+        step_deadline: seconds one step may run; past it the episode ends as ``timed_out``.
+        workers: threads that run the sessions' steps and resets.
+        max_stuck: threads still running a step past its deadline at which new
+            episodes are refused and no more threads start.
+        pool: those threads (built from the three settings above).
     """
 
     defaults: Defaults
     families: Families
     store: EpisodeStore
+    step_deadline: float = 60.0
+    workers: int = 64
+    max_stuck: int = 16
+    pool: DeadlinePool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.step_deadline > 0:
+            raise ValueError(f"step_deadline must be > 0 seconds, got {self.step_deadline}")
+        pool = DeadlinePool(self.workers, max_stuck=self.max_stuck, name="llm-envs-openenv")
+        object.__setattr__(self, "pool", pool)  # frozen: set once, here
+
+
+class _Play:
+    """One episode of a session: its view and settings, its return so far, whether it ended.
+
+    A step that ran past its deadline still runs in its thread and may change
+    this object later; a new episode of the session is a new object.
+    """
+
+    def __init__(self, view: SeatView, spec: EpisodeSpec, episode_id: str) -> None:
+        self.view = view
+        self.spec = spec
+        self.id = episode_id
+        self.started = utc_now()
+        self.returned = 0.0
+        self.steps = 0
+        self.status: Status | None = None
+        self._guard = threading.Lock()
+
+    def end(self, status: Status) -> bool:
+        """Claim the episode's end for ``status``; False when it had ended (it is recorded once)."""
+        with self._guard:
+            if self.status is not None:
+                return False
+            self.status = status
+            return True
 
 
 class SeatEnvironment(Environment):
@@ -120,11 +173,8 @@ class SeatEnvironment(Environment):
     def __init__(self, shared: SingleSeat) -> None:
         super().__init__()
         self._shared = shared
-        self._view: SeatView | None = None
-        self._spec: EpisodeSpec | None = None
+        self._play: _Play | None = None
         self._state = State()
-        self._return = 0.0
-        self._started = ""
         self._max_turns = 0
 
     def reset(
@@ -161,15 +211,13 @@ class SeatEnvironment(Environment):
             family, seat, problem=spec.problem, seed=spec.seed, others=players
         )
         observation, info = view.reset(seed=reset_seed, options=options)
-        self._view, self._spec, self._return = view, spec, 0.0
+        self._leave("the client reset its session before the episode ended")
+        play = self._play = _Play(view, spec, episode_id or uuid.uuid4().hex)
         self._max_turns = int(family.max_agent_turns)
-        self._started = utc_now()
-        self._state = State(
-            episode_id=episode_id or uuid.uuid4().hex, step_count=0, seat=seat, **spec.as_dict()
-        )
-        if view.done:
-            self._finish()
-        return self._observation(observation, info, None, truncated=False)
+        self._state = State(episode_id=play.id, step_count=0, seat=seat, **spec.as_dict())
+        if view.done and play.end("finished"):
+            self._finish(play, None)
+        return self._observation(play, observation, info, None, truncated=False)
 
     def step(
         self, action: SeatAction, timeout_s: float | None = None, **kwargs: Any
@@ -177,16 +225,69 @@ class SeatEnvironment(Environment):
         """Act for the seat; the reference players move until it must act again or it is over.
 
         Raises:
-            RuntimeError: before ``reset``, or after the episode ended.
+            RuntimeError: before ``reset``, after the episode ended, or when its
+                record could not be written.
         """
-        if self._view is None:
+        play = self._play
+        if play is None:
             raise RuntimeError(f"reset the episode before stepping: reset({_RESET_SHAPE})")
-        observation, reward, _, truncated, info = self._view.step(action.text)
-        self._return += reward
+        if play.status is not None:
+            raise RuntimeError(f"episode {play.id} is over ({play.status}); reset to start another")
+        observation, reward, _, truncated, info = play.view.step(action.text)
+        play.returned += reward
+        play.steps += 1
         self._state.step_count += 1
-        if self._view.done:
-            self._finish()
-        return self._observation(observation, info, reward, truncated)
+        if play.view.done and play.end("finished"):
+            self._finish(play, None)
+        return self._observation(play, observation, info, reward, truncated)
+
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **settings: Any
+    ) -> SeatObservation:
+        """:meth:`reset` in the view's threads, within a deadline (building a family counts).
+
+        Raises:
+            Unavailable: too many threads are stuck in steps past their deadline.
+            RuntimeError: the reset ran past its deadline (the session is spoilt:
+                open another).
+            ValueError, NotFound, Invalid: as :meth:`reset`.
+        """
+        shared = self._shared
+        if shared.pool.saturated:
+            raise Unavailable(
+                f"the server takes no new episodes while {shared.pool.stuck} threads still run "
+                f"steps that passed the {shared.step_deadline:g} s step deadline "
+                "(--step-deadline); retry when they end"
+            )
+        deadline = max(shared.step_deadline, BUILD_DEADLINE)
+        try:
+            return await shared.pool.run(deadline, self.reset, seed, episode_id, **settings)
+        except Overdue:
+            self._play = None
+            raise RuntimeError(f"the reset ran past its {deadline:g} s deadline") from None
+
+    async def step_async(
+        self, action: SeatAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SeatObservation:
+        """:meth:`step` in the view's threads; past the step deadline the episode is ``timed_out``.
+
+        A step that runs late ends the episode: it is recorded with the return
+        paid before the step, and the step answers ``done`` and ``truncated``,
+        its ``info`` holding ``status`` and ``detail``; the late step finishes
+        in its thread on its own.
+        """
+        play = self._play
+        try:
+            return await self._shared.pool.run(self._shared.step_deadline, self.step, action)
+        except Overdue:
+            assert play is not None  # step() refuses before reset, at once
+            return await self._time_out(play)
+
+    def close(self) -> None:
+        """The session closed: an episode it acted in and left unfinished is recorded."""
+        self._leave(
+            "the session closed before the episode ended (its client left, or the server stopped)"
+        )
 
     @property
     def state(self) -> State:
@@ -202,42 +303,107 @@ class SeatEnvironment(Environment):
         )
 
     def _observation(
-        self, observation: Any, info: Any, reward: float | None, truncated: bool
+        self, play: _Play, observation: Any, info: Any, reward: float | None, truncated: bool
     ) -> SeatObservation:
-        view = self._view
-        assert view is not None
         messages = observation.get("messages", []) if isinstance(observation, dict) else []
         return SeatObservation(
-            messages=list(messages),
-            info=json.loads(dumps(info or {})),  # plain JSON, whatever the env put in
-            seat=view.seat,
-            episode_id=self._state.episode_id,
-            done=view.done,
+            messages=_sendable(list(messages)),
+            info=_sendable(json.loads(dumps(info or {}))),  # plain JSON, whatever the env put in
+            seat=play.view.seat,
+            episode_id=play.id,
+            done=play.view.done,
             reward=reward,
             truncated=bool(truncated),
             max_turns=self._max_turns,
         )
 
-    def _finish(self) -> None:
-        """Record the finished episode."""
-        view, spec = self._view, self._spec
-        assert view is not None and spec is not None
-        self._shared.store.append(
-            {
-                "id": self._state.episode_id,
-                "status": "finished",
-                **spec.as_dict(),
-                "family_seed": self._shared.families.seed,
-                "seats": {
-                    a: "client" if a == view.seat else "reference" for a in view.env.possible_agents
-                },
-                "returns": {view.seat: self._return},
-                "abandoned": [],
-                "started": self._started,
-                "finished": utc_now(),
-                "record": view.record(),
-            }
+    async def _time_out(self, play: _Play) -> SeatObservation:
+        """The step ran past its deadline: record the episode as ``timed_out``; say so."""
+        detail = (
+            f"episode {play.id} timed out: the environment's step ran past the "
+            f"{self._shared.step_deadline:g} s step deadline (--step-deadline); the episode "
+            "is over, with the return paid before that step"
         )
+        returned = play.returned  # before the late step pays anything
+        if play.end("timed_out"):
+            try:
+                await self._shared.pool.run(
+                    RECORD_DEADLINE, self._finish, play, detail, returned=returned
+                )
+            except Overdue:
+                detail = f"{detail}; its record took longer than {RECORD_DEADLINE:g} s to write"
+        return SeatObservation(
+            info={"status": "timed_out", "detail": detail},
+            seat=play.view.seat,
+            episode_id=play.id,
+            done=True,
+            reward=0.0,
+            truncated=True,
+            max_turns=self._max_turns,
+        )
+
+    def _leave(self, why: str) -> None:
+        """Record the session's episode as ``interrupted`` if the client acted in it and left it."""
+        play = self._play
+        if play is not None and play.steps and play.end("interrupted"):
+            try:
+                self._finish(play, f"episode {play.id} was interrupted: {why}")
+            except RuntimeError:
+                log.exception("episode %s: its record could not be written", play.id)
+
+    def _finish(self, play: _Play, detail: str | None, returned: float | None = None) -> None:
+        """Record the ended episode (its status claimed by :meth:`_Play.end`).
+
+        Raises:
+            RuntimeError: the record could not be written (the message says why).
+        """
+        view = play.view
+        entry: dict[str, Any] = {
+            "id": play.id,
+            "status": play.status,
+            **play.spec.as_dict(),
+            "family_seed": self._shared.families.seed,
+            "seats": {
+                a: "client" if a == view.seat else "reference" for a in view.env.possible_agents
+            },
+            "returns": {view.seat: play.returned if returned is None else returned},
+            "abandoned": [],
+            "started": play.started,
+            "finished": utc_now(),
+        }
+        try:
+            entry["record"] = view.record()
+        except Exception as exc:
+            entry["record"] = None
+            raised = f"record() raised {type(exc).__name__}: {exc}"
+            detail = f"{detail}; {raised}" if detail else raised
+            if entry["status"] == "finished":
+                entry["status"] = "failed"
+        if detail:
+            entry["error"] = detail
+        try:
+            self._shared.store.append(entry)
+        except Exception as exc:
+            log.exception("episode %s: its record could not be written", play.id)
+            raise RuntimeError(
+                f"episode {play.id} ended ({entry['status']}) but its record could not be "
+                f"written ({type(exc).__name__}: {exc}); it is lost"
+            ) from exc
+
+
+def _sendable(value: Any) -> Any:
+    """Plain JSON ``value`` that OpenEnv can send: a lone surrogate becomes U+FFFD.
+
+    OpenEnv's replies are pydantic's JSON, which refuses lone surrogates (a
+    client may send one); the episode's record keeps the text as it was.
+    """
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_sendable(key): _sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_sendable(item) for item in value]
+    return value
 
 
 def openenv_app(shared: SingleSeat, *, max_sessions: int = 64) -> Any:

@@ -68,7 +68,9 @@ class EpisodeStore:
             with self._lock:
                 self._memory[episode_id] = json.loads(dumps(entry))  # a copy, as the file gives
             return
-        line = (dumps(entry) + "\n").encode()
+        # A lone surrogate (a client's JSON "\ud800") has no UTF-8 form: it is written
+        # as its JSON escape, which reads back as the same text (as the run directory does).
+        line = (dumps(entry) + "\n").encode("utf-8", "backslashreplace")
         with self._lock, self.path.open("ab") as file:
             offset = file.tell()
             file.write(line)
