@@ -36,12 +36,14 @@ extraction of :mod:`llm_envs.parsing.python_code` (re-exported here):
    agents' own top-level imports, ``aux``, then the entry point.
 
 With ``aux_bonus="when_called"`` (opt-in; the seed reads the bonus from the
-syntax tree alone, so a call that never runs, ``if False: aux(n)``, earns it)
-the bonus also needs ``aux`` to have been *called* while the tests ran: the
-program runs a second time with ``aux`` in a process of its own, where the
-sandbox's judge counts every call the entry point makes into it
-(:attr:`~llm_envs.sandbox.TestReport.helper_calls`). The tests' score comes
-from the first run, as always.
+syntax tree alone, so a call that never runs, ``if False: aux(n)``, or whose
+result main ignores, ``_ = aux(n)``, earns it) the bonus also asks whether
+aux's *values* carried the tests: a program the seed would pay runs twice
+more, split in two processes, once with aux's true values and once with every
+value it returns varied, and the seed's bonus is scaled by ``(won - lost) /
+passed`` (see :mod:`llm_envs.code_collab.counterfactual`: the rule, what it
+guarantees, and what it cannot stop). The tests' score comes from the first
+run, as always.
 
 The bonus rules read the entry point's AST: a *call* is ``aux(...)`` anywhere in
 it unless the function binds the name ``aux`` itself (a parameter, a nested
@@ -68,10 +70,17 @@ from __future__ import annotations
 
 import ast
 import math
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from llm_envs.code_collab.counterfactual import (
+    SPLIT_RUNS,
+    AuxEvidence,
+    split_helper_program,
+    weigh_evidence,
+)
 from llm_envs.parsing.python_code import (
     ExtractedFunction,
     SyntaxErrorInfo,
@@ -91,6 +100,7 @@ __all__ = [
     "MAX_TEAM_REWARD",
     "AssembledProgram",
     "AuxBonus",
+    "AuxEvidence",
     "AuxUsage",
     "CodeEvaluation",
     "CodeRewardBreakdown",
@@ -112,7 +122,7 @@ AUX_NAME: Final = "aux"
 
 AuxBonus = Literal["as_written", "when_called"]
 """When the collaboration bonus counts: ``"as_written"`` (the seed: main's syntax tree
-calls ``aux``) or ``"when_called"`` (and ``aux`` ran while the tests ran)."""
+calls ``aux``) or ``"when_called"`` (and aux's values carried the tests)."""
 AUX_BONUS_RULES: Final = ("as_written", "when_called")
 
 MAX_TEAM_REWARD: Final = 4.0
@@ -165,10 +175,11 @@ class AssembledProgram:
         source: the combined program run against the tests (``""`` without an entry point).
         syntax_error: where :attr:`source` stops compiling (None: it compiles).
         aux_usage: how the entry point uses ``aux`` (None when it does not parse).
-        main_source: the program without ``aux`` (the preamble, main's imports, the
-            entry point), and
-        aux_source: ``aux`` as a program of its own (the preamble, the helper's
-            imports, ``aux``): the two processes of ``aux_bonus="when_called"``.
+        main_source: the program without ``aux`` (the preamble, both agents'
+            imports, the entry point), and
+        aux_preamble: what the helper's program has before ``aux`` (the
+            preamble, the helper's imports): the two processes of
+            ``aux_bonus="when_called"``'s split runs.
     """
 
     problem: CodeProblem
@@ -178,7 +189,7 @@ class AssembledProgram:
     syntax_error: SyntaxErrorInfo | None
     aux_usage: AuxUsage | None
     main_source: str = ""
-    aux_source: str = ""
+    aux_preamble: str = ""
 
     @property
     def runnable(self) -> bool:
@@ -194,7 +205,9 @@ class CodeRewardBreakdown:
         level1: definitions, 0 to 1.0.
         level2: syntax, 0 or 0.5.
         level3: tests, 1.0 x passed / total.
-        bonus: collaboration bonus, -0.5 to 1.5.
+        bonus: collaboration bonus: 0 to 1.5 (the seed); -1.5 to 1.5 with
+            ``aux_bonus="when_called"``, where it is the seed's bonus times
+            :attr:`AuxEvidence.weight`.
         total: the sum, at most :data:`MAX_TEAM_REWARD`.
         passed: tests passed.
         total_tests: tests of the problem (all of them, whether they ran or not).
@@ -234,11 +247,15 @@ class CodeEvaluation:
         program: the assembled program.
         report: the sandbox's report (None when the tests did not run).
         reward: the breakdown.
+        evidence: with ``aux_bonus="when_called"``, what the split runs said
+            about aux's values; None when they did not run (the other rule, or
+            no bonus to pay: they run only when the seed's rule pays one).
     """
 
     program: AssembledProgram
     report: TestReport | None
     reward: CodeRewardBreakdown
+    evidence: AuxEvidence | None = None
 
 
 def prompt_preamble(problem: CodeProblem) -> tuple[list[str], list[str]]:
@@ -414,8 +431,10 @@ def assemble(problem: CodeProblem, helper_code: str, main_code: str) -> Assemble
         source=source,
         syntax_error=compile_error(source),
         aux_usage=analyze_aux_usage(main.source, problem.entry_point),
-        main_source=program(main_imports, [main.source]),
-        aux_source=program(helper_imports, [aux.source]) if aux.found else "",
+        # main's split program has the helper's imports too: a main that relies on
+        # them runs split as it runs whole.
+        main_source=program([*helper_imports, *main_imports], [main.source]),
+        aux_preamble=program(helper_imports, []) if aux.found else "",
     )
 
 
@@ -423,7 +442,7 @@ def assemble(problem: CodeProblem, helper_code: str, main_code: str) -> Assemble
 
 
 def score(
-    program: AssembledProgram, report: TestReport | None, aux_calls: int | None = None
+    program: AssembledProgram, report: TestReport | None, evidence: AuxEvidence | None = None
 ) -> CodeRewardBreakdown:
     """The team reward of an assembled program given its test report (pure).
 
@@ -431,9 +450,10 @@ def score(
         program: from :func:`assemble`.
         report: the sandbox's report of ``program.source`` against every test of
             the problem; required exactly when ``program.runnable``.
-        aux_calls: with ``aux_bonus="when_called"``, how many calls of ``aux`` the
-            entry point made while the tests ran (the bonus needs one); None:
-            the seed's rule, the syntax tree alone.
+        evidence: with ``aux_bonus="when_called"``, what the split runs said
+            (:func:`~llm_envs.code_collab.counterfactual.weigh_evidence`): the
+            seed's bonus is scaled by its weight. None: the seed's rule, the
+            syntax tree alone.
 
     Raises:
         ValueError: a runnable program without a report, or a report whose
@@ -464,13 +484,14 @@ def score(
     level3 = TESTS_POINTS * passed / total_tests if total_tests else 0.0
     bonus = 0.0
     usage = program.aux_usage
-    called = aux_calls is None or aux_calls > 0
-    if passed > 0 and program.aux.found and usage is not None and usage.calls_aux and called:
+    if passed > 0 and program.aux.found and usage is not None and usage.calls_aux:
         bonus += CALLS_AUX_POINTS
         if not usage.thin_wrapper:
             bonus += NOT_WRAPPER_POINTS
         if usage.discards_result:
             bonus -= DISCARDED_CALL_PENALTY
+        if evidence is not None:
+            bonus *= evidence.weight
     return CodeRewardBreakdown(
         level1=level1,
         level2=level2,
@@ -482,20 +503,42 @@ def score(
     )
 
 
-def _job(program: AssembledProgram, timeout: float | None, *, split: bool = False) -> SandboxJob:
+def _job(program: AssembledProgram, timeout: float | None, delta: int | None = None) -> SandboxJob:
     problem = program.problem
-    if split:  # aux in a process of its own, its calls counted by the judge
+    if delta is not None:  # split: aux in a process of its own, its values varied by delta
         return SandboxJob(
             program.main_source,
             problem.tests,
             problem.test_setup,
             problem.entry_point,
             timeout,
-            helper=program.aux_source,
+            helper=split_helper_program(program.aux_preamble, program.aux.source, delta),
         )
     return SandboxJob(
         program.source, problem.tests, problem.test_setup, problem.entry_point, timeout
     )
+
+
+def _weigh(
+    pool: Sandbox,
+    programs: list[AssembledProgram],
+    reports: list[TestReport | None],
+    candidates: list[int],
+    timeout: float | None,
+) -> dict[int, AuxEvidence]:
+    """Run the true and the varied split run of each candidate, all in one batch."""
+    # Which run of a pair goes first is drawn at random, so that a program cannot
+    # tell the two apart by the order they start in (the rule needs them alike).
+    order = random.SystemRandom()
+    pairs = [(i, delta) for i in candidates for delta in order.sample((0, 1), SPLIT_RUNS)]
+    ran = pool.run_tests_many([_job(programs[i], timeout, delta) for i, delta in pairs])
+    split: dict[tuple[int, int], TestReport] = dict(zip(pairs, ran, strict=True))
+    evidence = {}
+    for i in candidates:
+        scored = reports[i]
+        assert scored is not None  # candidates ran
+        evidence[i] = weigh_evidence(scored, split[i, 0], split[i, 1])
+    return evidence
 
 
 def check_aux_bonus(aux_bonus: object) -> AuxBonus:
@@ -504,7 +547,7 @@ def check_aux_bonus(aux_bonus: object) -> AuxBonus:
         raise ValueError(
             f"aux_bonus must be one of {AUX_BONUS_RULES}, got {aux_bonus!r}: leave it out (or "
             "'as_written') for the seed's rule (main's code calls aux), or pass 'when_called' "
-            "to pay the bonus only when aux ran while the tests ran"
+            "to pay the bonus only as far as aux's values carried the tests"
         )
     return aux_bonus
 
@@ -527,9 +570,10 @@ def evaluate_many(
         items: the joint actions.
         sandbox: the pool to use (default: :func:`~llm_envs.sandbox.default_sandbox`).
         timeout: each run's wall-clock limit in seconds (default: the pool's).
-        aux_bonus: ``"as_written"`` (the seed) or ``"when_called"``: programs that
-            would earn the bonus run a second time, ``aux`` in a process of its
-            own, and keep it only if the entry point called ``aux`` there.
+        aux_bonus: ``"as_written"`` (the seed) or ``"when_called"``: programs the
+            seed's rule would pay a bonus run twice more, split, with aux's true
+            and varied values (one more batch for all of them), and the bonus is
+            scaled by what that shows (:mod:`~llm_envs.code_collab.counterfactual`).
     """
     check_aux_bonus(aux_bonus)
     programs = [assemble(problem, helper, main) for problem, helper, main in items]
@@ -540,21 +584,15 @@ def evaluate_many(
         ran = pool.run_tests_many([_job(programs[i], timeout) for i in runnable])
         for i, report in zip(runnable, ran, strict=True):
             reports[i] = report
-    aux_calls: list[int | None] = [None] * len(programs)
+    evidence: dict[int, AuxEvidence] = {}
     if aux_bonus == "when_called":
-        # Only programs the seed's rule pays a bonus need the second run.
+        # Only programs the seed's rule pays a bonus need the split runs.
         candidates = [i for i in runnable if score(programs[i], reports[i]).bonus != 0.0]
-        for i in runnable:
-            aux_calls[i] = 0
         if candidates:
-            split = pool.run_tests_many(
-                [_job(programs[i], timeout, split=True) for i in candidates]
-            )
-            for i, report in zip(candidates, split, strict=True):
-                aux_calls[i] = report.helper_calls
+            evidence = _weigh(pool, programs, reports, candidates, timeout)
     return [
-        CodeEvaluation(program, report, score(program, report, calls))
-        for program, report, calls in zip(programs, reports, aux_calls, strict=True)
+        CodeEvaluation(program, report, score(program, report, evidence.get(i)), evidence.get(i))
+        for i, (program, report) in enumerate(zip(programs, reports, strict=True))
     ]
 
 

@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "llm_envs.code_collab",
     "llm_envs.code_collab.agents",
+    "llm_envs.code_collab.counterfactual",
     "llm_envs.code_collab.env",
     "llm_envs.code_collab.experts",
     "llm_envs.code_collab.feedback",

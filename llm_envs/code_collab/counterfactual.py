@@ -1,0 +1,262 @@
+r"""Did the helper carry weight? The two split runs of ``aux_bonus="when_called"``.
+
+The seed pays the collaboration bonus when main's *source* calls ``aux``, so a
+main that solves the problem alone and adds ``_ = aux(n)`` earns the full 4.0.
+With ``aux_bonus="when_called"`` a program the seed's rule would pay runs twice
+more, split in two processes (``aux`` in one, the entry point in the other,
+calling it through the sandbox's judge):
+
+* the **true** run: ``aux`` answers with what it computed;
+* the **varied** run: the same, except that every value ``aux`` returns is
+  changed by :func:`vary_value` (same type, different value: ``7 -> -8``,
+  ``True -> False``, ``"ab" -> "bcb"``, ``[1, 2] -> [-2, -3, -2]``).
+
+Over the tests the team passed (the scored run, one process, as the seed says),
+each test the true run passes and the varied run does not counts +1 ("won" by
+aux's values), each test the varied run passes and the true run does not counts
+-1 ("lost"); the bonus is the seed's bonus times ``(won - lost) / passed``.
+
+**The guarantee.** The two split runs differ only in the values ``aux``
+returns: the same programs, the same proxies, the same work in the helper's
+process (``delta=0`` and ``delta=1`` take the same path), the same batch, and
+which of the pair is submitted first is drawn at random. So a main whose
+behaviour does not depend on those values -- whatever else it looks at:
+whether or when ``aux`` is called, its exceptions, its name or type, whether it
+runs split, the clock, chance -- sees the two runs alike, and since the rule is
+antisymmetric (swapping the runs negates it) its expected bonus is exactly 0;
+a deterministic such main gets exactly 0. Edits this defeats include
+``_ = aux(n)``, a bare ``aux(n)``, ``try: aux(n) except: pass``, catching any
+exception class, checking ``aux.__name__``, a call on a path the tests do not
+take, a local fallback used only when ``aux`` raises, and a main that fails at
+random when it runs split.
+
+**What it cannot stop.** (1) A main that *checks* aux's values against its own
+(``assert aux(n) == n`` with a helper that returns ``n``; ``assert aux(n) ==
+answer``): its tests do depend on those values, though ``aux`` did no work no
+main could do. No rule that runs main against a changed ``aux`` can tell this
+from collaboration. (2) A helper that reads ``delta`` out of its own process
+(its caller's frame) and behaves differently in the varied run; closing that
+needs the judge to change the values on the channel, outside both programs.
+(3) Honest teams whose test outcomes do not change with aux's values get no
+bonus: a helper that works only by changing its arguments in place (its return
+value is what is varied), or a main that uses only something the variation
+keeps (``aux(n) is None``, the keys' count of a dict).
+
+This module never runs agent code in this process: it builds the helper
+program's text for the sandbox and reads the sandbox's reports.
+:func:`vary_value` also runs *inside* the helper's run (its source is sent with
+the helper program), so it uses nothing but builtins and never raises.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Final
+
+from llm_envs.sandbox import TestReport
+
+__all__ = [
+    "SPLIT_RUNS",
+    "VARY_DEPTH",
+    "VARY_ITEMS",
+    "AuxEvidence",
+    "split_helper_program",
+    "vary_value",
+    "weigh_evidence",
+]
+
+SPLIT_RUNS: Final = 2
+"""Sandbox jobs per program whose bonus is checked: the true run and the varied run."""
+
+VARY_DEPTH: Final = 100
+"""Containers nested deeper than this are returned as they are (none deeper crosses to main)."""
+
+VARY_ITEMS: Final = 1_000_000
+"""Items :func:`vary_value` changes in one value; the rest are returned as they are."""
+
+
+def vary_value(value: object, delta: int, items: int = 1_000_000, depth: int = 100) -> object:
+    r"""``value`` with every scalar in it changed when ``delta`` is 1; an equal copy when 0.
+
+    Both deltas do the same work on the same path, so the true and the varied
+    run of a helper take the same time. The variation keeps each type and
+    breaks what main could use: ints become ``~x`` (sign, parity and magnitude
+    change; an index still indexes), bools flip, floats become ``-x - 1``,
+    strings shift every code point by one, and every sequence gets one more
+    item (so its length changes too). ``None`` and types it does not know
+    (a generator, an object) are returned as they are. It never raises: a
+    value it cannot walk (a cycle, a recursion limit the helper lowered) comes
+    back unchanged, and only the first ``items`` items (:data:`VARY_ITEMS`),
+    at most ``depth`` deep (:data:`VARY_DEPTH`), are walked.
+
+    This function's source runs inside the helper's sandboxed run: builtins only.
+
+    Example:
+        >>> vary_value([7, True, "ab", (1.5,)], 1)
+        [-8, False, 'bcb', (-2.5, -2.5), -8]
+        >>> vary_value({"k": [0]}, 0)
+        {'k': [0]}
+    """
+    budget = [items]
+    modules = __import__("sys").modules
+    special = {}  # the standard containers that cross to main, by the name of their type
+    for module, names in (
+        ("collections", ("Counter", "OrderedDict", "defaultdict", "deque")),
+        ("decimal", ("Decimal",)),
+        ("fractions", ("Fraction",)),
+    ):
+        for name in names:
+            kind = getattr(modules.get(module), name, None)
+            if isinstance(kind, type):
+                special[kind] = name
+
+    class Shift(dict):  # str.translate's table, filled as needed
+        def __missing__(self, code):
+            shifted = (code + delta) % 0x110000
+            self[code] = shifted
+            return shifted
+
+    letters = Shift()
+    byte_table = bytes((byte + delta) % 256 for byte in range(256))
+
+    def number(x):
+        if type(x) is float:
+            changed = -x - 1.0 if delta else x
+            return x + 1.0 if delta and changed == x else changed  # -0.5 is -x - 1's fixed point
+        return x + delta  # complex, Decimal, Fraction
+
+    def walk(x, level):
+        budget[0] -= 1
+        kind = type(x)
+        if budget[0] < 0 or level > depth:
+            return x
+        if kind is bool:
+            return x ^ (delta == 1)
+        if kind is int:
+            return x ^ -delta  # ~x when delta is 1
+        if kind is float or kind is complex:
+            return number(x)
+        if kind is str:
+            text = x.translate(letters)
+            return text + text[:delta] if text else "a" * delta
+        if kind is bytes:
+            data = x.translate(byte_table)
+            return data + data[:delta] if data else b"a" * delta
+        if kind is list or kind is tuple:
+            walked = [walk(item, level + 1) for item in x]
+            walked = walked + walked[:delta] if walked else [0] * delta
+            return walked if kind is list else tuple(walked)
+        if kind is dict:
+            pairs = {walk(k, level + 1): walk(v, level + 1) for k, v in x.items()}
+            return pairs if pairs or not delta else {0: 0}
+        if kind is set or kind is frozenset:
+            members = {walk(item, level + 1) for item in x} or set(range(delta))
+            return members if kind is set else frozenset(members)
+        if kind is range:
+            return range(x.start + delta, x.stop + delta + x.step * delta, x.step)
+        name = special.get(kind)
+        if name in ("Decimal", "Fraction"):
+            return number(x)
+        if name == "deque":
+            walked = [walk(item, level + 1) for item in x]
+            return kind(walked + walked[:delta] if walked else [0] * delta, x.maxlen)
+        if name is not None:  # Counter, OrderedDict, defaultdict
+            pairs = {walk(k, level + 1): walk(v, level + 1) for k, v in x.items()}
+            pairs = pairs if pairs or not delta else {0: 0}
+            return kind(x.default_factory, pairs) if name == "defaultdict" else kind(pairs)
+        return x
+
+    try:
+        return walk(value, 0)
+    except Exception:
+        return value  # the same in both runs: a value it cannot walk stays as it is
+
+
+_VARY_SOURCE: Final = inspect.getsource(vary_value)
+
+
+def split_helper_program(preamble: str, aux_source: str, delta: int) -> str:
+    """The helper's program of a split run: ``aux`` answers through :func:`vary_value`.
+
+    The helper's own ``aux`` is defined in a private copy of the module's
+    names, so its recursive calls reach itself, unvaried; the module's ``aux``,
+    the only one the judge lets main call, returns what it returns varied by
+    ``delta``. The real function and the variation are not module names of the
+    helper's run (main cannot call around them): only ``delta`` differs
+    between the true and the varied program.
+
+    Args:
+        preamble: the helper program's imports and the prompt's definitions.
+        aux_source: the helper's ``aux`` (its ``def``, decorators included).
+        delta: 0 for the true run, 1 for the varied run.
+
+    Raises:
+        ValueError: ``delta`` is neither 0 nor 1.
+    """
+    if type(delta) is not int or delta not in (0, 1):
+        raise ValueError(f"delta must be 0 (the true run) or 1 (the varied run), got {delta!r}")
+    wrapper = (
+        "def _llm_envs_split_aux(source, delta, names, vary):\n"
+        "    private = dict(names)\n"
+        "    exec(compile(source, '<aux>', 'exec'), private)\n"
+        "    real = private['aux']\n"
+        "\n"
+        "    def aux(*args, **kwargs):\n"
+        "        return vary(real(*args, **kwargs), delta)\n"
+        "\n"
+        "    return aux\n"
+        "\n"
+        f"aux = _llm_envs_split_aux({aux_source!r}, {delta}, globals(), vary_value)\n"
+        "del _llm_envs_split_aux, vary_value\n"
+    )
+    return "\n\n".join(part for part in (preamble.rstrip(), _VARY_SOURCE, wrapper) if part)
+
+
+@dataclass(frozen=True)
+class AuxEvidence:
+    """What the true and the varied split runs say about aux's values.
+
+    Attributes:
+        passed: tests the scored run passed (those the evidence is about).
+        won: of them, tests the true run passes and the varied run does not.
+        lost: of them, tests the varied run passes and the true run does not.
+        helper_calls: calls of ``aux`` the judge counted in the true run.
+    """
+
+    passed: int
+    won: int
+    lost: int
+    helper_calls: int = 0
+
+    @property
+    def weight(self) -> float:
+        """``(won - lost) / passed``, in [-1, 1]: the share of the seed's bonus paid."""
+        return (self.won - self.lost) / self.passed if self.passed else 0.0
+
+
+def weigh_evidence(scored: TestReport, true: TestReport, varied: TestReport) -> AuxEvidence:
+    """Compare the true and the varied run on the tests the scored run passed (pure).
+
+    Antisymmetric: swapping ``true`` and ``varied`` negates :attr:`AuxEvidence.weight`.
+    A test a run did not reach (its report is shorter, or the test did not
+    run) counts as not passed by that run.
+
+    Example:
+        >>> from llm_envs.sandbox import ProgramStatus, TestOutcome, TestStatus
+        >>> def report(*passes):
+        ...     return TestReport(ProgramStatus.OK, tuple(
+        ...         TestOutcome(TestStatus.PASSED if p else TestStatus.FAILED) for p in passes))
+        >>> weigh_evidence(report(1, 1, 1, 0), report(1, 1, 0, 1), report(0, 1, 1, 1)).weight
+        0.0
+        >>> weigh_evidence(report(1, 1, 1, 0), report(1, 1, 1, 1), report(0, 0, 1, 0))
+        AuxEvidence(passed=3, won=2, lost=0, helper_calls=0)
+    """
+
+    def passes(report: TestReport, index: int) -> bool:
+        return index < len(report.outcomes) and report.outcomes[index].passed
+
+    considered = [i for i, outcome in enumerate(scored.outcomes) if outcome.passed]
+    won = sum(passes(true, i) and not passes(varied, i) for i in considered)
+    lost = sum(passes(varied, i) and not passes(true, i) for i in considered)
+    return AuxEvidence(len(considered), won, lost, true.helper_calls)
