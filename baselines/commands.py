@@ -9,6 +9,7 @@
     llm-envs eval ...                    # evaluation (python -m baselines.eval)
     llm-envs serve --env debate          # episodes over the network (python -m llm_envs.serve)
     llm-envs sandbox-serve --port 8080   # SandboxFusion's API (python -m llm_envs.sandbox.service)
+    llm-envs new-env my_game             # your environment's package (python -m llm_envs.scaffold)
 
 ``llm-envs-train``, ``llm-envs-report`` and ``llm-envs-eval`` are the same
 subcommands as commands of their own (``pyproject.toml``'s
@@ -61,6 +62,9 @@ COMMANDS: dict[str, Command] = {
         "llm_envs.sandbox.service_main",
         "serve the sandbox over HTTP with SandboxFusion's API (/run_code, /submit)",
         extra="sandbox-service",
+    ),
+    "new-env": Command(
+        "llm_envs.scaffold.new_env", "write the package of a new environment family, ready to train"
     ),
 }
 
