@@ -156,6 +156,14 @@ class RunConfig:
     """the modules that get adapters: ``all-linear`` (every linear layer but the output head) or
     module names separated by commas, e.g. ``q_proj,k_proj,v_proj,o_proj``.
     """
+    num_threads: NonNegativeInt = 0
+    """CPU threads of torch (``torch.set_num_threads``) and of a vLLM engine on CPU (its OpenMP
+    threads, then left unbound); 0 chooses for the machine: the libraries' defaults (one per core)
+    when it is idle, else the cores other work leaves free, at least one (:mod:`baselines.threads`;
+    the choice is printed at start). On a CPU shared with other jobs, fewer threads are often
+    several times faster: threads of one operation wait for each other whenever one of them is
+    descheduled. Pass a number to fix it (a run that must reproduce to the digit under load).
+    """
 
     def __post_init__(self) -> None:
         """Check what the types cannot say, then :meth:`_check_rules` (after pydantic's checks)."""
@@ -222,12 +230,6 @@ class TrainerConfig(RunConfig):
     """
     eval_every: NonNegativeInt
     """evaluate before every this many iterations' training and after the last; 0 never evaluates.
-    """
-    num_threads: NonNegativeInt = 0
-    """CPU threads of torch (``torch.set_num_threads``) and of a vLLM engine on CPU (its OpenMP
-    threads, then left unbound); 0 keeps the libraries' defaults (one per core, bound to the cores).
-    On a CPU shared with other jobs, 1 is often several times faster: threads of one operation wait
-    for each other whenever one of them is descheduled.
     """
     progress: bool = True
     """show progress: in a terminal, a bar for the iterations and one for each phase (sampling,

@@ -122,7 +122,9 @@ class EvalConfig:
     device: DeviceName = "auto"
     """where local models run: ``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
     num_threads: NonNegativeInt = 0
-    """CPU threads of torch for local models; 0 keeps its default."""
+    """CPU threads of torch for local models; 0 chooses for the machine: one per core when it is
+    idle, else the cores other work leaves free (:mod:`baselines.threads`; the choice is printed).
+    """
     baseline: str | None = None
     """the model every other one is compared with (its name); None: the first model given."""
     num_bootstrap: NonNegativeInt = 1000

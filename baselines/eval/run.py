@@ -198,9 +198,9 @@ class Evaluation:
         config = self.config
         device = config.device
         if not all(e.is_endpoint or e.is_scripted for e in self.entrants):
-            from baselines.training.run import limit_threads
+            from baselines.threads import apply_threads
 
-            limit_threads(config.num_threads)
+            apply_threads(config.num_threads)
             if device == "auto":
                 import torch
 

@@ -60,6 +60,7 @@ from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
 from baselines.progress import phase
 from baselines.run_directory import RunDirectory
+from baselines.threads import apply_threads
 from baselines.training.lora import lora_config, require_peft
 from baselines.training.run import console, interrupts_end_cleanly, setup_errors_exit
 from baselines.training.trackers import require_tracker
@@ -268,6 +269,7 @@ def main(
     # rollout_func is experimental in TRL 1.16; we pin the TRL version we adapt to.
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     cfg = parse_config(GRPORunConfig, argv, prog=prog)
+    apply_threads(cfg.num_threads)
     with console(cfg.output_dir):
         with setup_errors_exit(prog), phase("set up"):
             trainer = build_trainer(cfg)

@@ -57,6 +57,7 @@ from baselines.library_logs import library_logs_to
 from baselines.precision import resolve_device
 from baselines.progress import heartbeat, in_terminal, phase, say
 from baselines.run_directory import LIBRARY_LOG, RunDirectory
+from baselines.threads import apply_threads
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     describe_checkpoint,
@@ -80,7 +81,6 @@ __all__ = [
     "console",
     "gather_lists",
     "interrupts_end_cleanly",
-    "limit_threads",
     "make_accelerator",
     "progress_bar",
     "seed_everything",
@@ -119,22 +119,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - the legacy global generator is what we seed
     torch.manual_seed(seed)  # seeds every CUDA device as well
-
-
-def limit_threads(count: int) -> None:
-    """Use ``count`` CPU threads in torch and in vLLM engines started later; 0 changes nothing.
-
-    vLLM's CPU engine binds one OpenMP thread to every core by default; with a
-    limit it runs ``count`` threads, unbound (``VLLM_CPU_OMP_THREADS_BIND=nobind``,
-    ``OMP_NUM_THREADS``), unless those variables are already set.
-    """
-    if count <= 0:
-        return
-    import torch
-
-    torch.set_num_threads(count)
-    os.environ.setdefault("OMP_NUM_THREADS", str(count))
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
 def make_accelerator(config: Any, *, cuda: bool, mixed_precision: str = "no") -> Any:
@@ -205,7 +189,8 @@ def start_run(
     """The start every local trainer shares, in this order, before any model is loaded.
 
     1. A missing package (``lora_r``'s peft, ``report_to``'s tracker) fails now.
-    2. CPU threads are limited (``num_threads``), before any engine starts.
+    2. CPU threads are chosen (``num_threads``, :mod:`baselines.threads`), before any
+       engine starts.
     3. The device and precision follow
        :func:`~baselines.precision.resolve_device`'s one rule.
     4. The ``accelerate.Accelerator`` (:func:`make_accelerator`): it autocasts to
@@ -224,7 +209,7 @@ def start_run(
     """
     require_peft(config.lora_r)
     require_tracker(config.report_to)
-    limit_threads(config.num_threads)
+    apply_threads(config.num_threads)
     cuda, bf16 = resolve_device(config.device, config.precision)
     mixed = "bf16" if bf16 and accelerate_autocast else "no"
     accelerator = make_accelerator(config, cuda=cuda, mixed_precision=mixed)

@@ -290,27 +290,6 @@ def test_setup_mistakes_end_the_command_with_their_message(tmp_path, argv, messa
     assert "Traceback" not in done.stderr
 
 
-def test_a_thread_limit_reaches_torch_and_later_vllm_engines(monkeypatch):
-    torch = pytest.importorskip("torch")
-    from baselines.training.run import limit_threads
-
-    # Recorded rather than read back: torch.get_num_threads() can ignore a later
-    # set_num_threads once other tests in this process have started OpenMP pools.
-    calls: list[int] = []
-    monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
-    limit_threads(0)
-    assert calls == [] and "OMP_NUM_THREADS" not in os.environ
-    limit_threads(1)
-    assert calls == [1]
-    assert os.environ["OMP_NUM_THREADS"] == "1"
-    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
-    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")  # the user's own choice stays
-    limit_threads(2)
-    assert calls == [1, 2] and os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
-
-
 @pytest.mark.parametrize(("given", "warns"), [("auto", False), (1.0, True), (0.5, False)])
 def test_deepspeed_clips_at_the_trainers_max_grad_norm(monkeypatch, tmp_path, given, warns):
     accelerate = pytest.importorskip("accelerate")
