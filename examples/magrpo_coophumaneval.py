@@ -76,7 +76,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="evaluate every this many iterations (0: before the first and after the last)",
     )
     parser.add_argument("--learning-rate", type=float, default=1e-5)
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: chosen for the load, printed)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (0: chosen for the load, printed)"
+    )
     parser.add_argument("--output-dir", default="runs/magrpo_coophumaneval")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
