@@ -7,6 +7,7 @@
     llm-envs magrpo                      # MAGRPO (python -m baselines.magrpo)
     llm-envs report runs/is_trainer      # a run's report (python -m baselines.report)
     llm-envs eval ...                    # evaluation (python -m baselines.eval)
+    llm-envs check debate                # the pre-flight check (python -m baselines.check)
     llm-envs serve --env debate          # episodes over the network (python -m llm_envs.serve)
     llm-envs sandbox-serve --port 8080   # SandboxFusion's API (python -m llm_envs.sandbox.service)
     llm-envs new-env my_game             # your environment's package (python -m llm_envs.scaffold)
@@ -52,6 +53,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "eval": Command(
         "baselines.eval.__main__", "evaluate models in an environment; rank them by debate"
+    ),
+    "check": Command(
+        "baselines.check.__main__", "check on CPU that training on an environment can work"
     ),
     "serve": Command(
         "llm_envs.serve.__main__",
