@@ -117,10 +117,19 @@ class Channel:
         exit_fd: a descriptor that becomes readable when the run exits (its pidfd).
         deadline: the run's wall-clock deadline (``time.monotonic()``).
         kill: kills the run (called on a timeout or a broken channel).
+        watch: ``(descriptor, poll events, check)``: a descriptor that becomes ready
+            when something outside the channel may end the run (its group ran out of
+            memory); ``check()`` then says why it must end, or None.
     """
 
     def __init__(
-        self, job_fd: int, reply_fd: int, exit_fd: int, deadline: float, kill: Callable[[], None]
+        self,
+        job_fd: int,
+        reply_fd: int,
+        exit_fd: int,
+        deadline: float,
+        kill: Callable[[], None],
+        watch: tuple[int, int, Callable[[], str | None]] | None = None,
     ) -> None:
         self.job_fd = job_fd
         self.reply_fd = reply_fd
@@ -130,6 +139,11 @@ class Channel:
         self.buffer = bytearray()
         self.poller = select.poll()
         self.poller.register(exit_fd, select.POLLIN)
+        self.watch_fd = -1
+        self.watch_check: Callable[[], str | None] | None = None
+        if watch is not None:
+            self.watch_fd, events, self.watch_check = watch
+            self.poller.register(self.watch_fd, events)
         self.polled: int | None = None  # the descriptor registered beside exit_fd
         #: Why the run can answer no more (None while it can).
         self.ended: str | None = None
@@ -183,6 +197,10 @@ class Channel:
                 found = True
             elif ready_fd == self.exit_fd:
                 self.exited = True
+            elif ready_fd == self.watch_fd and self.watch_check is not None:
+                why = self.watch_check()
+                if why is not None:
+                    raise self._broken(why)
         return found
 
     def send(self, data: bytes) -> None:

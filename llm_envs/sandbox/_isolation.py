@@ -13,7 +13,8 @@ what the kernel and its privileges allow and reports the result as
   use this module's pre-bound libc functions.
 * Credentials: as root, runs switch to an unprivileged uid; in a user namespace
   they drop every capability; always ``no_new_privs``.
-* rlimits: address space, CPU time, file size, processes, open files, no core dumps.
+* rlimits: address space, CPU time, file size, processes, open files, no core
+  dumps, no raised priority.
 
 This module only uses the standard library (it runs in a bare interpreter
 started with ``-I -S``), and not ``dataclasses``: every run is forked from a
@@ -296,6 +297,10 @@ def set_limits(
         (resource.RLIMIT_FSIZE, file_bytes),
         (resource.RLIMIT_NOFILE, open_files),
         (resource.RLIMIT_CORE, 0),
+        # No raised priority (a lower niceness, a real-time policy), where an
+        # administrator's limits would allow one.
+        (resource.RLIMIT_NICE, 0),
+        (resource.RLIMIT_RTPRIO, 0),
     ]
     if processes is not None:
         limits.append((resource.RLIMIT_NPROC, processes))

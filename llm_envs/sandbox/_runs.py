@@ -161,6 +161,10 @@ class Runs:
             if reply is None:
                 return None
             pids.append(int(_spawner.STATUS.unpack(reply)[0]))
+        groups = self.worker.groups
+        if groups is not None and self.worker.procfs_of_runs:
+            for pid in pids:
+                groups.adopt(pid)
         self.unannounced = 0
         self.unread = pids
         return pids

@@ -23,6 +23,7 @@ __all__ = [
     "CLONE_NAMESPACES",
     "CLONE_PARENT",
     "DENIED_SYSCALLS",
+    "SCHEDULING_SYSCALLS",
     "RunSignalFilter",
     "install_signal_filter",
 ]
@@ -103,6 +104,10 @@ DENIED_SYSCALLS = (
 )
 
 
+#: Scheduling calls no run may make, even on itself (see :func:`install_signal_filter`).
+SCHEDULING_SYSCALLS = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
+
+
 def _signal_filter(
     arch: int, numbers: dict[str, int], x32_bit: bool, *, allow: list[int], deny: list[int]
 ) -> bytes:
@@ -130,12 +135,16 @@ def _signal_filter(
     # CLONE_PARENT or a namespace flag is refused, and clone3 (whose flags live in
     # memory, out of a filter's reach) is answered as missing, so the C library falls
     # back to clone.
-    # Calls that change another process's limits or scheduling: the spawner's would
-    # be inherited by every later run (a lowered RLIMIT_AS, FSIZE or DATA there,
-    # SCHED_IDLE, one CPU). Only the caller's own (pid 0) may change.
-    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity",
-                 "sched_setattr"):  # fmt: skip
-        code.append((_BPF_JEQ_K, numbers[name], "own_first", None))
+    # Calls that change another process's limits: the spawner's would be inherited by
+    # every later run (a lowered RLIMIT_AS, FSIZE or DATA there). Only the caller's
+    # own (pid 0) may change.
+    code.append((_BPF_JEQ_K, numbers["prlimit64"], "own_first", None))
+    # Scheduling, of any process, the caller's own included: the CPUs a run may use
+    # are its worker's, and its policy the spawner's (SCHED_IDLE there would reach
+    # every later run; a run's processes spread over every CPU would take a
+    # neighbour's). Raising a run's own niceness stays (setpriority, below).
+    for name in SCHEDULING_SYSCALLS:
+        code.append((_BPF_JEQ_K, numbers[name], "deny", None))
     # setpriority(which, who): only PRIO_PROCESS (0) of itself (who 0): PRIO_USER with
     # who 0 is every process of the uid, PRIO_PGRP a group a run may share.
     code.append((_BPF_JEQ_K, numbers["setpriority"], "own_priority", None))
@@ -217,8 +226,10 @@ def install_signal_filter(*, allow: list[int] | None = None, deny: list[int] | N
     spawner, protecting itself from the runs it forks), signals may go anywhere
     but there (include -1: ``kill(-1)`` reaches every process allowed). Both
     refuse ptrace, process_vm_readv/writev, pidfd_getfd, pidfd_send_signal, tkill,
-    ``fcntl(F_SETOWN)`` (SIGIO to another process) and every syscall in
-    :data:`DENIED_SYSCALLS`. Requires ``no_new_privs``.
+    ``fcntl(F_SETOWN)`` (SIGIO to another process), every syscall in
+    :data:`DENIED_SYSCALLS` and :data:`SCHEDULING_SYSCALLS`, changes to another
+    process's limits and priority, and joining another process group. Requires
+    ``no_new_privs``.
 
     Returns:
         Whether the filter is installed (False on an unknown architecture or

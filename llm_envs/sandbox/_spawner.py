@@ -40,7 +40,9 @@ JOB_FD = _program.JOB_FD  # the job pipe's read end: the run's job, then the jud
 STATUS_FD = 5  # spawner -> worker: a waiting run's pid, then its wait status, and so on
 GO_FD = 6  # worker -> spawner: the go for each run, with the run's ends of its two pipes
 _NESTED_RULESET_FD = 7
-_FIRST_FREE_FD = 8
+# The run groups' cgroup.procs (see _cgroups.RunGroups.join): the spawner joins, then closes them.
+_JOIN_FDS = (8, 9)
+_FIRST_FREE_FD = 10
 # The sandbox's own modules: hidden from the programs (they have no use for them).
 OWN_MODULES = (
     "__main__",
@@ -60,6 +62,7 @@ OWN_MODULES = (
     "llm_envs.sandbox._spawner",
     "llm_envs.sandbox._processes",
     "llm_envs.sandbox._compile",
+    "llm_envs.sandbox._cgroups",
 )
 _OPEN_FILES = 256
 #: What the spawner reports to the worker: a waiting run's pid, then its wait status.
@@ -75,7 +78,7 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
         os._exit(1)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     spawner = os.getpid()
-    nested = _confine(worker, status_write, go_read, spawner)
+    nested, joins = _confine(worker, status_write, go_read, spawner)
 
     _program.prepare_process(OWN_MODULES)
     # Specialize the run's code here, once, rather than in every run; then make
@@ -86,6 +89,11 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
     # Every run starts from this state (runs fork without at-fork handlers, which
     # would reseed): runs are reproducible, on whichever worker they land.
     random.seed(0)
+    # Only now, with its own setup done (charged to the worker's memory), does the
+    # spawner join the run group, where every run will be born.
+    for fd in joins:
+        os.write(fd, b"0")
+        os.close(fd)
 
     # The loop: as few Python operations as possible, since every page this
     # process writes after a fork costs a copy-on-write fault. Each run is forked
@@ -178,12 +186,16 @@ def _kill_strays(children: _isolation.ChildrenListing) -> None:
                 pass
 
 
-def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> bool:
+def _confine(
+    worker: Worker, status_write: int, go_read: int, spawner: int
+) -> tuple[bool, list[int]]:
     """Apply every inherited part of the runs' confinement to this process, the spawner.
 
     Returns:
         Whether each run must enter the nested Landlock domain (no seccomp filter
-        could guard the spawner's signals).
+        could guard the spawner's signals), and the descriptors through which the
+        spawner joins the run groups (opened by the worker: the spawner, once
+        confined, could not open them).
     """
     layout = [
         (worker.devnull, 0),
@@ -196,6 +208,9 @@ def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> b
     ]
     if worker.nested_ruleset_fd is not None:
         layout.append((worker.nested_ruleset_fd, _NESTED_RULESET_FD))
+    joins = list(_JOIN_FDS[: len(worker.groups.join_fds)]) if worker.groups else []
+    if worker.groups:
+        layout += list(zip(worker.groups.join_fds, joins, strict=True))
     ruleset_fd = worker.ruleset_fd
     if ruleset_fd is not None:
         layout.append((ruleset_fd, _FIRST_FREE_FD))
@@ -203,6 +218,7 @@ def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> b
     moved = [(fcntl.fcntl(source, fcntl.F_DUPFD, 100), target) for source, target in layout]
     for source, target in moved:
         os.dup2(source, target)
+    os.closerange(_JOIN_FDS[0] + len(joins), _FIRST_FREE_FD)  # (the join slots unused)
     if ruleset_fd is not None:
         ruleset_fd = _FIRST_FREE_FD
         os.closerange(_FIRST_FREE_FD + 1, worker.max_fd)
@@ -234,7 +250,7 @@ def _confine(worker: Worker, status_write: int, go_read: int, spawner: int) -> b
     guard = [spawner, -1]
     if os.getpgid(0) > 0 and not worker.namespaces.pid:
         guard.append(-os.getpgid(0))
-    return not (worker.seccomp and _seccomp.install_signal_filter(deny=guard))
+    return not (worker.seccomp and _seccomp.install_signal_filter(deny=guard)), joins
 
 
 def _make_run_main(

@@ -54,7 +54,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from llm_envs.sandbox import _isolation, _judge, _landlock, _runs, _seccomp, _spawner, _startup
+from llm_envs.sandbox import (
+    _cgroups,
+    _isolation,
+    _judge,
+    _landlock,
+    _runs,
+    _seccomp,
+    _spawner,
+    _startup,
+)
 from llm_envs.sandbox._processes import (
     clean_directory,
     describe_exit,
@@ -149,6 +158,13 @@ class Worker:
         # A uid of its own per pool and worker: RLIMIT_NPROC counts per uid, so a fork
         # bomb in one pool's run must not starve another pool's runs of processes.
         index = (int(config["pool"]) % (1 << 22)) * 64 + int(config["index"]) % 64
+        # First: the worker's own groups (its CPU, from now on), and the run groups'
+        # files, opened while nothing confines this process yet.
+        spec = config.get("cgroups")
+        self.groups = (
+            _cgroups.RunGroups(spec, self.memory_bytes, self.max_processes) if spec else None
+        )
+        self.groups_missing = str(config.get("cgroups_missing", ""))
 
         _startup.preload_modules()
         if config["pin"]:
@@ -175,7 +191,11 @@ class Worker:
         # value, a test's loop over what the program returned).
         self.alarm_armed = False
         signal.signal(signal.SIGALRM, self._on_alarm)
+        # Only where the worker's /proc shows its runs' pids does it adjust them.
+        self.procfs_of_runs = mounted or not self.namespaces.pid
         self.protections = self._protections(mounted)
+        if self.groups is not None:
+            self.groups.size(1)
         self.max_fd = os.sysconf("SC_OPEN_MAX")
         # Objects that exist now are never collected: the runs' garbage collector
         # then leaves their pages alone instead of copying them.
@@ -299,9 +319,37 @@ class Worker:
             "signals_confined": (
                 self.namespaces.pid or self.landlock_abi >= 6 or self.signal_filter
             ),
-            "process_limit": self.nproc_limit is not None,
             "syscalls_filtered": self.seccomp,
             "runs_contained": self.namespaces.pid,
+            **self._tree_protections(),
+        }
+
+    def _tree_protections(self) -> dict[str, Any]:
+        """What the control groups enforce: nothing where a run could leave its groups.
+
+        A run can move itself to another group only by writing a group file: that
+        needs the groups' owner's uid (root's, or the caller's) and a filesystem
+        Landlock does not confine.
+        """
+        process_limit = self.nproc_limit is not None
+        scheduling = {"scheduling_fixed": self.seccomp}
+        if self.groups is None:
+            missing = self.groups_missing or "control groups are turned off (control_groups=False)"
+            return {**scheduling, "process_limit": process_limit, "control_groups_missing": missing}
+        if self.run_uid is None and self.ruleset_fd is None:
+            return {
+                **scheduling,
+                "process_limit": process_limit,
+                "control_groups_missing": "runs keep the groups' owner's uid and no Landlock "
+                "confines their writes: they could leave their groups",
+            }
+        return {
+            **scheduling,
+            "control_groups": self.groups.version,
+            "tree_memory_limit": True,
+            "tree_process_limit": True,
+            "cpu_limit": True,
+            "process_limit": True,
         }
 
     def _worker_memory(self) -> dict[str, Any]:
@@ -380,7 +428,10 @@ class Worker:
         recursion_limit = sys.getrecursionlimit()
         job = _job(program[0], program[1], wanted, recursion_limit, timeout)
         self._reset_output()
-        children = self.runs.waiting_runs(1 if helper is None else 2)
+        count = 1 if helper is None else 2
+        if self.groups is not None:
+            self.groups.size(count)
+        children = self.runs.waiting_runs(count)
         if children is None:
             return self._not_started(len(tests))
         pidfds = [open_pidfd(child) for child in children]
@@ -417,11 +468,33 @@ class Worker:
                 # Something of the run outlived the cleanup: this worker (and with it
                 # its namespace, where it has one) goes; the pool starts a fresh one.
                 self.retiring = True
+            out_of_memory = self.groups is not None and self.groups.out_of_memory()
             self.runs.release()
         reply = self._reply(result, children[-1], timeout)
+        if out_of_memory:
+            self._out_of_memory(reply, result)
         if helper is not None:
             reply["helper_calls"] = channels[0].calls
         return self._finish(reply, duration)
+
+    def _out_of_memory(self, reply: dict[str, Any], result: _judge.JudgeResult) -> None:
+        """Make ``reply`` say that the run's tree ran out of memory (the kernel killed one).
+
+        Whatever the judge saw (the run died, a test then failed, or nothing at all
+        when it was a child that died), the run exceeded its memory: it is killed.
+        A timeout stays a timeout, and says it.
+        """
+        assert self.groups is not None
+        reason = self.groups.reason()
+        stage = result.stage or ("after its tests" if result.status == "ok" else "before its tests")
+        if reply["status"] == "timeout":
+            reply["error"] += f"; {reason}"
+            return
+        reply["status"] = "killed"
+        reply["error"] = f"{reason} ({stage})"
+        for outcome in reply["outcomes"]:
+            if outcome[1] == "ProcessDied":
+                outcome[2] = reason
 
     def _compiled(
         self, source: str, prefix: str = ""
@@ -475,12 +548,16 @@ class Worker:
     ) -> _judge.Channel:
         """The judge's channel to the run ``child`` (a pidfd of it, or -1), until ``deadline``."""
         # Without a pidfd (kernels before 5.3), the spawner's report says when it exited.
+        watch = None
+        if self.groups is not None:
+            watch = (self.groups.oom_fd, self.groups.oom_events, self.groups.check)
         return _judge.Channel(
             pipes[0],
             pipes[1],
             pidfd if pidfd >= 0 else self.runs.status_read,
             deadline,
             lambda: kill_run(child),
+            watch,
         )
 
     def _reset_output(self) -> None:

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llm_envs.sandbox import _cgroups
+
 __all__ = ["BOOTSTRAP", "WORKER_ENVIRONMENT", "WorkerProcess"]
 
 # The whole environment of a worker and of every run: nothing of the caller's
@@ -56,22 +58,47 @@ main(sys.argv[2])
 
 
 class WorkerProcess:
-    """One worker interpreter and the pipes to it."""
+    """One worker interpreter, the pipes to it, and its control groups.
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    Args:
+        config: the pool's settings, with this worker's ``index``.
+        support: where control groups go (version 0: none).
+
+    Raises:
+        OSError: the worker's control groups could not be created.
+    """
+
+    def __init__(self, config: dict[str, Any], support: _cgroups.Support) -> None:
         self.scratch = tempfile.mkdtemp(prefix="llm-envs-sandbox-")
-        config = {**config, "scratch": self.scratch}
+        config = {**config, "scratch": self.scratch, "cgroups": None}
+        self.groups: _cgroups.GroupSpec | None = None
+        if support.version:
+            allowed = sorted(os.sched_getaffinity(0))
+            cpus = [allowed[int(config["index"]) % len(allowed)]] if config["pin"] else None
+            name = _cgroups.group_name(os.path.basename(self.scratch))
+            try:
+                self.groups = _cgroups.create_groups(support, name, cpus=cpus)
+            except OSError:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                raise
+            config["cgroups"] = self.groups._asdict()
         root = str(Path(__file__).resolve().parents[2])
         flags = ["-P", "-s"] if config["site_packages"] else ["-P", "-s", "-S"]
-        self.process = subprocess.Popen(
-            [sys.executable, *flags, "-c", BOOTSTRAP, root, json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=WORKER_ENVIRONMENT,
-            cwd="/",
-            start_new_session=True,
-        )
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, *flags, "-c", BOOTSTRAP, root, json.dumps(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=WORKER_ENVIRONMENT,
+                cwd="/",
+                start_new_session=True,
+            )
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            if self.groups is not None:
+                _cgroups.remove_groups(self.groups)
+            raise
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin_fd = self.process.stdin.fileno()
         self.stdout_fd = self.process.stdout.fileno()
@@ -142,6 +169,11 @@ class WorkerProcess:
         self.process.wait()
         self._close_pipes()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.groups is not None:
+            # (Without a PID namespace, what a run started may outlive a killed
+            # worker: its groups still hold it, and removing them kills it.)
+            _cgroups.remove_groups(self.groups)
+            self.groups = None
 
     def shut_down(self, wait: float) -> None:
         """Close the request pipe (the worker exits after its current run), then kill."""

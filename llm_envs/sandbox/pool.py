@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from llm_envs.arguments import check_bool, check_int
-from llm_envs.sandbox import _compile
+from llm_envs.sandbox import _cgroups, _compile
 from llm_envs.sandbox._dispatch import WORKER_GRACE, Dispatch, Slot
 from llm_envs.sandbox._requests import (
     Request,
@@ -151,6 +151,9 @@ class Sandbox:
             the program hand over between the two processes, which is 3x faster
             on one CPU. Default: pinned when there are at least as many CPUs as
             workers; turn it off when other work must be free to move.
+        control_groups: bound each run's whole process tree (memory, processes)
+            and each worker's CPU with the kernel's control groups, where this
+            process may create them (turn off only to test the mode without).
 
     Raises:
         SandboxError: on a non-Linux system, or when a worker cannot start.
@@ -178,6 +181,7 @@ class Sandbox:
         start_timeout: float = 60.0,
         max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
         pin_cpus: bool | None = None,
+        control_groups: bool = True,
     ) -> None:
         if not sys.platform.startswith("linux"):
             raise SandboxError(f"llm_envs.sandbox needs Linux, not {sys.platform!r}")
@@ -212,6 +216,8 @@ class Sandbox:
             "pool": os.getpid(),
             "pin": self.pin_cpus,
         }
+        self._support = self._control_groups(check_bool("control_groups", control_groups))
+        self._config["cgroups_missing"] = self._support.missing
         self._start_timeout = check_timeout(start_timeout, "start_timeout")
         self._owner_pid = os.getpid()
         self._closed = False
@@ -339,11 +345,36 @@ class Sandbox:
 
     # --- internals ---------------------------------------------------------------------------
 
+    def _control_groups(self, wanted: bool) -> _cgroups.Support:
+        """Where this pool's workers get control groups (version 0: nowhere, and why)."""
+        if not wanted:
+            return _cgroups.Support(0, {}, "control groups are turned off (control_groups=False)")
+        support = _cgroups.find_support()
+        if not support.version:
+            return support
+        _cgroups.sweep_stale(support)
+        # One group made and removed: a machine that lists the controllers but refuses
+        # a group (a limit on their number, a read-only mount) runs without, and says why.
+        try:
+            probe = _cgroups.create_groups(support, _cgroups.group_name("probe"), cpus=None)
+        except OSError as error:
+            return _cgroups.Support(0, {}, f"creating a control group failed: {error}")
+        _cgroups.remove_groups(probe)
+        return support
+
+    def _new_worker(self, index: int) -> WorkerProcess:
+        try:
+            return WorkerProcess({**self._config, "index": index}, self._support)
+        except OSError as error:
+            raise SandboxError(
+                f"sandbox worker {index} could not get its control groups: {error}"
+            ) from None
+
     def _start_workers(self) -> Protections:
         """Start every slot's worker; what they enforce. On failure, none is left running."""
         try:
             for slot in self._slots:
-                slot.worker = WorkerProcess({**self._config, "index": slot.index})
+                slot.worker = self._new_worker(slot.index)
             for slot in self._slots:
                 self._await_hello(slot)
         except BaseException:
@@ -453,7 +484,7 @@ class Sandbox:
             slot.worker = None
         with self._condition:
             self._check_usable()
-        slot.worker = WorkerProcess({**self._config, "index": slot.index})
+        slot.worker = self._new_worker(slot.index)
         self._await_hello(slot)
         return slot.worker
 

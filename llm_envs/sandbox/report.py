@@ -164,7 +164,8 @@ class Protections:
         signals_confined: runs cannot signal processes outside their own run (a
             PID namespace, Landlock signal scoping, or a seccomp filter).
         process_limit: the number of processes and threads a run may create is
-            limited (RLIMIT_NPROC is enforced for its uid).
+            limited (RLIMIT_NPROC is enforced for its uid, or a pids control group
+            bounds its tree).
         syscalls_filtered: a seccomp filter refuses runs new sockets of any family
             and memory outside their address-space limit (memfd, SysV and POSIX
             IPC, keys), the interfaces that would bypass it (io_uring, BPF) and
@@ -183,6 +184,28 @@ class Protections:
             own footprint, plus ``memory_mb``, plus 256 MiB. A test that makes
             the judge expand what a program returned beyond it (a ``list()`` of
             a long range) fails with ``MemoryError``; the worker goes on.
+        scheduling_fixed: runs cannot change their CPUs or their scheduling policy
+            (seccomp refuses ``sched_setaffinity``, ``sched_setscheduler``,
+            ``sched_setparam`` and ``sched_setattr``, even on themselves) nor raise
+            their priority (RLIMIT_NICE and RLIMIT_RTPRIO are 0): a run pinned with
+            its worker (``pin_cpus``) stays on that worker's CPU.
+        control_groups: the control group interface the limits below use (1 or
+            2), or 0 when they do not hold (see ``control_groups_missing``).
+        tree_memory_limit: ``memory_mb`` bounds the memory of a run's whole
+            process tree (resident and swapped memory, page cache, the run
+            directory's files), not only each process's address space; past it
+            the kernel kills one of its processes and the run is ``KILLED``
+            with an error that names memory.
+        tree_process_limit: ``max_processes`` bounds the processes and threads of
+            a run's whole tree (a pids control group), whatever its uid.
+        cpu_limit: each worker, its judge and its runs together, gets at most one
+            CPU's time and the same scheduling weight as every other worker,
+            however many processes or sessions a run starts: no run can slow
+            another worker's run.
+        control_groups_missing: why the three limits above do not hold (empty
+            when they do): without them ``memory_mb`` bounds each process, so a
+            run of N processes may use N times as much, and a run's busy
+            processes compete with other runs' one by one.
     """
 
     pid_namespace: bool = False
@@ -198,3 +221,9 @@ class Protections:
     syscalls_filtered: bool = False
     runs_contained: bool = False
     worker_memory_mb: int = 0
+    scheduling_fixed: bool = False
+    control_groups: int = 0
+    tree_memory_limit: bool = False
+    tree_process_limit: bool = False
+    cpu_limit: bool = False
+    control_groups_missing: str = ""

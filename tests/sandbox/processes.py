@@ -123,3 +123,16 @@ def cpu_ticks_of_run(pool: Sandbox) -> int:
     except OSError:
         return 0
     return int(fields[11]) + int(fields[12])
+
+
+def worker_groups(pool: Sandbox) -> list[dict[str, list[str]]]:
+    """Each worker's control groups: ``{"worker": [...], "runs": [...], "created": [...]}``."""
+    return [
+        {
+            "worker": list(slot.worker.groups.worker.values()),
+            "runs": list(slot.worker.groups.runs.values()),
+            "created": list(slot.worker.groups.created),
+        }
+        for slot in pool._slots
+        if slot.worker is not None and slot.worker.groups is not None
+    ]
