@@ -79,6 +79,7 @@ __all__ = [
     "accumulating",
     "command_line",
     "console",
+    "finish_run",
     "gather_lists",
     "interrupts_end_cleanly",
     "make_accelerator",
@@ -557,5 +558,24 @@ def command_line(
             path = trainer.run()
     if trainer.accelerator is not None:
         trainer.accelerator.end_training()
-    print(f"metrics written to {path}", flush=True)
+    if trainer.accelerator is None or trainer.accelerator.is_main_process:
+        print(finish_run(trainer.run_dir.path, prog), flush=True)
     return path
+
+
+def finish_run(run_dir: Path, prog: str) -> str:
+    """Write the run's report and return its summary: what moved, the report, what next, the disk.
+
+    A report that cannot be written (a run that logged nothing) is said in
+    the summary, never raised: the run itself is done and saved.
+    """
+    from baselines.report import write_report
+    from baselines.report.summary import run_summary
+
+    report: Path | None = None
+    problem = None
+    try:
+        report = write_report(run_dir)
+    except (OSError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    return run_summary(run_dir, trainer=prog, report=report, report_error=problem)

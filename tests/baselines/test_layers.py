@@ -14,11 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "baselines"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"library_logs", "precision", "progress"}),
+    frozenset({"library_logs", "precision", "progress", "threads"}),
     frozenset({"types", "models", "run_directory"}),
     frozenset({"config", "data", "policies"}),
-    frozenset({"cli", "rollouts"}),
-    frozenset({"env_families", "training", "report"}),
+    frozenset({"cli", "rollouts", "report"}),
+    frozenset({"env_families", "training"}),
     frozenset({"eval"}),
     frozenset({"league"}),
     frozenset({"is_trainer", "grpo", "magrpo", "verl"}),
