@@ -8,8 +8,9 @@ calling it through the sandbox's judge):
 
 * the **true** run: ``aux`` answers with what it computed;
 * the **varied** run: the same, except that every value ``aux`` returns is
-  changed by :func:`vary_value` (same type, different value: ``7 -> -8``,
-  ``True -> False``, ``"ab" -> "bcb"``, ``[1, 2] -> [-2, -3, -2]``).
+  changed by :func:`vary_value` (the same type, a different value: ``7 -> -8``,
+  ``True -> False``, ``"ab" -> "bcb"``, ``[1, 2] -> [-2, -3, -2]``; and
+  ``None -> 0``).
 
 Over the tests the team passed (the scored run, one process, as the seed says),
 each test the true run passes and the varied run does not counts +1 ("won" by
@@ -32,15 +33,19 @@ random when it runs split.
 
 **What it cannot stop.** (1) A main that *checks* aux's values against its own
 (``assert aux(n) == n`` with a helper that returns ``n``; ``assert aux(n) ==
-answer``): its tests do depend on those values, though ``aux`` did no work no
-main could do. No rule that runs main against a changed ``aux`` can tell this
-from collaboration. (2) A helper that reads ``delta`` out of its own process
-(its caller's frame) and behaves differently in the varied run; closing that
-needs the judge to change the values on the channel, outside both programs.
-(3) Honest teams whose test outcomes do not change with aux's values get no
-bonus: a helper that works only by changing its arguments in place (its return
-value is what is varied), or a main that uses only something the variation
-keeps (``aux(n) is None``, the keys' count of a dict).
+answer``): its tests do depend on those values, though ``aux`` may do nothing
+main does not do itself. No rule that runs main against a changed ``aux`` can
+tell this from collaboration; the helper must at least be right on every test.
+(2) A helper that reads ``delta`` out of its own process (its caller's frame)
+and behaves differently in the varied run; closing that needs the judge to
+change the values on the channel, outside both programs.
+(3) Honest teams get less, or nothing, where their tests do not change with
+aux's values: a helper that works only by changing its arguments in place (its return
+value is what is varied), a main that uses only something the variation keeps
+(the number of keys of a dict aux returns), and tests the split runs fail
+either way (a helper that calls main's function, absent from its process; a
+value that cannot cross between processes, such as a generator) count for
+nothing.
 
 This module never runs agent code in this process: it builds the helper
 program's text for the sandbox and reads the sandbox's reports.
@@ -84,8 +89,9 @@ def vary_value(value: object, delta: int, items: int = 1_000_000, depth: int = 1
     breaks what main could use: ints become ``~x`` (sign, parity and magnitude
     change; an index still indexes), bools flip, floats become ``-x - 1``,
     strings shift every code point by one, and every sequence gets one more
-    item (so its length changes too). ``None`` and types it does not know
-    (a generator, an object) are returned as they are. It never raises: a
+    item (so its length changes too); ``None`` becomes ``0``, the one change
+    of type. Types it does not know (a generator, an object) are returned as
+    they are. It never raises: a
     value it cannot walk (a cycle, a recursion limit the helper lowered) comes
     back unchanged, and only the first ``items`` items (:data:`VARY_ITEMS`),
     at most ``depth`` deep (:data:`VARY_DEPTH`), are walked.
@@ -131,6 +137,8 @@ def vary_value(value: object, delta: int, items: int = 1_000_000, depth: int = 1
         kind = type(x)
         if budget[0] < 0 or level > depth:
             return x
+        if x is None:  # HumanEval's "None when there is no answer"
+            return 0 if delta else None
         if kind is bool:
             return x ^ (delta == 1)
         if kind is int:
