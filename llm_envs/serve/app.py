@@ -61,6 +61,7 @@ from llm_envs.serve.protocol import (
     validation_message,
 )
 from llm_envs.serve.rendezvous import Rendezvous, rendezvous_routes
+from llm_envs.serve.stopping import interrupting_on_exit
 from llm_envs.serve.store import EpisodeStore
 
 __all__ = ["ServeSettings", "build_app", "serving", "serving_app"]
@@ -142,11 +143,13 @@ def build_app(settings: ServeSettings) -> FastAPI:
         seat_timeout=settings.seat_timeout,
         max_episodes=settings.max_episodes,
         workers=settings.workers,
+        step_deadline=settings.step_deadline,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        with interrupting_on_exit(hub.interrupt):  # seats hear of it before sockets close
+            yield
         await hub.close()
 
     app = FastAPI(
@@ -259,7 +262,14 @@ def build_app(settings: ServeSettings) -> FastAPI:
     app.mount(
         "/openenv",
         openenv_app(
-            SingleSeat(settings.defaults, families, store), max_sessions=settings.max_sessions
+            SingleSeat(
+                settings.defaults,
+                families,
+                store,
+                step_deadline=settings.step_deadline,
+                workers=settings.max_sessions,
+            ),
+            max_sessions=settings.max_sessions,
         ),
     )
     return app

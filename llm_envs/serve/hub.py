@@ -592,10 +592,11 @@ class Hub:
             self.store.append(entry)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", episode.id)
+            why = f": {entry['error']}" if "error" in entry else ""
             return Outcome(
                 "failed",
-                f"episode {episode.id} ended ({entry['status']}) but its record could not be "
-                f"written ({type(exc).__name__}: {exc}); it is lost",
+                f"episode {episode.id} ended {entry['status']}{why}; and its record could not "
+                f"be written ({type(exc).__name__}: {exc}): it is lost",
                 written=False,
             )
         return Outcome(entry["status"], entry.get("error"))

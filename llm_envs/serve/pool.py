@@ -7,15 +7,17 @@ the event loop, like ``loop.run_in_executor``, with two differences:
   at once. Python cannot stop a thread, so the call's thread is *written off*:
   it finishes the call on its own (its result is dropped) and another thread
   takes its place, so the pool keeps ``workers`` threads that can take calls.
-* Written-off threads are bounded: while ``max_stuck`` of them are still
-  running (:attr:`~DeadlinePool.saturated`), no replacement is started, so the
-  pool holds at most ``workers + max_stuck`` threads whatever its calls do.
-  Its owner refuses new work while it is saturated (the hub answers 503).
+* Written-off threads are bounded: the pool holds at most
+  ``workers + max_stuck`` threads whatever its calls do, so once ``max_stuck``
+  are written off, a thread that gets stuck is not replaced. Its owner refuses
+  new work while ``max_stuck`` are stuck (:attr:`~DeadlinePool.saturated`; the
+  hub answers 503). A written-off thread whose call ends rejoins the pool
+  where it is short of threads, or leaves.
 
 A call's deadline counts from when a thread starts it, not from when it was
 queued: a quick call that waits behind slow ones is not blamed for them. A
-call still queued ``deadline`` seconds after it was submitted to a saturated
-pool fails with :class:`Overdue` too (no thread may ever come free).
+call still queued ``deadline`` seconds after it was submitted, while the pool
+has no thread left that takes calls, fails with :class:`Overdue` too.
 
 Threads start on demand, up to ``workers``, and stay for the pool's life.
 Never used from more than one event loop at once.
@@ -181,7 +183,7 @@ class DeadlinePool:
         """(Under the lock.) The job's thread is stuck in it: replace it while few are stuck."""
         self._stuck += 1
         self._live -= 1
-        if self._stuck <= self.max_stuck and not self._closed:
+        if self._room():
             self._start_thread()
         log.warning(
             "%s: a call ran past its %g s deadline; its thread is left to finish it "
@@ -195,8 +197,16 @@ class DeadlinePool:
 
     def _add_thread(self) -> None:
         with self._lock:
-            if self._live < self.workers and not self._closed:
+            if self._room():
                 self._start_thread()
+
+    def _room(self) -> bool:
+        """(Under the lock.) Whether one more thread may start: the pool's two bounds."""
+        return (
+            not self._closed
+            and self._live < self.workers
+            and self._live + self._stuck < self.workers + self.max_stuck
+        )
 
     def _start_thread(self) -> None:
         """(Under the lock.) One more thread that takes calls."""
