@@ -324,6 +324,7 @@ def assemble_training_data(
     metrics: dict[str, float] = {
         "data/num_groups": len(groups_P),
         "data/num_groups_kept": len(kept_P),
+        "data/num_groups_with_signal": sum(map(bool, credit.signal_P)),
         "data/num_trajectories": num_trajectories,
         "data/num_datums": len(data),
         "data/num_tokens": sum(len(d) for d in data),

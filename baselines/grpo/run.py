@@ -58,7 +58,7 @@ from baselines.grpo.config import GRPORunConfig
 from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
-from baselines.progress import phase
+from baselines.progress import phase, say
 from baselines.run_directory import RunDirectory
 from baselines.threads import apply_threads
 from baselines.training.lora import lora_config, require_peft
@@ -256,8 +256,20 @@ def _step_counter(steps: Any) -> Any:
     from transformers import TrainerCallback
 
     class CountSteps(TrainerCallback):
+        warned = False
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             steps.advance()
+
+        def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            logs = kwargs.get("logs") or {}
+            if not self.warned and logs.get("frac_reward_zero_std") == 1.0:
+                self.warned = True  # once: the first step that learned nothing says why
+                say(
+                    f"step {state.global_step}: nothing to learn: every group's completions "
+                    "were paid the same (frac_reward_zero_std 1), so loss and gradient are 0; "
+                    "if it lasts, try more generations per prompt or reward shaping"
+                )
 
     return CountSteps()
 

@@ -401,6 +401,10 @@ class TrainingRun(abc.ABC):
             if saving is not None:
                 metrics["time/checkpoint"], saving = saving, None
             self.log(metrics)  # log, then save (see the module docstring)
+            if talk and iteration == self.start_iteration:
+                warning = nothing_to_learn(metrics)
+                if warning:
+                    say(warning)
             if self.checkpoint_due(iteration + 1):
                 start = time.perf_counter()
                 with phase("save checkpoint"):
@@ -520,6 +524,28 @@ def console(output_dir: str | Path, *, progress: bool = True) -> Iterator[None]:
         library_logs_to(Path(output_dir) / LIBRARY_LOG),
     ):
         yield
+
+
+def nothing_to_learn(metrics: Mapping[str, Any]) -> str | None:
+    """A warning when no group of an iteration had rewards that differ: nothing to learn from it.
+
+    Read from ``data/num_groups`` and ``data/num_groups_with_signal``
+    (:func:`~baselines.data.assemble_training_data`); None when some group
+    differs, or when the trainer does not log them.
+
+    Example:
+        >>> nothing_to_learn({"data/num_groups": 12, "data/num_groups_with_signal": 3}) is None
+        True
+    """
+    groups = metrics.get("data/num_groups")
+    if not groups or metrics.get("data/num_groups_with_signal", 1) > 0:
+        return None
+    return (
+        f"nothing to learn in this iteration: in each of its {groups:g} groups every episode was "
+        "paid the same, so every advantage is 0. If later iterations say so too, the policy "
+        "cannot tell better from worse: try a warm start (--warm-start-steps), bigger groups, "
+        "or reward shaping (docs/trainer.md)"
+    )
 
 
 def train_with(trainer_type: Callable[[ConfigT], TrainingRun], config: ConfigT) -> Path:

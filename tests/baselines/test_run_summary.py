@@ -82,3 +82,16 @@ def test_finish_run_writes_the_report(tmp_path):
     text = finish_run(run, "llm-envs train")
     assert (run / "report" / "index.html").exists()
     assert f"open the report: {run / 'report' / 'index.html'}" in text
+
+
+def test_an_iteration_whose_groups_all_pay_the_same_says_there_is_nothing_to_learn():
+    from baselines.training.run import nothing_to_learn
+
+    assert nothing_to_learn({"data/num_groups": 12, "data/num_groups_with_signal": 0}) == (
+        "nothing to learn in this iteration: in each of its 12 groups every episode was paid the "
+        "same, so every advantage is 0. If later iterations say so too, the policy cannot tell "
+        "better from worse: try a warm start (--warm-start-steps), bigger groups, or reward "
+        "shaping (docs/trainer.md)"
+    )
+    assert nothing_to_learn({"data/num_groups": 12, "data/num_groups_with_signal": 1}) is None
+    assert nothing_to_learn({"loss": 0.0}) is None  # a trainer that does not log groups

@@ -321,12 +321,14 @@ def test_assemble_drops_constant_groups_but_keeps_one() -> None:
     assert [int(d.target_tokens[-1]) for d in batch.data_D] == [20, 21]
     assert batch.metrics["data/num_groups"] == 2
     assert batch.metrics["data/num_groups_kept"] == 1
+    assert batch.metrics["data/num_groups_with_signal"] == 1
     assert batch.metrics["env/all/by_group/frac_mixed"] == 0.5
 
     other_constant = TrajectoryGroup([_one_turn(30), _one_turn(31)])
     kept_anyway = assemble_training_data([constant, other_constant])
     assert [int(d.target_tokens[-1]) for d in kept_anyway.data_D] == [10, 11]  # the first
     assert all(float(d.advantages[-1]) == 0.0 for d in kept_anyway.data_D)
+    assert kept_anyway.metrics["data/num_groups_with_signal"] == 0
 
     everything = assemble_training_data([constant, mixed], drop_constant=False)
     assert len(everything.data_D) == 4
