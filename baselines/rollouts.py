@@ -28,6 +28,9 @@ How PettingZoo's rewards and infos become transitions:
   (``stop``, ``training_messages``, ``strategy``, ``round``, ``turn``; see
   :data:`llm_envs.contract.CONTEXT_KEYS`) with the outcome keys of the info
   seen *after* it (``loss_weight``, parse errors, test results...).
+* An outcome key that a trainer reserves for a metric of its own
+  (:data:`llm_envs.contract.RESERVED_INFO_KEYS`) is warned about, once per
+  key (:func:`baselines.data.episode_metrics.warn_reserved_info_keys`).
 * A group's per-trajectory metrics (``TrajectoryGroup.metrics_G``) are the
   numeric outcome values of each agent's last info, read by the one rule of
   :func:`baselines.data.episode_metrics.numeric_info`.
@@ -46,7 +49,7 @@ from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
 
-from baselines.data.episode_metrics import numeric_info
+from baselines.data.episode_metrics import numeric_info, warn_reserved_info_keys
 from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
 from baselines.progress import phase
 from baselines.types import Trajectory, TrajectoryGroup, Transition
@@ -150,6 +153,7 @@ class _Episode:
         if pending is None:
             return
         outcome = {k: v for k, v in info.items() if k not in CONTEXT_KEYS}
+        warn_reserved_info_keys(outcome, self.env)
         c = pending.completion
         self.turns[agent].append(
             Transition(

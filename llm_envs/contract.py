@@ -44,6 +44,12 @@ Infos
     Every key not in :data:`CONTEXT_KEYS` is an outcome key; a trainer attaches
     it to the turn the agent just took.
 
+    *Reserved keys* (:data:`RESERVED_INFO_KEYS`) are the names of metrics the
+    trainers compute themselves (MAGRPO's ``solved``, the importance-sampling
+    trainer's ``total_turns``...): an outcome of that name is dropped or
+    replaces the trainer's own number, so an environment never uses one. The
+    trainers' rollouts warn, once per key, when an info holds one.
+
     Infos are deterministic for a seed: no wall-clock times, no object ids.
 
 Rewards
@@ -54,12 +60,14 @@ Rewards
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Final, Literal, TypedDict
 
 __all__ = [
     "CONTEXT_KEYS",
     "LOSS_WEIGHT",
+    "RESERVED_INFO_KEYS",
     "ROUND",
     "STOP",
     "STRATEGY",
@@ -122,3 +130,45 @@ CONTEXT_KEYS: Final = frozenset({STOP, TRAINING_MESSAGES, STRATEGY, ROUND, TURN}
 
 LOSS_WEIGHT: Final = "loss_weight"
 """Info key (outcome): ``float`` weight of the previous action's tokens in the loss."""
+
+_EPISODE_METRIC = (
+    "the importance-sampling trainer's episode metrics (env/all/{key}): the info's mean "
+    "would replace its own count"
+)
+_GRPO_METRIC = "TRL GRPO's per-completion metrics (env/{key}): the info would replace its own value"
+_TREE_METRIC = "MAGRPO's tree metrics (env/turn_T/{key}): an info of that name is not logged"
+
+RESERVED_INFO_KEYS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **{
+            key: _EPISODE_METRIC.format(key=key)
+            for key in (
+                "total_episodes",
+                "total_turns",
+                "turns_per_episode",
+                "ac_tokens_per_turn",
+                "ob_tokens_per_turn",
+            )
+        },
+        "num_episodes": (
+            "the importance-sampling trainer's evaluation metrics (eval/num_episodes): the "
+            "info's mean would replace its episode count"
+        ),
+        **{
+            key: _GRPO_METRIC.format(key=key)
+            for key in ("num_turns", "env_token_fraction", "text_deltas")
+        },
+        **{
+            key: _TREE_METRIC.format(key=key)
+            for key in ("reward", "nodes", "joint_actions", "stopped_frac", "return", "solved")
+        },
+    }
+)
+"""Info keys the trainers reserve for metrics of their own, each with who reserves it and why.
+
+An environment's info of one of these names is never what gets logged under
+it: rename it (``solved`` -> ``all_tests_passed``). The rollouts of every
+trainer warn at the first info that holds one. The contract's own keys
+(:data:`CONTEXT_KEYS`, :data:`LOSS_WEIGHT`) are not here: an environment uses
+them, with the meaning and type this module gives them.
+"""

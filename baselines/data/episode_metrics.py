@@ -31,17 +31,24 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
 from baselines.data.advantages import group_returns, is_constant_group
 from baselines.types import Trajectory, TrajectoryGroup
-from llm_envs.contract import CONTEXT_KEYS, LOSS_WEIGHT
+from llm_envs.contract import CONTEXT_KEYS, LOSS_WEIGHT, RESERVED_INFO_KEYS
 
-__all__ = ["SKIPPED_INFO_KEYS", "episode_metrics", "numeric_info"]
+__all__ = [
+    "SKIPPED_INFO_KEYS",
+    "episode_metrics",
+    "numeric_info",
+    "warn_reserved_info_keys",
+    "warned_reserved_keys",
+]
 
 SKIPPED_INFO_KEYS: Final = CONTEXT_KEYS | {LOSS_WEIGHT}
 """Info keys that are never logged as outcomes: the context of a turn and its loss weight."""
@@ -80,6 +87,35 @@ def numeric_info(info: Mapping[str, object]) -> dict[str, float]:
         if math.isfinite(number):
             out[key] = number
     return out
+
+
+warned_reserved_keys: set[str] = set()
+"""The reserved keys already warned about in this process: a warning per key, not per step."""
+
+
+def warn_reserved_info_keys(info: Mapping[str, object], env: Any) -> None:
+    """Warn, once per key per process, when ``env``'s info holds a key a trainer reserves.
+
+    The trainers log metrics of their own under the names of
+    :data:`llm_envs.contract.RESERVED_INFO_KEYS` (MAGRPO's ``solved``...): an
+    environment's info of that name is dropped, or replaces the trainer's
+    number, without a word. Every trainer's rollout calls this on the outcome
+    infos it reads, so the first episode says so, naming the key, who reserves
+    it and the fix.
+    """
+    if RESERVED_INFO_KEYS.keys().isdisjoint(info):
+        return
+    for key in info:
+        if key in RESERVED_INFO_KEYS and key not in warned_reserved_keys:
+            warned_reserved_keys.add(key)
+            unwrapped = getattr(env, "unwrapped", env)
+            name = getattr(unwrapped, "metadata", {}).get("name") or type(unwrapped).__name__
+            warnings.warn(
+                f"env {name!r} has an info {key!r}, a name reserved by "
+                f"{RESERVED_INFO_KEYS[key]} (llm_envs.contract.RESERVED_INFO_KEYS); rename "
+                f"the info, e.g. {name.partition('_v')[0] + '_' + key!r}",
+                stacklevel=2,
+            )
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -53,7 +53,7 @@ from baselines.run_directory import RunDirectory
 from baselines.types import Tokens, Trajectory, TrajectoryGroup
 from llm_envs.contract import TRAINING_MESSAGES
 
-__all__ = ["EnvRollout", "env_reward", "trainer_policy"]
+__all__ = ["EnvRollout", "completion_metrics", "env_reward", "trainer_policy"]
 
 
 # ------------------------------------------------------------------ base class
@@ -207,7 +207,7 @@ class EnvRollout:
             out["logprobs"].append(done.logprobs)
             out["env_mask"].append(done.env_mask)
             out["env_reward"].append(trajectory.step_reward + result.final_rewards[agent])
-            out["env_metrics"].append(_metrics(trajectory, done))
+            out["env_metrics"].append(completion_metrics(trajectory, done))
         if self.credit != "group_mean":
             out["credit_reward"] = self._credit_rewards(played)
         self.last_output = out
@@ -308,8 +308,11 @@ def _never_acted(tokenizer: Any, prompt: Any, eos: frozenset[int]) -> AssembledC
     return out
 
 
-def _metrics(trajectory: Trajectory, done: AssembledCompletion) -> dict[str, float]:
-    """Per-completion metrics: the last turn's numeric outcome infos, turns, env tokens."""
+def completion_metrics(trajectory: Trajectory, done: AssembledCompletion) -> dict[str, float]:
+    """Per-completion metrics: the last turn's numeric outcome infos, turns, env tokens.
+
+    The trainer's own names are in :data:`llm_envs.contract.RESERVED_INFO_KEYS`.
+    """
     n = len(done.completion_ids)
     metrics = {
         "num_turns": float(len(trajectory.transitions)),

@@ -52,7 +52,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from baselines.data.episode_metrics import numeric_info
+from baselines.data.episode_metrics import numeric_info, warn_reserved_info_keys
 from baselines.magrpo.credit import (
     CreditNode,
     JointMode,
@@ -64,6 +64,7 @@ from baselines.magrpo.credit import (
 from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
+    "TREE_METRICS",
     "BatchStep",
     "TreeNode",
     "TreeValues",
@@ -361,6 +362,8 @@ def _settle_node(
 ) -> bool:
     """Record a node's joint-action rewards and infos; return whether it gets children."""
     outcomes = [_team_outcome(result, agents) for _, result in stepped]
+    for (env, _), (_, info) in zip(stepped, outcomes, strict=True):
+        warn_reserved_info_keys(info, env)
     node.rewards_J = [reward for reward, _ in outcomes]
     node.infos_J = [info for _, info in outcomes]
     node.env, node.observations, node.infos = None, {}, {}  # the forks hold the state
@@ -489,8 +492,9 @@ def credit_node(node: TreeNode) -> CreditNode:
     )
 
 
-_TREE_METRICS = frozenset({"reward", "nodes", "joint_actions", "stopped_frac", "return", "solved"})
-"""Per-turn metrics the tree computes itself; an info key of the same name is not logged."""
+TREE_METRICS = frozenset({"reward", "nodes", "joint_actions", "stopped_frac", "return", "solved"})
+"""Per-turn metrics the tree computes itself; an info key of the same name is not logged
+(they are in :data:`llm_envs.contract.RESERVED_INFO_KEYS`, and the rollouts warn about one)."""
 
 
 TreeValues: TypeAlias = dict[tuple[int, str], list[float]]
@@ -526,7 +530,7 @@ def tree_metric_values(
                 values[turn, "stopped_frac"].append(float(node.stopped))
             for info in node.infos_J:
                 for key, value in numeric_info(info).items():
-                    if key not in _TREE_METRICS:
+                    if key not in TREE_METRICS:
                         values[turn, key].append(value)
                 if "pass_rate" in info:
                     values[turn, "solved"].append(float(info["pass_rate"] == 1.0))
