@@ -281,7 +281,11 @@ class Family(Protocol):
         ...
 
     def reference_players(self) -> dict[str, Agent]:
-        """A scripted player per seat that knows the answers (ValueError where none)."""
+        """A scripted player per seat that knows the answers (ValueError where none).
+
+        A player that draws random numbers follows the seeding rule of
+        :meth:`scripted_players`.
+        """
         ...
 
     def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
@@ -289,6 +293,16 @@ class Family(Protocol):
 
         A league's anchors (``scripted:NAME``): opponents of known strength,
         such as a random player and a strong one. ``{}`` where there are none.
+
+        The seeding rule: a player's random generator is seeded from ``seed``
+        mixed with a salt of the player's own, ``derive_seed(seed, SALT, seat)``
+        (:func:`derive_seed`; ``SALT`` a constant of the family's, ``seat`` the
+        seat's index), never with ``seed`` itself nor a reset seed. The
+        environment draws its episode (a secret, a deal, a problem) from its
+        reset seed, and the callers' seeds and reset seeds come from the same
+        few run seeds: a player whose generator starts where the environment's
+        did draws the environment's own numbers, and its "random" guess is the
+        secret.
         """
         ...
 
