@@ -41,7 +41,7 @@ from baselines.eval.summary import EvalSummary, summarize
 from baselines.policies.base import Policy, SamplingParams
 from baselines.progress import phase, say
 from baselines.rollouts import rollout
-from baselines.run_directory import SUMMARY_FILE, RunDirectory
+from baselines.run_directory import RUN_FILE, SUMMARY_FILE, RunDirectory
 
 __all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]
 
@@ -143,6 +143,16 @@ class Evaluation:
         return self.run_dir.path / SUMMARY_FILE
 
     def _check_folder(self) -> None:
+        """Refuse a folder of a training run or of another evaluation; make it, or fail now."""
+        trained = self.run_dir.path / RUN_FILE
+        if trained.exists() or self.run_dir.metrics_path.exists():
+            raise ValueError(
+                f"output_dir {str(self.run_dir.path)!r} is a training run's folder (it holds "
+                f"{trained.name if trained.exists() else self.run_dir.metrics_path.name}); an "
+                "evaluation would write its config and report over the run's. Evaluate into a "
+                f"folder of its own: --output-dir {str(self.run_dir.path / 'eval')!r}"
+            )
+        self.run_dir.create()  # an output folder that cannot be made fails here, as a bad flag
         path = self.run_dir.config_path
         if not path.exists():
             return

@@ -342,7 +342,10 @@ def test_the_reference_entrant_answers_right_and_judges_every_pair_by_the_answer
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        ({"env": "expert_iteration", "env_kwargs": {}}, "has no reference players"),
+        (
+            {"env": "expert_iteration", "task": "coophumaneval", "env_kwargs": {}},
+            "CoopHumanEval/0 has none; use --task humaneval or mbpp",
+        ),
         ({"task": "default"}, "has none; use --task arithmetic or gsm8k"),
         ({"env_kwargs": {**DEBATE, "observation_mode": "chat"}}, "observation_mode at 'prompt'"),
         ({"models": ("reference@temperature=0.5", "a")}, "is scripted and samples nothing"),
@@ -387,3 +390,21 @@ def test_a_scripted_set_the_family_lacks_is_refused_before_playing(tmp_path):
         Evaluation(config(tmp_path, models=("scripted:random", "reference")))
     with pytest.raises(ValueError, match="is scripted and samples nothing"):
         Evaluation(config(tmp_path, models=("scripted:random@temperature=1", "reference")))
+
+
+def test_a_training_runs_folder_is_refused_naming_a_folder_of_its_own(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"iteration": 0, "loss": 1.0}\n')
+    with pytest.raises(ValueError, match="is a training run's folder") as refused:
+        Evaluation(config(tmp_path, models=("reference", "tiny")))
+    assert f"--output-dir '{run / 'eval'}'" in str(refused.value)
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl"]  # nothing written
+
+
+def test_a_folder_that_cannot_be_made_fails_before_any_episode(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match="cannot be created"):
+        Evaluation(
+            config(tmp_path, models=("reference", "tiny"), output_dir=str(tmp_path / "file" / "x"))
+        )
