@@ -67,9 +67,9 @@ class EvalConfig:
     """Evaluate models in an llm-envs environment: scores with intervals, and debate ratings."""
 
     env: EvalEnvName = "debate"
-    """the environment: ``debate`` (a tournament when several models are seated together),
-    ``expert_iteration`` (the solver answers held-out problems, no help) or ``code_collab`` (helper
-    and main write one program).
+    """the environment: any registered family, yours included (docs/your_own_environment.md). A
+    debate is a tournament when several models are seated together; in expert iteration the solver
+    answers held-out problems, no help; in code collaboration helper and main write one program.
     """
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """the environment's arguments as a JSON object, e.g. ``{"num_agents": 3, "max_rounds": 1,
@@ -93,8 +93,8 @@ class EvalConfig:
     """
     seating: SeatingChoice = "auto"
     """who plays which agent (see :mod:`baselines.eval.seating`): ``self`` (each model plays every
-    agent of its own episodes), ``rotations`` (models mixed in every episode, each model once in
-    each seat per problem), ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for
+    agent of its own episodes), ``rotations`` (models mixed in every episode, each model equally
+    often in each seat and every two models together at least once per problem), ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for
     a debate of several models, else ``self``).
     """
     max_tokens: PositiveInt = 256
@@ -133,6 +133,11 @@ class EvalConfig:
     """
     confidence: Coverage = 0.95
     """the intervals' coverage."""
+    meter_samples: NonNegativeInt = 16
+    """texts sampled from each model at each point the family's meter measures (Kuhn Poker: its 12
+    information sets; an ``exploitability`` column, ``docs/envs/textarena.md``), kept in
+    ``meter.json``; 0: none. Families without a meter ignore it.
+    """
     prior_wins: PositiveFloat = 1.0
     """debate ratings: virtual wins each way per pair of models (see :mod:`baselines.eval.ratings`).
     """

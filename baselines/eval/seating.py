@@ -15,7 +15,11 @@ them all). The modes (:data:`SeatingMode`):
     Seating ``r`` puts model ``(r + s) mod K`` in seat ``s``: a cyclic Latin
     square, ``K`` seatings, each model once in each seat. With ``K >= N``
     seats every seating has ``N`` different models; with fewer models than
-    seats, models repeat within a seating (``A B A``, ``B A B``).
+    seats, models repeat within a seating (``A B A``, ``B A B``). When that
+    square leaves two models that never meet (4 models in 2 seats: A never
+    plays C), squares of other seat offsets join it (seat ``s`` holds model
+    ``(r + o[s]) mod K``) until every two models meet: still balanced, each
+    square ``K`` seatings (4 models in 2 seats: 8).
 ``permutations``
     Every assignment of models to seats that uses at least two different
     models: ``K! / (K - N)!`` (distinct models only) when ``K >= N``, else the
@@ -86,7 +90,9 @@ def seatings(num_models: int, num_seats: int, mode: SeatingMode) -> tuple[Seatin
         )
     if mode == "rotations":
         return tuple(
-            tuple((r + s) % num_models for s in range(num_seats)) for r in range(num_models)
+            tuple((r + offset) % num_models for offset in row)
+            for row in _offsets(num_models, num_seats)
+            for r in range(num_models)
         )
     count = _permutation_count(num_models, num_seats)
     if count > _MOST_SEATINGS:
@@ -102,6 +108,34 @@ def seatings(num_models: int, num_seats: int, mode: SeatingMode) -> tuple[Seatin
         for seating in itertools.product(range(num_models), repeat=num_seats)
         if len(set(seating)) > 1
     )
+
+
+def _offsets(num_models: int, num_seats: int) -> list[tuple[int, ...]]:
+    """Seat offsets of cyclic squares that together seat every two models together at least once.
+
+    A square of offsets ``o`` puts model ``(r + o[s]) mod K`` in seat ``s``
+    for ``r`` in ``0..K-1``: each model once in each seat, and models whose
+    indices differ by ``o[i] - o[j]`` (mod K) together. The plain rotation
+    first, ``(0, 1, ..., N-1)``; then, for each difference still missing, a
+    square whose first two seats differ by it (its other seats take the
+    smallest offsets left, so its models stay different).
+    """
+    rows = [tuple(range(num_seats))]
+    if num_models <= num_seats:
+        return rows  # every seating holds every model
+
+    def differences(row: tuple[int, ...]) -> set[int]:
+        return {(a - b) % num_models for a in row for b in row if a != b}
+
+    met = differences(rows[0])
+    for difference in range(1, num_models):
+        if difference in met:
+            continue
+        rest = [o for o in range(1, num_models) if o != difference][: num_seats - 2]
+        row = (0, difference, *rest)
+        rows.append(row)
+        met |= differences(row)
+    return rows
 
 
 def _permutation_count(num_models: int, num_seats: int) -> int:

@@ -14,7 +14,9 @@ from baselines.eval.seating import SEATING_MODES, seat_counts, seatings
     [
         (3, 3, "rotations", ((0, 1, 2), (1, 2, 0), (2, 0, 1))),
         (2, 3, "rotations", ((0, 1, 0), (1, 0, 1))),
-        (4, 2, "rotations", ((0, 1), (1, 2), (2, 3), (3, 0))),
+        # 0 and 2, 1 and 3 never meet in the plain rotation: a square of stride 2 joins.
+        (4, 2, "rotations", ((0, 1), (1, 2), (2, 3), (3, 0), (0, 2), (1, 3), (2, 0), (3, 1))),
+        (4, 3, "rotations", ((0, 1, 2), (1, 2, 3), (2, 3, 0), (3, 0, 1))),  # all meet already
         (2, 2, "self", ((0, 0), (1, 1))),
         (1, 3, "self", ((0, 0, 0),)),
         (2, 2, "permutations", ((0, 1), (1, 0))),
@@ -40,8 +42,10 @@ def test_every_model_sits_in_every_seat_equally_often(models, seats, mode):
         assert all(len(set(seating)) > 1 for seating in schedule)  # mixed
         distinct = min(models, seats)
         if mode == "rotations":
-            assert len(schedule) == models
+            assert len(schedule) % models == 0
             assert all(len(set(s)) == distinct for s in schedule)
+        met = {frozenset((a, b)) for s in schedule for a in s for b in s if a != b}
+        assert len(met) == models * (models - 1) // 2  # every two models meet
 
 
 @pytest.mark.parametrize(
