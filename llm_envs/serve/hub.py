@@ -490,6 +490,15 @@ class Hub:
             return
         except _Interrupted as exc:
             raise Unavailable(str(exc)) from None
+        except Exception as exc:  # the hub's own fault (the env's are caught in _advance)
+            log.exception("episode %s: the server failed", episode.id)
+            detail = f"the server failed ({type(exc).__name__}: {exc}); episode {episode.id} ended"
+            await self._cut(episode, "failed", detail)
+            if episode.id in self._running:  # its end was claimed before the fault: free it
+                lost = Outcome("failed", detail, written=False)
+                self._tell_failed(episode, lost)
+                self._release(episode, lost)
+            raise Failed(detail) from exc
         finally:
             episode.step = None
         if advanced.late:
@@ -565,6 +574,9 @@ class Hub:
                 f"{detail}; its record took longer than {RECORD_DEADLINE:g} s to take and write",
                 written=False,
             )
+        except Exception as exc:  # never leave the slot held
+            log.exception("episode %s: its record could not be taken", episode.id)
+            outcome = Outcome("failed", f"{detail}; and then {type(exc).__name__}: {exc}", False)
         if outcome.status == "failed":
             self._tell_failed(episode, outcome)
         else:

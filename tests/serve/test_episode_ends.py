@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from llm_envs.serve.families import EpisodeSpec
 from llm_envs.serve.store import RECORDS_FILE, EpisodeStore
 from tests.serve.conftest import debate_settings, serving
 from tests.serve.sleepy import NAME, registered
@@ -137,3 +138,31 @@ def test_a_records_file_turned_into_a_folder(server, tmp_path):
         "finished",
         "finished",
     ]
+
+
+def test_a_fault_of_the_server_itself_still_frees_the_slot(server, monkeypatch):
+    def broken(self: EpisodeSpec) -> dict[str, Any]:
+        raise RuntimeError("a bug in the server")
+
+    episode = server.post("/episodes", json={"env": NAME}).json()["id"]
+    tokens = {
+        seat: server.post(f"/episodes/{episode}/seats/{seat}/join").json()["token"]
+        for seat in ("agent_0", "agent_1")
+    }
+
+    def act(seat: str) -> httpx.Response:
+        path = f"/episodes/{episode}/seats/{seat}/act"
+        return server.post(path, json={"text": "a"}, headers={"X-Seat-Token": tokens[seat]})
+
+    assert act("agent_0").status_code == 200
+    with monkeypatch.context() as patched:
+        patched.setattr(EpisodeSpec, "as_dict", broken)  # the record's entry cannot be made
+        last = act("agent_1")
+    told = server.get(
+        f"/episodes/{episode}/seats/agent_0/turn", headers={"X-Seat-Token": tokens["agent_0"]}
+    ).json()
+    assert last.status_code == 500
+    assert "the server failed (RuntimeError: a bug in the server)" in last.json()["detail"]
+    assert told["type"] == "error" and "a bug in the server" in told["detail"]
+    assert server.get("/health").json()["running"] == 0
+    serves_on(server)
