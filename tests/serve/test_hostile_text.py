@@ -324,3 +324,15 @@ def test_a_raw_socket_frame_of_bytes_that_are_not_utf8(server, opcode, payload, 
     first = recorded(records, episode)["record"]["turns"][0]["text"]
     assert first == ("after the frame" if closed is not None else "\ufffd\ufffd")
     released(url)
+
+
+@pytest.mark.parametrize("play", [play_http, play_ws], ids=["http", "websocket"])
+def test_ten_megabytes_are_taken_whole_where_the_cap_allows(tmp_path, play):
+    settings = debate_settings(MASKED, records=str(tmp_path), max_body_bytes=16 << 20)
+    with serving(settings) as url:
+        episode = create(httpx.Client(base_url=url), problem=0, seed=0)["id"]
+        received = all_seats(url, episode, play, TEN_MB + "\ud800")
+        released(url)
+    assert [messages[-1]["status"] for messages in received.values()] == ["finished"] * 3
+    entry = recorded(tmp_path / RECORDS_FILE, episode)
+    assert entry["record"]["turns"][0]["text"] == TEN_MB + "\ud800"
