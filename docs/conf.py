@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llm_envs
+from llm_envs.registration import BUILTIN_ENVIRONMENTS
 
 project = "llm-envs"
 author = "llm-envs developers"
@@ -20,7 +21,15 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist", "substitution"]
+# Lists of families come from the registry ({{ env_families }} in a page), so that none goes
+# stale; tests/test_docs.py finds hand-written ones. This project's families only: a package
+# installed where the docs are built is not one of them.
+myst_substitutions = {
+    "env_families": ", ".join(
+        f"`{name}`" for name in dict.fromkeys(e.family for e in BUILTIN_ENVIRONMENTS)
+    ),
+}
 myst_heading_anchors = 3
 exclude_patterns = ["_build"]
 html_theme = "furo"

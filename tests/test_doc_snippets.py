@@ -190,9 +190,14 @@ ADAPT: dict[tuple[str, str], Adapt] = {
         epilogue="assert batch.data_D\n",
     ),
     ("docs/adding_an_environment.md", 'EnvEntry("aec", "llm_envs/Shout-v0"'): Adapt(
-        # A line of ENVIRONMENTS in llm_envs/registration.py: it builds an entry (the
-        # reader's module llm_envs.shout is imported only when the env is made).
+        # A line of BUILTIN_ENVIRONMENTS in llm_envs/registration.py: it builds an entry
+        # (the reader's module llm_envs.shout is imported only when the env is made).
         prelude="from llm_envs.registration import EnvEntry\n",
+    ),
+    ("docs/your_own_environment.md", "class MyGameAEC(ParallelAECView"): Adapt(
+        # The reader's parallel game: code collaboration's stands in for it.
+        prelude="from llm_envs.code_collab.env import CodeCollabEnv as MyGame\n",
+        epilogue="assert type(env().unwrapped).__name__ == 'MyGameAEC'\n",
     ),
     # ---- blocks that continue an earlier block of their page
     ("docs/envs/expert_iteration.md", "sampling = [P]"): Adapt(after='P = {"role"'),

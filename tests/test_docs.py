@@ -15,10 +15,13 @@ The trainers' ``--help`` is plain text: no docstring markup.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +29,7 @@ from baselines.cli import build_parser, config_table, plain_text
 from baselines.grpo.config import GRPORunConfig
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.magrpo.config import MAGRPOConfig
+from llm_envs.registration import BUILTIN_ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
@@ -244,3 +248,92 @@ def test_python_m_trainer_help_runs_and_is_plain():
     )
     assert "--strategy-weights" in result.stdout
     assert not _MARKUP.search(result.stdout)
+
+
+# ------------------------------------------------------------------ lists of families
+
+_FAMILIES = tuple(dict.fromkeys(e.family for e in BUILTIN_ENVIRONMENTS))
+_FAMILY_CODE = re.compile(r"`(" + "|".join(map(re.escape, _FAMILIES)) + r")`")
+# Between two names of one list: what the first does (a parenthesis), then a separator.
+_LIST_GAP = re.compile(r"\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*(?:,|or|and|, or|, and)\s*\Z")
+
+# Lists of some families, by page and a piece of their line: the families with a property,
+# checked against the registry (a page's other lists name every family).
+SUBSET_LISTS: dict[tuple[str, str], tuple[str, Callable[[Any], bool]]] = {
+    ("docs/trl_grpo.md", "| `--num-generations` |"): (
+        "the families whose run options take num_generations",
+        lambda family: "num_generations" in family.run_options,
+    ),
+}
+
+
+def family_lists(text: str) -> list[tuple[int, str, list[str]]]:
+    """``(line number, line, names)`` of every list of two or more families' names in code."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        names = list(_FAMILY_CODE.finditer(line))
+        run = names[:1]
+        for before, after in itertools.pairwise(names):
+            if _LIST_GAP.match(line[before.end() : after.start()]):
+                run.append(after)
+                continue
+            if len(run) > 1:
+                found.append((number, line, [m.group(1) for m in run]))
+            run = [after]
+        if len(run) > 1:
+            found.append((number, line, [m.group(1) for m in run]))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("`NAME` is one of `debate`, `expert_iteration`, `code_collab`, `textarena`.", 4),
+        ("`debate` (one debate, (every agent)) or `expert_iteration` (a problem)", 2),
+        ("for `debate` those of DebateConfig; for `code_collab` those of", 0),
+        ("only `debate`", 0),
+    ],
+)
+def test_a_list_of_families_is_found(line, names):
+    assert [len(found) for *_, found in family_lists(line)] == ([names] if names else [])
+
+
+def test_every_list_of_families_is_generated_or_checked_against_the_registry():
+    from llm_envs.registration import family_class
+
+    used: set[tuple[str, str]] = set()
+    for page in PAGES:
+        for number, line, names in family_lists(page.read_text()):
+            where = f"{_name(page)}:{number}"
+            rule = next(
+                (key for key in SUBSET_LISTS if key[0] == _name(page) and key[1] in line), None
+            )
+            if rule is not None:
+                used.add(rule)
+                what, has = SUBSET_LISTS[rule]
+                assert names == [f for f in _FAMILIES if has(family_class(f))], f"{where}: {what}"
+            elif page.name == "README.md":  # GitHub renders it: written out, and checked here
+                assert names == list(_FAMILIES), f"{where} lists {names}, not every family"
+            else:
+                pytest.fail(
+                    f"{where} lists the families {names} by hand; write {{{{ env_families }}}} "
+                    "(docs/conf.py fills it from the registry), or add the list to SUBSET_LISTS"
+                )
+    assert used == set(SUBSET_LISTS), f"stale SUBSET_LISTS entries: {set(SUBSET_LISTS) - used}"
+
+
+def test_the_docs_substitution_is_every_family_of_the_registry():
+    import runpy
+
+    conf = runpy.run_path(str(ROOT / "docs" / "conf.py"))
+    assert conf["myst_substitutions"]["env_families"] == ", ".join(f"`{f}`" for f in _FAMILIES)
+
+
+def test_the_readme_table_and_the_env_pages_cover_every_family():
+    readme = (ROOT / "README.md").read_text()
+    ids = dict.fromkeys(e.id for e in BUILTIN_ENVIRONMENTS)
+    assert re.findall(r"^\| `(llm_envs/[\w-]+)` \|", readme, re.M) == list(ids)
+    toctree = (ROOT / "docs" / "index.md").read_text()
+    for family in _FAMILIES:
+        assert (ROOT / "docs" / "envs" / f"{family}.md").exists(), family
+        assert f"\nenvs/{family}\n" in toctree, family

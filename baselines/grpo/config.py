@@ -63,7 +63,7 @@ class GRPORunConfig(RunConfig):
     max_tokens: PositiveInt = 96
     output_dir: str = "runs/grpo"
     env: EnvName = "debate"
-    """a registered environment family (``debate``, ``expert_iteration``, ``code_collab``...). Its
+    """a registered environment family, yours included (docs/your_own_environment.md). Its
     own training plan makes the groups, and each generation of a group is one agent's whole
     episode: a debate's generation ``g`` is agent ``g`` (its transcript is one episode of all its
     agents); expert iteration's, the solver of one episode; code collaboration's, each agent of

@@ -89,10 +89,10 @@ class ISTrainerConfig(TrainerConfig):
     save_every: NonNegativeInt = 1
     eval_every: NonNegativeInt = 5
     env: EnvName = "debate"
-    """environment family: ``debate`` (the Tinker Cookbook's multi-agent debate recipe: one group is
-    one debate, every agent played by the trained model) or ``expert_iteration`` (the
-    expert-iteration plan for the Tinker Cookbook: one group is the episodes of one problem, mixing
-    search strategies).
+    """the environment family: any registered one, yours included (docs/your_own_environment.md).
+    Its family plans the groups: a debate's group is one debate, every agent played by the trained
+    model (the Tinker Cookbook's multi-agent debate recipe); expert iteration's is the episodes of
+    one problem, mixing search strategies (the expert-iteration plan for the Tinker Cookbook).
     """
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """keyword arguments for the environment constructor as a JSON object, e.g. ``{"num_agents": 3,
