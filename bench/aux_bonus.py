@@ -105,12 +105,13 @@ def main() -> None:
     with Sandbox(workers=args.workers, timeout=30.0) as pool:
         run = rules(pool)
         for data_set, batch in items().items():
+            seed = evaluate_many(batch, pool, aux_bonus="as_written")
             checked = evaluate_many(batch, pool, aux_bonus="when_called")
-            bonus = statistics.mean(e.reward.bonus for e in checked)
             passed = sum(e.reward.passed == e.reward.total_tests for e in checked)
             print(
-                f"{data_set}: {len(batch)} programs, {passed} pass every test; "
-                f"mean bonus as_written 0.5, when_called {bonus:.3f}"
+                f"{data_set}: {len(batch)} programs, {passed} pass every test; mean bonus "
+                f"as_written {statistics.mean(e.reward.bonus for e in seed):.3f}, "
+                f"when_called {statistics.mean(e.reward.bonus for e in checked):.3f}"
             )
             alone: dict[str, list[float]] = {name: [] for name in run}
             for item in batch:  # the rules interleaved, so that drift hits them alike

@@ -43,11 +43,18 @@ class CodeCollabConfig:
             reward, shift included, exceeds it; None never ends early.
         reward_shift: added to the team reward (e.g. -4.0: a perfect team scores 0).
         timeout: wall-clock seconds of one program's test run (None: the pool's).
-        aux_bonus: ``"as_written"`` (the seed's rule): the collaboration bonus is
-            read from main's syntax tree, so a call that never runs
-            (``if False: aux(n)``) earns it. ``"when_called"`` (opt-in): the bonus
-            also needs ``aux`` to have run while the tests ran, as counted by the
-            sandbox's judge (see :func:`~llm_envs.code_collab.rewards.evaluate_many`).
+        aux_bonus: ``"as_written"`` (the seed's rule, the default): the
+            collaboration bonus is read from main's syntax tree, so a call that
+            never runs (``if False: aux(n)``) or whose result main ignores
+            (``_ = aux(n)`` beside its own answer) earns it. ``"when_called"``
+            (opt-in, a deviation from upstream): a program the seed would pay
+            runs twice more, split, with aux's true and with varied values, and
+            the bonus is the seed's times (tests the true values won - tests
+            they lost) / tests passed; the hack above earns 0. It costs two
+            more sandbox jobs per such program, in one more batch: about 66 ms
+            instead of 12 per HumanEval program evaluated alone on 2 cores
+            (``bench/aux_bonus.py``). What it guarantees and what it cannot
+            stop: :mod:`llm_envs.code_collab.counterfactual`.
     """
 
     problems: tuple[CodeProblem, ...]
