@@ -14,7 +14,9 @@ A *family* is a registered environment seen from outside, in one object:
   (an entrant of known strength in tournaments);
 * the metrics its tables lead with, and how an episode record's rewards add up;
 * optionally, the settings a remote client of an episode server may pass,
-  with their bounds (:attr:`FamilyBase.client_settings`; none unless declared).
+  with their bounds (:attr:`FamilyBase.client_settings`; none unless declared);
+* optionally, a meter of a policy's play beyond its returns
+  (:meth:`FamilyBase.measure`: Kuhn Poker's exploitability; none unless declared).
 
 Trainers, the evaluator and the report take any family through this protocol
 and never name one; the registry (:mod:`llm_envs.registration`) says which
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
@@ -45,6 +47,7 @@ __all__ = [
     "EpisodeRewards",
     "Family",
     "FamilyBase",
+    "Sampler",
     "derive_seed",
     "finite",
     "fmt",
@@ -59,6 +62,10 @@ class Agent(Protocol):
     def __call__(self, observation: Any, info: Mapping[str, Any], /) -> str:
         """The player's raw text for this turn."""
         ...
+
+
+Sampler = Callable[[Sequence[tuple[str, Any, Mapping[str, Any]]]], list[str]]
+"""A policy asked many turns at once: ``(agent, observation, info)`` triples -> one text each."""
 
 
 def derive_seed(*keys: int) -> int:
@@ -361,6 +368,17 @@ class FamilyBase:
 
     def eval_extras(self, env: Any) -> dict[str, Any]:
         """Nothing beyond the transcript and the infos."""
+        return {}
+
+    def measure(self, sample: Sampler, *, samples: int, seed: int) -> dict[str, float]:
+        """A meter of the policy ``sample`` plays by, beyond returns: ``{}``, none.
+
+        Optional, and not part of :class:`Family`: a family that can say more
+        of a policy than its returns (Kuhn Poker: its exploitability, the most
+        a best response wins against it) asks it ``samples`` times at each
+        point it measures, in one call, and returns named numbers; trainers
+        log them as ``eval/NAME`` and the evaluator shows them per entrant.
+        """
         return {}
 
     def holding_out(self, count: int) -> Self:

@@ -1,7 +1,8 @@
 """``python -m baselines.check NAME`` (``llm-envs check NAME``): the pre-flight check of a family.
 
 Prints one line per check (PASS, FAIL or SKIP, and the number), writes the
-page and its numbers to ``output_dir/NAME/``, and exits with status 0 when no
+page and its numbers to ``output_dir/NAME/`` (``NAME-TASK`` for a task other
+than ``default``), and exits with status 0 when no
 check failed, 1 when one did (so it can gate a CI job), 2 for a bad setting
 (an unknown family, a bad flag, a setting the family refuses).
 """
@@ -29,7 +30,9 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     config = parse_check_args(argv, prog=prog)
     with setup_errors_exit(prog):
         report = run_checks(config)
-    folder = Path(config.output_dir) / report.family
+    # One folder per family and task: checks of two tasks of one family do not overwrite each other.
+    task = "" if config.task == "default" else f"-{config.task}"
+    folder = Path(config.output_dir) / f"{report.family}{task}"
     with setup_errors_exit(prog):
         page = write_page(report, folder)
     for result in report.results:

@@ -89,7 +89,7 @@ class CheckConfig:
     """
     output_dir: str = "runs/check"
     """where the page (``index.html``) and its numbers (``check.json``) go, in a folder named for
-    the family.
+    the family (and the task, when it is not ``default``).
     """
 
     def __post_init__(self) -> None:

@@ -33,8 +33,9 @@ from typing import Any
 
 from baselines.env_families import derive_seed
 from baselines.eval.arenas import make_arena
-from baselines.eval.config import EvalConfig
+from baselines.eval.config import PLAN_FIELDS, EvalConfig
 from baselines.eval.entrants import Entrant, build_policies, parse_entrants
+from baselines.eval.meter import measure_entrants, with_meter
 from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
 from baselines.eval.summary import EvalSummary, summarize
@@ -195,12 +196,34 @@ class Evaluation:
             prior_wins=config.prior_wins,
             seed=config.seed,
         )
+        summary = with_meter(summary, self._meter())
         _write_atomically(self.summary_path, json.dumps(summary.to_json(), indent=2))
         if config.report:
             from baselines.report import write_report
 
             write_report(self.run_dir.path)
         return summary
+
+    def _meter(self) -> dict[str, dict[str, float]]:
+        """Each entrant's numbers from the family's meter (:mod:`baselines.eval.meter`)."""
+        config = self.config
+        params = SamplingParams(
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=derive_seed(config.seed, 2),
+        )
+        plan = json.loads(config.to_json())
+        return measure_entrants(
+            self.arena.family,
+            self.names,
+            self._load,
+            params,
+            samples=config.meter_samples,
+            seed=config.seed,
+            folder=self.run_dir.path,
+            settings={k: plan[k] for k in PLAN_FIELDS},
+        )
 
     def _load(self) -> dict[str, Policy]:
         if self.policies is not None:

@@ -218,6 +218,11 @@ class ISTrainerConfig(TrainerConfig):
     """questions (debate: each played ``num_agents`` times, the trained model in each role once) or
     problems (expert iteration, ``iid`` strategy) per evaluation.
     """
+    eval_meter_samples: NonNegativeInt = 16
+    """texts sampled from the trained policy at each point the family's meter measures, at every
+    evaluation (Kuhn Poker: each of the 12 information sets, ``eval/exploitability`` with its
+    interval; ``docs/envs/textarena.md``); 0: no meter. Families without a meter ignore it.
+    """
     eval_opponent: str | None = None
     """debate evaluation only: the fixed policy playing the other roles: None for the initial model,
     a Hugging Face id or folder, or the URL of an OpenAI-compatible server.

@@ -7,20 +7,23 @@ plays the trained policy in some seats and the opponent
 (:meth:`EvaluationPolicies.opponent`: the initial model by default) in the
 others; ``eval/...`` are the trained seats' means, ``eval/opponent/...`` the
 opponent's. With ``eval_scripted`` the episodes are played again against
-each set of the family's scripted players (``eval/scripted:SET/...``).
+each set of the family's scripted players (``eval/scripted:SET/...``). A
+family with a meter (:meth:`~llm_envs.family.FamilyBase.measure`: Kuhn
+Poker's exploitability) measures the trained policy too, through the same
+sampler: ``eval/exploitability`` and the family's other numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from baselines.data.advantages import trajectory_return
 from baselines.data.episode_metrics import numeric_info
 from baselines.env_families import batch_of, derive_seed, one_per_setting
-from baselines.policies.base import Policy
+from baselines.policies.base import Policy, SampleRequest, SamplingParams
 from baselines.policies.build import build_fixed_policy
 from baselines.precision import cpu_flags, eval_dtype, sampler_dtype
 from baselines.training.weights import gather_full_state
@@ -29,7 +32,7 @@ from llm_envs.family import EpisodePlan
 if TYPE_CHECKING:
     from baselines.is_trainer.trainer import ISTrainer
 
-__all__ = ["EVAL_SEED", "EvaluationPolicies", "eval_metrics", "evaluate"]
+__all__ = ["EVAL_SEED", "EvaluationPolicies", "eval_metrics", "evaluate", "measured"]
 
 EVAL_SEED = 7919
 """Evaluation episodes are the same at every evaluation, so they compare."""
@@ -125,6 +128,7 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
         opponent = trainer.eval_policies.opponent() if family.fixed_opponent else None
         rows = _rows(trainer, family.evaluation(indices, seed), learner, opponent)
     metrics = eval_metrics(trainer._gather(rows), "eval", "eval/opponent")
+    metrics.update(measured(trainer, learner))
     if config.eval_scripted:
         from baselines.policies.scripted import ScriptedPolicy
 
@@ -134,6 +138,31 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
             rows = _rows(trainer, plan, learner, scripted) if indices else []
             metrics.update(eval_metrics(trainer._gather(rows), f"eval/scripted:{name}", None))
     return metrics
+
+
+def measured(trainer: ISTrainer, policy: Policy) -> dict[str, float]:
+    """The family's meter of ``policy`` (``eval/exploitability`` in Kuhn Poker); ``{}`` without one.
+
+    Sampled like the evaluation's turns (``max_tokens``, ``temperature``), on
+    the first process only: the meter needs no other process's turns.
+    """
+    config = trainer.config
+    measure = getattr(trainer.family, "measure", None)  # optional: FamilyBase.measure
+    if measure is None or config.eval_meter_samples <= 0 or trainer.rank != 0:
+        return {}
+    params = SamplingParams(
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        seed=derive_seed(config.seed, EVAL_SEED, 1),
+    )
+
+    def sample(turns: Sequence[tuple[str, Any, Mapping[str, Any]]]) -> list[str]:
+        requests = [SampleRequest.for_turn(agent, obs, info) for agent, obs, info in turns]
+        with trainer._sampling_context():
+            return [completion.text for completion in policy.sample(requests, params)]
+
+    found = measure(sample, samples=config.eval_meter_samples, seed=config.seed)
+    return {f"eval/{name}": float(value) for name, value in found.items()}
 
 
 def _rows(

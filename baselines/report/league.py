@@ -4,11 +4,17 @@ Built from the ``league/...`` metrics a league run logs every iteration
 (docs/league.md): ``league/rating/NAME`` (the Elo ratings of the learner and
 every member of the pool), ``league/mix/NAME`` (the share of the iteration's
 groups that met it) and ``league/score/NAME`` (the learner's mean score
-against it). A run without them has no league section.
+against it). A run without them has no league section. Where the run logs a
+meter (``eval/exploitability``: Kuhn Poker), the table shows each snapshot's
+value, read at the evaluation of its iteration: a snapshot of iteration ``k``
+holds the weights the evaluation before iteration ``k`` measured (the
+learner: its last evaluation); a snapshot without an evaluation at its
+iteration shows none.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from baselines.report._common import Series
@@ -47,6 +53,23 @@ def _curves(members: Mapping[str, Series], order: list[str]) -> list[_Curve]:
     ]
 
 
+_METER = "eval/exploitability"
+_SNAPSHOT = re.compile(r"snapshot_(\d+)")
+
+
+def _measured(name: str, meter: Series) -> str:
+    """A member's exploitability: a snapshot's at its iteration, the learner's last; else ""."""
+    xs, ys = meter
+    if name == "learner":
+        return fmt(ys[-1]) if ys else ""
+    found = _SNAPSHOT.fullmatch(name)
+    if found is None:
+        return ""
+    at = {int(x): y for x, y in zip(xs, ys, strict=True)}
+    value = at.get(int(found.group(1)))
+    return "" if value is None else fmt(value)
+
+
 def league_html(series: Mapping[str, Series], unit: str, crossplay: Markup | None = None) -> Markup:
     """The league section of the report; ``""`` for a run without a league.
 
@@ -82,26 +105,30 @@ def league_html(series: Mapping[str, Series], unit: str, crossplay: Markup | Non
             title=f"learner's score against each opponent (1 win, 0.5 tie, 0 loss), per {unit}",
         ),
     ]
+    meter = series.get(_METER)
     rows = []
     for name in order:
         rating = ratings.get(name)
         met = mix.get(name)
         score = scores.get(name)
+        measured = markup("<td class='n'>{}</td>", _measured(name, meter)) if meter else ""
         rows.append(
             markup(
                 "<tr><td><code>{}</code></td><td class='n'>{}</td><td class='n'>{}</td>"
-                "<td class='n'>{}</td><td class='n'>{}</td></tr>",
+                "<td class='n'>{}</td><td class='n'>{}</td>{}</tr>",
                 name,
                 fmt(rating[1][-1]) if rating else "",
                 fmt(sum(met[1]) / len(met[1])) if met else "",
                 len(met[1]) if met else 0,
                 fmt(score[1][-1]) if score else "",
+                measured,
             )
         )
     table = markup(
         "<table class='evaluation'><tr><th>member</th><th>last rating</th>"
-        "<th>mean share met</th><th>{}s met</th><th>last score</th></tr>{}</table>",
+        "<th>mean share met</th><th>{}s met</th><th>last score</th>{}</tr>{}</table>",
         unit,
+        markup("<th>exploitability</th>") if meter else "",
         join("", rows),
     )
     cross = (

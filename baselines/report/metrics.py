@@ -211,6 +211,8 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
         "the judges' habit under shuffled labels: share of strict votes for the lower number",
     ),
     (r"env/all/pairwise_reward", "the pairwise reward alone (win rate or win minus loss)"),
+    (r"eval/exploitability", "{meter}"),
+    (r"eval/exploitability_chips", "{meter_chips}"),
     (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
     (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
     (r"optim/loss|loss", "training loss"),
@@ -231,7 +233,8 @@ _JUDGING_MEANINGS = {
 }
 _JUDGING = "|".join(_JUDGING_MEANINGS)
 _EVALUATION = re.compile(
-    rf"eval/(?:(opponent|final|all)/)?(reward/total|reward|{_SUCCESS_NAMES}|{_JUDGING})"
+    rf"eval/(?:(opponent|final|all)/)?(reward/total|reward|{_SUCCESS_NAMES}|{_JUDGING}"
+    r"|exploitability|exploitability_chips)"
 )
 _EVAL_MEANINGS = {
     "opponent": "the fixed opponent's, in the same episodes",
@@ -240,8 +243,21 @@ _EVAL_MEANINGS = {
 }
 
 
+_METER_MEANINGS = {
+    "exploitability": (
+        "exploitability: what a best response wins against the policy, under the game's payoff "
+        "(Kuhn Poker; 0 at an equilibrium)"
+    ),
+    "exploitability_chips": (
+        "exploitability in chips, one round, a bet costing a chip (uniform play: 11/24 = 0.458)"
+    ),
+}
+
+
 def _meaning(template: str, match: re.Match[str]) -> str:
     success = next((_SUCCESS[g] for g in match.groups() if g in _SUCCESS), "")
+    template = template.replace("{meter}", _METER_MEANINGS["exploitability"])
+    template = template.replace("{meter_chips}", _METER_MEANINGS["exploitability_chips"])
     return match.expand(template.replace("{success}", success))
 
 
@@ -297,7 +313,7 @@ def evaluation_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
             meaning = (
                 "reward"
                 if what.startswith("reward")
-                else _SUCCESS.get(what) or _JUDGING_MEANINGS[what]
+                else _SUCCESS.get(what) or _JUDGING_MEANINGS.get(what) or _METER_MEANINGS[what]
             )
             if scope:
                 meaning += f", {_EVAL_MEANINGS[scope]}"

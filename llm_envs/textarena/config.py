@@ -13,11 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from llm_envs.arguments import check_int, describe
 
-__all__ = ["DEFAULT_GAME", "TextArenaConfig"]
+__all__ = ["DEFAULT_GAME", "PAYOFFS", "Payoff", "TextArenaConfig"]
+
+Payoff = Literal["game", "chips"]
+"""What an episode pays: TextArena's own reward, or (Kuhn Poker) the chips won."""
+
+PAYOFFS: tuple[Payoff, ...] = ("game", "chips")
 
 DEFAULT_GAME = "TicTacToe-v0"
 """The game of ``TextArenaEnv()`` without arguments."""
@@ -46,12 +51,20 @@ class TextArenaConfig:
             a game still running after ``max_turns`` actions is cut off
             (``truncations``) with reward 0 for every agent, so an episode
             always ends. At least 1.
+        payoff: ``"game"``: the game's own reward (TextArena's ``set_winner``:
+            win +1, draw 0, loss -1); ``"chips"`` (Kuhn Poker only): the chips
+            each player won over the game as Kuhn Poker counts them, a bet
+            and a call adding a chip to the pot (TextArena's own count leaves
+            them out, so its ``[bet]`` risks nothing); a player whose invalid
+            moves end the game loses its stake of the round, 1 chip, as a
+            fold would. Checked against the game when the environment is built.
     """
 
     game: str = DEFAULT_GAME
     num_players: int = 2
     game_kwargs: dict[str, Any] = field(default_factory=dict)
     max_turns: int = 200
+    payoff: Payoff = "game"
 
     def __post_init__(self) -> None:
         if not isinstance(self.game, str) or not self.game.strip():
@@ -61,6 +74,11 @@ class TextArenaConfig:
             )
         check_int("num_players", self.num_players, minimum=1)
         check_int("max_turns", self.max_turns, minimum=1)
+        if self.payoff not in PAYOFFS:
+            raise ValueError(
+                f"payoff must be one of {PAYOFFS}, got {describe(self.payoff)}; "
+                "'chips' pays Kuhn Poker's chips, 'game' the game's own reward"
+            )
         kwargs = {} if self.game_kwargs is None else self.game_kwargs
         if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
             raise TypeError(

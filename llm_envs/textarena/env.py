@@ -40,7 +40,11 @@ Reward
     0 during the game. When the game ends, every agent gets the game's own
     reward (win +1, draw 0, loss -1 in most games) on that final step, so it
     reaches each agent at its final ``last()``, before its dead step. A game
-    cut off at ``max_turns`` gives every agent 0.
+    cut off at ``max_turns`` gives every agent 0. With ``payoff="chips"``
+    (Kuhn Poker) the final reward is instead the chips the agent won as Kuhn
+    Poker counts them (:class:`~llm_envs.textarena.kuhn.ChipLedger`: a bet
+    and a call cost a chip, which TextArena's own count leaves out); the
+    game's text is TextArena's either way.
 
 Termination
     The game over (``terminations``), or ``max_turns`` actions taken without
@@ -81,6 +85,7 @@ from __future__ import annotations
 import copy
 import json
 import numbers
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
@@ -93,6 +98,8 @@ from llm_envs.spaces import SAMPLE_FRAGMENTS
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
 from llm_envs.textarena.config import TextArenaConfig
 from llm_envs.textarena.game import PrivateRandom, check_game, textarena
+from llm_envs.textarena.kuhn import CARDS, ChipLedger, KuhnRules
+from llm_envs.textarena.players import game_name
 
 __all__ = [
     "INVALID_MOVE",
@@ -132,6 +139,7 @@ MOVE_FRAGMENTS: tuple[str, ...] = (
 (before the generic fragments), so that random actions play games rather than only break them."""
 
 _GAME_ID = -1  # TextArena's sender id of the game's own messages (textarena.GAME_ID)
+_KUHN_MOVE = re.compile(r"Player (\d+), submitted move: '\[(check|bet|call|fold)\]'")
 _SEED_BOUND = 2**31 - 1
 
 
@@ -225,11 +233,22 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._init_text_env(self.possible_agents, render_mode)
         check_game(self.config.game)
+        self._kuhn = game_name(self.config.game) == "KuhnPoker"
+        if self.config.payoff == "chips" and not self._kuhn:
+            raise ValueError(
+                f"payoff='chips' is Kuhn Poker's, and the game is {self.config.game!r}; "
+                "use payoff='game' (the game's own reward) or game='KuhnPoker-v0'"
+            )
         self.game: Any = None
         self.game_seed = 0
         self._base: Any = None
         self._random = PrivateRandom(0)
         self._build_game()  # a game refusing num_players or game_kwargs fails here
+        built: Any = self._base
+        # What the game's rules say about rounds and retries (Kuhn Poker's meter needs them).
+        self._rounds = int(getattr(built, "max_rounds", 1))
+        self._error_allowance = int(getattr(built.state, "error_allowance", 1) or 0)
+        self._chips: ChipLedger | None = None
         self.game = self._base = None
         self.turns: list[_Turn] = []
         self._lines: dict[str, list[str]] = {a: [] for a in self.possible_agents}
@@ -273,6 +292,7 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._game_rewards = None
         self._outcome = dict.fromkeys(self.possible_agents, "running")
         self.reason = ""
+        self._chips = ChipLedger() if self.config.payoff == "chips" else None
         self._collect()
         self.agent_selection = self._current_agent()
         self.infos = {a: {STOP: [], TURN: 0} for a in self.agents}
@@ -288,6 +308,7 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         self._moves[agent].append((len(self._lines[agent]), text))
         state = self._base.state
         flagged = bool(state.game_info.get(player, {}).get("invalid_move", False))
+        deal = self._kuhn_deal() if self._chips is not None else None
         with self._random.active():
             done, _ = self.game.step(action=text)
             done = bool(done) or bool(getattr(self._base.state, "done", False))
@@ -299,6 +320,8 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         ) or any(_is_invalid_move_notice(kind, message) for kind, message in received[player])
         self._invalid[agent] += invalid
         self.turns.append(_Turn(agent, text, prompt, invalid))
+        if self._chips is not None and deal is not None:
+            self._count_chips(self._chips, player, received[player], deal, done and invalid)
 
         if done:
             self._finish(closed)
@@ -328,6 +351,9 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
             agent: self._game_reward(rewards.get(i, 0.0), agent)
             for i, agent in enumerate(self.possible_agents)
         }
+        if self._chips is not None:
+            chips = map(float, self._chips.totals)
+            self._game_rewards = dict(zip(self.possible_agents, chips, strict=True))
         self._outcome = dict(outcomes(self._game_rewards))
         reasons = [
             info.get("reason") for info in (game_info or {}).values() if isinstance(info, dict)
@@ -345,6 +371,50 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 "or fix the game's set_outcome/set_invalid_move call"
             )
         return float(value)
+
+    def _kuhn_deal(self) -> tuple[int, tuple[str, str]]:
+        """The current round's first mover and cards (read before a move deals the next round)."""
+        game_state = self._base.state.game_state
+        cards = game_state["player_cards"]
+        return int(game_state["starting_player"]), (CARDS[cards[0]], CARDS[cards[1]])
+
+    @staticmethod
+    def _count_chips(
+        ledger: ChipLedger,
+        player: int,
+        received: list[tuple[str, str]],
+        deal: tuple[int, tuple[str, str]],
+        forfeited: bool,
+    ) -> None:
+        if forfeited:
+            ledger.forfeit(player)
+            return
+        for _, message in received:
+            found = _KUHN_MOVE.search(message)
+            if found and int(found.group(1)) == player:
+                ledger.move(found.group(2), *deal)
+                return
+
+    def kuhn_rules(self) -> KuhnRules:
+        """What this Kuhn Poker game pays, for :mod:`llm_envs.textarena.kuhn`'s exploitability.
+
+        ``payoff="game"``: TextArena's win or loss over its rounds, a bet
+        costing nothing; ``payoff="chips"``: the chips, a bet costing one.
+
+        Raises:
+            ValueError: the game is not Kuhn Poker.
+        """
+        if not self._kuhn:
+            raise ValueError(
+                f"exploitability is measured for Kuhn Poker, and the game is {self.config.game!r}"
+            )
+        chips = self.config.payoff == "chips"
+        return KuhnRules(
+            bet_cost=1 if chips else 0,
+            rounds=self._rounds,
+            payoff="chips" if chips else "win_loss",
+            retries=self._error_allowance,
+        )
 
     def _end_metrics(self, agent: str) -> dict[str, Any]:
         outcome = self._outcome[agent]

@@ -9,7 +9,11 @@
   the same game seed: seat advantages (moving first in Tic Tac Toe) average out.
 * The evaluator's problem ``p`` is one game on the seed it is given.
 * Reference players: :class:`~llm_envs.textarena.players.MinimaxTicTacToePlayer`
-  in every seat of Tic Tac Toe; other games have none.
+  in every seat of Tic Tac Toe, a Nash equilibrium
+  (:func:`~llm_envs.textarena.players.kuhn_player`) in Kuhn Poker; other games have none.
+* The meter (:meth:`TextArenaFamily.measure`): Kuhn Poker's exploitability
+  (:mod:`llm_envs.textarena.kuhn_meter`), under the payoff the game pays
+  (``env_kwargs["payoff"]``: ``game``, TextArena's win or loss, or ``chips``).
 
 There is one task, ``default``: the game (``env_kwargs["game"]``) is the task,
 and its seeds are the problems.
@@ -22,11 +26,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_envs.client_settings import ClientSettings, OneOf, Whole
-from llm_envs.family import Agent, EpisodePlan, FamilyBase, derive_seed
+from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler, derive_seed
+from llm_envs.textarena.config import PAYOFFS
 from llm_envs.textarena.env import env, raw_env
-from llm_envs.textarena.players import game_name, random_player, strong_player
+from llm_envs.textarena.players import game_name, kuhn_player, random_player, strong_player
 
 __all__ = ["TextArenaFamily"]
+
+# Seeds the reference players' draws apart from the deal (the rule of Family.scripted_players).
+_REFERENCE_SALT = 0x4B55
 
 
 class TextArenaFamily(FamilyBase):
@@ -74,6 +82,7 @@ class TextArenaFamily(FamilyBase):
             ),
             "num_players": Whole(1, 4),
             "max_turns": Whole(1, 400),
+            "payoff": OneOf(PAYOFFS),
         }
     )
 
@@ -101,6 +110,10 @@ class TextArenaFamily(FamilyBase):
         self.game: str = probe.config.game
         self.max_agent_turns = probe.config.max_turns  # a bound: the cap on every agent's actions
         self.seed = seed
+        self.kuhn = game_name(self.game) == "KuhnPoker"
+        if probe.config.payoff == "chips":
+            most = probe.kuhn_rules().max_payoff  # 2 chips a round
+            self.reward_range = (-most, most)
 
     def _plan(self, keys: list[int], seeds: list[int], seats: list[frozenset[str]]) -> EpisodePlan:
         return EpisodePlan(
@@ -139,21 +152,27 @@ class TextArenaFamily(FamilyBase):
         return "rotations" if num_models > 1 else "self"
 
     def reference_players(self) -> dict[str, Agent]:
-        """The minimax player in every seat of Tic Tac Toe.
+        """The minimax player in every seat of Tic Tac Toe, a Nash equilibrium in Kuhn Poker's.
 
         Raises:
             ValueError: another game (it has no strong scripted player).
         """
-        if game_name(self.game) != "TicTacToe":
+        if game_name(self.game) not in ("TicTacToe", "KuhnPoker"):
             raise ValueError(
-                f"--env textarena has reference players for TicTacToe only, and the game is "
-                f"{self.game!r}: name a model for every seat, or pass --env-kwargs "
+                f"--env textarena has reference players for TicTacToe and KuhnPoker only, and "
+                f"the game is {self.game!r}: name a model for every seat, or pass --env-kwargs "
                 '\'{"game": "TicTacToe-v0"}\''
             )
-        return {agent: strong_player(self.game) for agent in self.agents}
+        return {
+            agent: strong_player(self.game, derive_seed(self.seed, _REFERENCE_SALT, i))
+            for i, agent in enumerate(self.agents)
+        }
 
     def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
-        """``random`` (random legal moves) where the game has one; ``reference`` for TicTacToe.
+        """``random`` where the game has one, ``reference`` (TicTacToe, Kuhn Poker), ``always_bet``.
+
+        ``random`` plays random legal moves; ``reference`` is the game's strong
+        player; ``always_bet`` (Kuhn Poker) bets or calls, always.
 
         Example:
             >>> sets = TextArenaFamily({"game": "TicTacToe-v0"}).scripted_players(seed=0)
@@ -166,4 +185,22 @@ class TextArenaFamily(FamilyBase):
                 agent: random_player(self.game, derive_seed(seed, i))
                 for i, agent in enumerate(self.agents)
             }
+        if self.kuhn:
+            sets["always_bet"] = {agent: kuhn_player("always_bet") for agent in self.agents}
         return sets
+
+    def measure(self, sample: Sampler, *, samples: int, seed: int) -> dict[str, float]:
+        """Kuhn Poker's exploitability of the policy ``sample`` plays by; ``{}`` for other games.
+
+        Returns:
+            ``exploitability`` under the game's payoff with its interval
+            (``exploitability_low``, ``exploitability_high``), the same under
+            Kuhn Poker's chips (``exploitability_chips...``: one round, the
+            uniform policy's 11/24) and the share of invalid texts
+            (``exploitability_invalid``): see :mod:`llm_envs.textarena.kuhn_meter`.
+        """
+        if not self.kuhn or samples <= 0:
+            return {}
+        from llm_envs.textarena.kuhn_meter import measure
+
+        return measure(sample, self.env_kwargs, samples=samples, seed=seed).metrics()

@@ -56,6 +56,7 @@ __all__ = [
     "CHIPS",
     "HISTORIES",
     "INFOSETS",
+    "ChipLedger",
     "KuhnRules",
     "Moves",
     "Payoff",
@@ -268,6 +269,52 @@ def round_chips(history: str, first_card: str, second_card: str, bet_cost: int =
         return -1
     stake = 1 + (bet_cost if history in ("bc", "cbc") else 0)
     return stake if CARDS.index(first_card) > CARDS.index(second_card) else -stake
+
+
+_LETTERS: Final = {"check": "c", "bet": "b", "call": "c", "fold": "f"}
+
+
+class ChipLedger:
+    """The chips of a game of Kuhn Poker as the literature counts them, kept move by move.
+
+    TextArena's ``KuhnPoker`` pays the pot of the two antes whatever was bet;
+    this ledger charges a bet and a call ``bet_cost`` chips, so an environment
+    can pay Kuhn Poker's chips beside TextArena's game.
+
+    Example:
+        >>> ledger = ChipLedger()
+        >>> ledger.move("bet", first_mover=1, cards=("J", "K"))
+        >>> ledger.move("call", first_mover=1, cards=("J", "K"))
+        >>> ledger.totals
+        [-2, 2]
+    """
+
+    def __init__(self, bet_cost: int = 1) -> None:
+        self.bet_cost = bet_cost
+        self.totals = [0, 0]
+        self.history = ""
+
+    def move(self, move: str, first_mover: int, cards: tuple[str, str]) -> None:
+        """Record a legal move (``check``, ``bet``, ``call``, ``fold``) of the current round.
+
+        Args:
+            move: the move the game took.
+            first_mover: the player (0 or 1) who opened this round.
+            cards: player 0's card and player 1's.
+        """
+        self.history += _LETTERS[move]
+        if self.history in _TERMINAL:
+            second = 1 - first_mover
+            chips = round_chips(self.history, cards[first_mover], cards[second], self.bet_cost)
+            self.totals[first_mover] += chips
+            self.totals[second] -= chips
+            self.history = ""
+
+    def forfeit(self, player: int) -> None:
+        """``player``'s refused moves ended the game: it loses its stake of the round, 1 chip."""
+        self.totals[player] -= 1
+        self.totals[1 - player] += 1
+        self.history = ""
 
 
 def _first_mover(seat: int, round_index: int) -> bool:

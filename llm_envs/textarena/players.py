@@ -14,6 +14,9 @@ tournaments:
   same given the same observations).
 * :class:`MinimaxTicTacToePlayer`: perfect Tic Tac Toe (full game-tree search,
   memoized): it never loses, and it wins as soon as it can.
+* :class:`KuhnPolicyPlayer`: Kuhn Poker by a behaviour policy, one probability
+  of betting or calling per information set (:func:`kuhn_player`: a Nash
+  equilibrium, always bet-or-call, uniform).
 
 :func:`random_player` and :func:`strong_player` pick the player of a game id.
 """
@@ -27,21 +30,27 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "KuhnPolicyPlayer",
     "MinimaxTicTacToePlayer",
     "RandomKuhnPokerPlayer",
     "RandomNegotiationPlayer",
     "RandomPrisonersDilemmaPlayer",
     "RandomTicTacToePlayer",
     "game_name",
+    "kuhn_history",
+    "kuhn_player",
     "random_player",
     "strong_player",
     "tictactoe_board",
 ]
 
 _LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
-_BOARD = re.compile(r"Current Board:\n\n(.*?)\n\nAvailable Moves", re.DOTALL)
+_BOARD_START = "Current Board:\n\n"
+_BOARD_END = "\n\nAvailable Moves"
 _MARK = re.compile(r"you will be '([XO])'")
 _KUHN_ACTIONS = re.compile(r"Your available actions are: ([^\n]*)")
+_KUHN_CARD = re.compile(r"Your card is: '([JQK])'")
+_KUHN_MOVES = re.compile(r"submitted move: '\[(check|bet|call|fold)\]'")
 _RESOURCE = re.compile(r"\[(\w+)\]\s+Qty:\s*(\d+)")
 
 
@@ -191,6 +200,76 @@ class RandomKuhnPokerPlayer(_RandomPlayer):
         return [f"[{a}]" for a in actions] or ["[check]"]
 
 
+class KuhnPolicyPlayer(_RandomPlayer):
+    """Kuhn Poker by a behaviour policy: bets or calls with its probability at the information set.
+
+    The information set is read from the chat: the card of the latest
+    "Your card is" line, and the moves submitted since the latest round began
+    (:data:`llm_envs.textarena.kuhn.INFOSETS`). :func:`kuhn_player` names the
+    usual policies.
+
+    Args:
+        bets: each information set's probability of betting or calling
+            (:func:`llm_envs.textarena.kuhn.nash_policy` and the like give them).
+        seed: the stream of its draws.
+
+    Example:
+        >>> from llm_envs.textarena.kuhn import always_bet_policy
+        >>> bets = {name: moves.bet for name, moves in always_bet_policy().items()}
+        >>> text = "### Starting round 1 out of 3 rounds. Your card is: 'J'"
+        >>> KuhnPolicyPlayer(bets)({"messages": [{"role": "user", "content": text}]}, {})
+        '[bet]'
+    """
+
+    def __init__(self, bets: Mapping[str, float], seed: int = 0) -> None:
+        super().__init__(seed)
+        self.bets = dict(bets)
+
+    def moves(self, text: str) -> list[str]:
+        """The aggressive move then the passive move of the information set."""
+        history = kuhn_history(text)
+        return ["[bet]", "[check]"] if history in ("", "c") else ["[call]", "[fold]"]
+
+    def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
+        """Bet or call with the information set's probability; check or fold otherwise."""
+        text = _text(observation)
+        cards = _KUHN_CARD.findall(text)
+        history = kuhn_history(text)
+        aggressive, passive = self.moves(text)
+        chance = self.bets.get((cards[-1] if cards else "J") + history, 0.5)
+        return aggressive if self.rng.random() < chance else passive
+
+
+def kuhn_history(text: str) -> str:
+    """The moves of the current Kuhn Poker round in a chat: ``c`` check or call, ``b`` bet, ``f``.
+
+    Example:
+        >>> kuhn_history("### Starting round 2 ... Player 1, submitted move: '[check]'.")
+        'c'
+    """
+    start = text.rfind("### Starting round")
+    moves = _KUHN_MOVES.findall(text[max(start, 0) :])
+    return "".join({"bet": "b", "fold": "f"}.get(m, "c") for m in moves)
+
+
+def kuhn_player(policy: str, seed: int = 0) -> KuhnPolicyPlayer:
+    """A Kuhn Poker player by name: ``nash`` (alpha 1/6), ``always_bet`` or ``uniform``.
+
+    Raises:
+        ValueError: another name.
+    """
+    from llm_envs.textarena.kuhn import always_bet_policy, nash_policy, uniform_policy
+
+    policies = {
+        "nash": lambda: nash_policy(1 / 6),
+        "always_bet": always_bet_policy,
+        "uniform": uniform_policy,
+    }
+    if policy not in policies:
+        raise ValueError(f"no Kuhn Poker policy {policy!r}; choose one of {sorted(policies)}")
+    return KuhnPolicyPlayer({k: m.bet for k, m in policies[policy]().items()}, seed)
+
+
 class RandomNegotiationPlayer(_RandomPlayer):
     r"""Simple Negotiation: ``[Accept]``, ``[Deny]`` or an offer of one unit for one, uniformly.
 
@@ -252,15 +331,17 @@ def random_player(game: str, seed: int = 0) -> Callable[[Any, Mapping[str, Any]]
     return maker(seed)
 
 
-def strong_player(game: str) -> Callable[[Any, Mapping[str, Any]], str]:
-    """The strong scripted player of a TextArena id (Tic Tac Toe's minimax).
+def strong_player(game: str, seed: int = 0) -> Callable[[Any, Mapping[str, Any]], str]:
+    """The strong scripted player of a TextArena id: Tic Tac Toe's minimax, Kuhn Poker's Nash.
 
     Raises:
         ValueError: a game without one.
     """
+    if game_name(game) == "KuhnPoker":
+        return kuhn_player("nash", seed)
     if game_name(game) != "TicTacToe":
         raise ValueError(
-            f"no strong scripted player for {game!r}: only TicTacToe-v0 has one "
-            "(MinimaxTicTacToePlayer)"
+            f"no strong scripted player for {game!r}: only TicTacToe-v0 (MinimaxTicTacToePlayer) "
+            "and KuhnPoker-v0 (a Nash equilibrium) have one"
         )
     return MinimaxTicTacToePlayer()

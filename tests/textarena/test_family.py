@@ -9,7 +9,11 @@ from llm_envs.registration import family_class, family_names, make_family
 from llm_envs.testing.conformance import play_aec
 from llm_envs.textarena import METRICS, TextArenaEnv
 from llm_envs.textarena.family import TextArenaFamily
-from llm_envs.textarena.players import MinimaxTicTacToePlayer, RandomTicTacToePlayer
+from llm_envs.textarena.players import (
+    KuhnPolicyPlayer,
+    MinimaxTicTacToePlayer,
+    RandomTicTacToePlayer,
+)
 
 AGENTS = ("agent_0", "agent_1")
 
@@ -64,12 +68,14 @@ def test_headline_metrics_are_end_infos_and_rewards_come_from_the_record():
     assert rewards.total == {a: final[a]["game_reward"] for a in AGENTS}
 
 
-def test_reference_players_for_tictactoe_only():
+def test_reference_players_for_tictactoe_and_kuhn_poker_only():
     players = TextArenaFamily({}, task="default", seed=0).reference_players()
     assert set(players) == set(AGENTS)
     assert all(isinstance(p, MinimaxTicTacToePlayer) for p in players.values())
-    with pytest.raises(ValueError, match="reference players for TicTacToe only"):
-        TextArenaFamily({"game": "KuhnPoker-v0"}, task="default", seed=0).reference_players()
+    kuhn = TextArenaFamily({"game": "KuhnPoker-v0"}, task="default", seed=0).reference_players()
+    assert all(isinstance(p, KuhnPolicyPlayer) for p in kuhn.values())
+    with pytest.raises(ValueError, match="reference players for TicTacToe and KuhnPoker only"):
+        TextArenaFamily({"game": "SimpleNegotiation-v0"}, seed=0).reference_players()
 
 
 def test_no_teacher_for_a_warm_start():

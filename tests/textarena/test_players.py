@@ -91,8 +91,8 @@ def test_minimax_takes_a_win_and_blocks_a_loss():
 def test_players_refuse_what_they_cannot_read():
     with pytest.raises(ValueError, match="no Tic Tac Toe board"):
         MinimaxTicTacToePlayer()({"messages": [{"role": "user", "content": "Kuhn Poker"}]}, {})
-    with pytest.raises(ValueError, match="only TicTacToe-v0 has one"):
-        strong_player("KuhnPoker-v0")
+    with pytest.raises(ValueError, match="and KuhnPoker-v0"):
+        strong_player("SimpleNegotiation-v0")
     with pytest.raises(ValueError, match="there are players for TicTacToe-v0"):
         random_player("Chess-v0")
 

@@ -175,3 +175,16 @@ def test_a_model_plays_the_training_groups(tmp_path, tiny_model_dir, capsys):
     assert results["reward_variance[model]"]["numbers"] == {"varied": 0, "groups": 2, "share": 0.0}
     assert results["judge[model]"]["status"] == "SKIP"
     assert status == 1
+
+
+def test_the_docs_show_the_current_flags():
+    from pathlib import Path
+
+    from baselines.check.config import CheckConfig
+    from baselines.cli import config_table
+
+    page = (Path(__file__).parents[3] / "docs" / "check.md").read_text()
+    assert config_table(CheckConfig) in page, (
+        "docs/check.md is out of date: paste `python -m baselines.cli "
+        "baselines.check.config:CheckConfig` into its Flags section"
+    )

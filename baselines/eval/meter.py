@@ -1,0 +1,103 @@
+"""The family's meter of each entrant (Kuhn Poker: exploitability), beside the evaluation's scores.
+
+A family with a meter (:meth:`llm_envs.family.FamilyBase.measure`) asks each
+entrant ``meter_samples`` times at each point it measures, with the
+evaluation's sampling settings; the numbers join the entrant's metrics in
+``summary.json`` and its first one (``exploitability``) becomes a column of
+the scores table. They are kept in ``meter.json``, keyed by the settings that
+decide them, so a resumed evaluation does not sample them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from baselines.eval.summary import EvalSummary
+from baselines.policies.base import Policy, SampleRequest, SamplingParams
+from llm_envs.family import Sampler
+
+__all__ = ["METER_FILE", "measure_entrants", "sampler_of", "with_meter"]
+
+METER_FILE: Final = "meter.json"
+"""The measured numbers of each entrant, in the evaluation's folder."""
+
+
+def sampler_of(policy: Policy, params: SamplingParams) -> Sampler:
+    """A :data:`~llm_envs.family.Sampler` that asks ``policy`` every turn in one call."""
+
+    def sample(turns: Sequence[tuple[str, Any, Mapping[str, Any]]]) -> list[str]:
+        requests = [SampleRequest.for_turn(agent, obs, info) for agent, obs, info in turns]
+        return [completion.text for completion in policy.sample(requests, params)]
+
+    return sample
+
+
+def measure_entrants(
+    family: Any,
+    models: Sequence[str],
+    load: Any,
+    params: SamplingParams,
+    *,
+    samples: int,
+    seed: int,
+    folder: Path,
+    settings: Mapping[str, Any],
+) -> dict[str, dict[str, float]]:
+    """Each model's meter, read from ``meter.json`` where it was measured with these settings.
+
+    Args:
+        family: the evaluation's family; without a ``measure`` (or with
+            ``samples`` 0) nothing is measured.
+        models: the entrants' names.
+        load: a callable returning the entrants' policies by name (called
+            only when a model is missing from the file).
+        params: the evaluation's sampling settings.
+        samples: the meter's samples per point it measures.
+        seed: the meter's seed.
+        folder: the evaluation's folder.
+        settings: what decides the numbers besides the model (env, sampling):
+            a file measured with others is measured again.
+    """
+    measure = getattr(family, "measure", None)
+    if measure is None or samples <= 0:
+        return {}
+    key = json.loads(json.dumps({**settings, "samples": samples, "seed": seed}, default=str))
+    path = folder / METER_FILE
+    kept: dict[str, dict[str, float]] = {}
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(saved, dict) and saved.get("settings") == key:
+            kept = {str(k): dict(v) for k, v in saved.get("models", {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        kept = {}  # absent or torn by a kill: measured again
+    missing = [m for m in models if m not in kept]
+    if missing:
+        policies = load()
+        for model in missing:
+            found = measure(sampler_of(policies[model], params), samples=samples, seed=seed)
+            kept[model] = {str(k): float(v) for k, v in found.items()}
+        if any(kept.values()):
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps({"settings": key, "models": kept}, indent=2))
+            os.replace(tmp, path)
+    return {m: kept[m] for m in models if kept.get(m)}
+
+
+def with_meter(summary: EvalSummary, meters: Mapping[str, Mapping[str, float]]) -> EvalSummary:
+    """The summary with each model's meter in its metrics, the first number a headline column."""
+    if not meters:
+        return summary
+    scores = tuple(
+        dataclasses.replace(s, metrics={**s.metrics, **meters.get(s.model, {})})
+        for s in summary.scores
+    )
+    first = next(iter(next(iter(meters.values()))), None)
+    headline = summary.headline
+    if first is not None and first not in headline:
+        headline = (*headline, first)
+    return dataclasses.replace(summary, scores=scores, headline=headline)
