@@ -14,9 +14,10 @@ from __future__ import annotations
 import pytest
 
 from llm_envs.code_collab import CodeCollabConfig
-from llm_envs.code_collab.env import parallel_env
+from llm_envs.code_collab.env import parallel_env, step_batch
 from llm_envs.code_collab.rewards import evaluate_many
-from llm_envs.sandbox import Sandbox
+from llm_envs.sandbox import Sandbox, SandboxJob, TestReport
+from llm_envs.sandbox.pool import DEFAULT_MAX_PROGRAM_CHARS
 from llm_envs.tasks import CodeProblem
 from tests.code_collab.cases import INLINE, IS_PRIME, USES_AUX
 
@@ -161,6 +162,46 @@ def test_the_environment_takes_the_rule(pool: Sandbox) -> None:
         _, rewards_, _, _, infos = env.step({"helper": HELPER, "main": hack})
         totals[rule] = (rewards_["main"], infos["main"]["bonus"])
     assert totals == {"as_written": (4.0, 1.5), "when_called": (2.5, 0.0)}
+
+
+class CountingSandbox(Sandbox):
+    """A real pool that also records the size of every batch it is given."""
+
+    batches: list[list[SandboxJob]]
+
+    def run_tests_many(self, jobs, *args, **kwargs) -> list[TestReport]:  # type: ignore[override]
+        self.batches.append(list(jobs))
+        return super().run_tests_many(jobs, *args, **kwargs)
+
+
+def test_step_batch_sends_every_split_pair_in_one_batch() -> None:
+    honest = "def double(x):\n    y = aux(x)\n    return y + 0\n"
+    hack = "def double(x):\n    _ = aux(x)\n" + OWN
+    alone = "def double(x):\n" + OWN
+    mains = [honest, hack, honest, hack, alone]
+    with CountingSandbox(workers=2, timeout=10.0) as pool:
+        pool.batches = []
+        envs = [
+            parallel_env(problems=[DOUBLE], num_turns=1, sandbox=pool, aux_bonus="when_called")
+            for _ in mains
+        ]
+        for env in envs:
+            env.reset(seed=0)
+        results = step_batch(envs, [{"helper": HELPER, "main": main} for main in mains])
+    # One batch of scored runs, one of split pairs: two per program the seed pays.
+    assert [len(batch) for batch in pool.batches] == [5, 8]
+    assert all(job.helper is not None for job in pool.batches[1])
+    assert [result[1]["main"] for result in results] == [4.0, 2.5, 4.0, 2.5, 2.5]
+
+
+def test_a_helper_too_long_to_split_earns_nothing_and_raises_nothing(pool: Sandbox) -> None:
+    # Its split program quotes aux's source (4 characters per \x01): past the
+    # pool's limit, both split runs are refused alike, and the scored run stands.
+    text = "\x01" * (DEFAULT_MAX_PROGRAM_CHARS // 3)
+    helper = f"def aux(x):\n    return 2 * x + 0 * len('{text}')\n"
+    seed, strict = rewards(pool, DOUBLE, helper, "def double(x):\n    return aux(x)\n")
+    assert (seed.passed, seed.bonus) == (2, 0.5)
+    assert (strict.passed, strict.bonus) == (2, 0.0)
 
 
 @pytest.mark.parametrize("bad", ["when-called", "", None, 1])
