@@ -24,12 +24,13 @@ def main(argv: list[str] | None = None, *, prog: str = PROG) -> int:
     """
     from baselines.check.config import parse_check_args
     from baselines.check.page import write_page
-    from baselines.check.run import run_checks
+    from baselines.check.run import load_model, run_checks
     from baselines.training.run import setup_errors_exit
 
     config = parse_check_args(argv, prog=prog)
     with setup_errors_exit(prog):
-        report = run_checks(config)
+        model = load_model(config.model) if config.model is not None else None  # before any play
+        report = run_checks(config, model=model)
     # One folder per family and task: checks of two tasks of one family do not overwrite each other.
     task = "" if config.task == "default" else f"-{config.task}"
     folder = Path(config.output_dir) / f"{report.family}{task}"

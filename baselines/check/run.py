@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -175,8 +176,8 @@ def run_checks(config: CheckConfig, *, model: Policy | None = None) -> CheckRepo
 
     Args:
         config: the settings.
-        model: a loaded model that also plays the training groups; None
-            loads ``config.model`` when given.
+        model: the loaded ``config.model`` (:func:`load_model`), which also plays
+            the training groups; None: the scripted players alone.
 
     Raises:
         ValueError: the family refuses the settings (before anything is played).
@@ -191,16 +192,29 @@ def run_checks(config: CheckConfig, *, model: Policy | None = None) -> CheckRepo
     )
     name = config.env.rpartition(":")[2]
     report = CheckReport(family.name or name, dataclasses.asdict(config))
+    with contextlib.suppress(Exception):  # a family whose players raise: each check says so
+        report.players = list(player_sets(family, config.seed, range(config.groups)))
     declared = getattr(family, "reward_range", None)
-    groups = list(range(config.groups))
-    report.players = list(player_sets(family, config.seed, groups))
-    scripted: list[Play] = []  # every scripted play: reward_range and step_time read them
-
     with _guarded(report, "conformance"):
         report.results.append(conformance(family, name, config))
+    scripted = _reference_checks(report, family, config, declared)
+    scripted += _training_checks(report, family, config)
+    scripted += _judge_check(report, family, config, scripted)
+    model_plays = _model_checks(report, family, config, model, scripted)
+    with _guarded(report, "reward_range"):
+        report.results.append(checks.reward_range([*scripted, *model_plays], declared))
+    with _guarded(report, "step_time"):
+        report.results.append(checks.step_time(scripted, config.max_step_seconds))
+    report.seconds = time.perf_counter() - start
+    return report
 
-    # 2. The evaluation plan: the reference player against the empty and the random answer.
+
+def _reference_checks(
+    report: CheckReport, family: Family, config: CheckConfig, declared: tuple[float, float] | None
+) -> list[Play]:
+    """2: the reference against the empty and the random answer, then its episodes under load."""
     plays: dict[str, Play] = {}
+    problems = list(range(config.problems))
     with _guarded(report, "reference"):
         sets: dict[str, Any] = {
             REFERENCE: reference_players(family),
@@ -208,21 +222,27 @@ def run_checks(config: CheckConfig, *, model: Policy | None = None) -> CheckRepo
             RANDOM_TEXT: RandomText(config.seed),
         }
         for candidate in (REFERENCE, *_FAILING):
-            plan = family.evaluation(list(range(config.problems)), config.seed)
+            plan = family.evaluation(problems, config.seed)
             plays[candidate] = play(plan, sets, _candidate(candidate, plan.trained_agents))
-        scripted += plays.values()
         report.results.append(checks.reference(plays, declared, config.min_margin))
     with _guarded(report, "stable_under_load"):
         if REFERENCE not in plays:
             raise Missing("reference episodes", "the reference check played none (see its line)")
-        plan = family.evaluation(list(range(config.problems)), config.seed)
-        burners = config.burners or _cores()
+        burners = config.burners or os.cpu_count() or 1
         loaded = play_loaded(
-            plan, {REFERENCE: reference_players(family)}, lambda i, a: REFERENCE, burners
+            family.evaluation(problems, config.seed),
+            {REFERENCE: reference_players(family)},
+            lambda index, agent: REFERENCE,
+            burners,
         )
         report.results.append(checks.stable_under_load(plays[REFERENCE], loaded, burners))
+    return list(plays.values())
 
-    # 3. The training plan, each seat drawn from every player.
+
+def _training_checks(report: CheckReport, family: Family, config: CheckConfig) -> list[Play]:
+    """3 and 4: the training groups of a drawn mix of players; the first two, twice."""
+    played: list[Play] = []
+    groups = list(range(config.groups))
     with _guarded(report, "reward_variance"):
         sets = player_sets(family, config.seed, groups)
         if not _own(sets):
@@ -232,106 +252,101 @@ def run_checks(config: CheckConfig, *, model: Policy | None = None) -> CheckRepo
                 "and the random answer alone show nothing (give --model)",
             )
         mixed = play(family.training(groups, config.seed), sets, _drawn(list(sets), config.seed))
-        scripted.append(mixed)
+        played.append(mixed)
         who = f"seats drawn from {', '.join(sets)}"
         report.results.append(
             checks.reward_variance("reward_variance", mixed, config.min_varied_share, who)
         )
-
-    # 4. Determinism: the first two groups twice, fresh players each time.
     with _guarded(report, "determinism"):
         two = [_first_groups(family, groups[:2], config.seed) for _ in range(2)]
-        scripted += two
+        played += two
         report.results.append(checks.determinism(*two))
+    return played
 
-    # 5. The judge, among the family's own players.
+
+def _judge_check(
+    report: CheckReport, family: Family, config: CheckConfig, scripted: list[Play]
+) -> list[Play]:
+    """5: a judged family's reference judges, among the family's own players."""
     with _guarded(report, "judge"):
         if not checks.is_judged(scripted):
             raise Missing(
                 "judging infos",
                 "no answer reported vote_agreement or vote_lower_seat (not a judged family)",
             )
-        judging = list(range(config.judge_groups))
-        sets = player_sets(family, config.seed, judging)
+        groups = list(range(config.judge_groups))
+        sets = player_sets(family, config.seed, groups)
         own = _own(sets)
         if REFERENCE not in own:
             raise Missing("reference_players", "no scripted set named 'reference' to judge with")
         judged = play(
-            family.training(judging, config.seed), sets, _drawn(own, derive_seed(config.seed, 1))
+            family.training(groups, config.seed), sets, _drawn(own, derive_seed(config.seed, 1))
         )
-        scripted.append(judged)
-        who = f"reference judges among {', '.join(own)}"
         report.results.append(
             checks.judge(
                 "judge",
                 judged,
                 {REFERENCE},
-                who,
+                f"reference judges among {', '.join(own)}",
                 min_agreement=config.min_judge_agreement,
                 max_bias=config.max_position_bias,
                 min_votes=config.min_votes,
             )
         )
+        return [judged]
+    return []
 
-    # 6. The model, in every seat of the training plan.
-    model_plays: list[Play] = []
-    if config.model is None and model is None:
+
+def _model_checks(
+    report: CheckReport,
+    family: Family,
+    config: CheckConfig,
+    model: Policy | None,
+    scripted: list[Play],
+) -> list[Play]:
+    """6: the model in every seat of the training groups."""
+    if model is None:
         for check in ("reward_variance[model]", "judge[model]"):
             report.results.append(skipped(check, "no --model given"))
-    else:
-        with _guarded(report, "reward_variance[model]"):
-            policy = model if model is not None else load_model(config.model or "")
-            params = SamplingParams(
-                max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed
+        return []
+    played: list[Play] = []
+    who = config.model or "the model"
+    with _guarded(report, "reward_variance[model]"):
+        params = SamplingParams(
+            max_tokens=config.max_tokens, temperature=config.temperature, seed=config.seed
+        )
+        plan = family.training(list(range(config.groups)), config.seed)
+        played.append(play(plan, {"model": model}, lambda index, agent: "model", params))
+        report.results.append(
+            checks.reward_variance(
+                "reward_variance[model]", played[0], config.min_varied_share, f"{who} in every seat"
             )
-            played = play(
-                family.training(groups, config.seed),
-                {"model": policy},
-                lambda i, a: "model",
-                params,
+        )
+    with _guarded(report, "judge[model]"):
+        if not played:
+            raise Missing("model play", "the model did not play (see reward_variance[model])")
+        if not checks.is_judged([*scripted, *played]):
+            raise Missing("judging infos", "no answer reported vote_agreement or vote_lower_seat")
+        report.results.append(
+            checks.judge(
+                "judge[model]",
+                played[0],
+                None,
+                f"{who} judging",
+                min_agreement=config.min_judge_agreement,
+                max_bias=config.max_position_bias,
+                min_votes=config.min_votes,
             )
-            model_plays.append(played)
-            who = f"{config.model or 'the model'} in every seat"
-            report.results.append(
-                checks.reward_variance(
-                    "reward_variance[model]", played, config.min_varied_share, who
-                )
-            )
-        with _guarded(report, "judge[model]"):
-            if not model_plays:
-                raise Missing("model", "the model did not play (see reward_variance[model])")
-            if not checks.is_judged([*scripted, *model_plays]):
-                raise Missing(
-                    "judging infos", "no answer reported vote_agreement or vote_lower_seat"
-                )
-            report.results.append(
-                checks.judge(
-                    "judge[model]",
-                    model_plays[0],
-                    None,
-                    f"{config.model or 'the model'} judging",
-                    min_agreement=config.min_judge_agreement,
-                    max_bias=config.max_position_bias,
-                    min_votes=config.min_votes,
-                )
-            )
-
-    with _guarded(report, "reward_range"):
-        report.results.append(checks.reward_range([*scripted, *model_plays], declared))
-    with _guarded(report, "step_time"):
-        report.results.append(checks.step_time(scripted, config.max_step_seconds))
-    report.seconds = time.perf_counter() - start
-    return report
-
-
-def _cores() -> int:
-    import os
-
-    return os.cpu_count() or 1
+        )
+    return played
 
 
 def load_model(spec: str) -> Policy:
-    """The sampler of a model spec (``tiny``, a folder, a Hugging Face id, a server), on CPU."""
+    """The sampler of a model spec (``tiny``, a folder, a Hugging Face id, a server), on CPU.
+
+    Raises:
+        FileNotFoundError: a folder that is not a model (the message says what to pass).
+    """
     from baselines.eval.entrants import build_policies, parse_entrant
 
     entrant = parse_entrant(spec)

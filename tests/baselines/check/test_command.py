@@ -125,6 +125,7 @@ def test_module_colon_name_loads_a_family_the_command_never_imported(tmp_path, m
         (["no_such_env"], "unknown env 'no_such_env'"),
         (["debate", "--task", "mbpp"], "task 'mbpp' is not for env='debate'"),
         (["debate", "--min-varied-share", "1.5"], "min_varied_share"),
+        (["debate", "--model", "/no/such/model"], "model '/no/such/model': no such folder"),
     ],
 )
 def test_a_bad_setting_exits_2_naming_it(argv, message, capsys):
