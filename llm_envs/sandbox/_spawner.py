@@ -3,7 +3,8 @@
 The **spawner**, forked once from the worker, applies every inherited part of
 the confinement once (resource limits, the unprivileged uid, ``no_new_privs``,
 Landlock, the descriptor layout, the working directory, the seccomp filter),
-then only forks: each run is forked ahead of its job and waits for it. Each
+joins the run group (:mod:`._cgroups`), where every run is then born, and then
+only forks: each run is forked ahead of its job and waits for it. Each
 **run** reads its job, finishes its own confinement and hands over to
 :func:`llm_envs.sandbox._program.serve`.
 

@@ -8,7 +8,9 @@ Three kinds of process take part:
 * The **worker** talks to the pool over its stdin/stdout (frames: a 4-byte
   big-endian length, then the payload: requests are marshalled, since the pool
   is trusted and marshal is fastest; replies are JSON, so the pool never
-  unmarshals anything a worker wrote). At start it enters new namespaces where
+  unmarshals anything a worker wrote). At start it joins its control groups
+  where the pool made them (:mod:`llm_envs.sandbox._cgroups`: one CPU for it and
+  its runs), enters new namespaces where
   the system allows (as PID 1 of its PID namespace), pre-imports the standard
   modules that benchmark tests use, and prepares the confinement. Per request it
   compiles the tests (cached) and the program, hands the program to a waiting
@@ -23,9 +25,10 @@ Three kinds of process take part:
   the confinement once: resource limits, the unprivileged uid, ``no_new_privs``,
   the Landlock ruleset, the descriptor layout, the working directory, and a
   seccomp filter (no signals to it, no sockets, no memory outside the
-  address-space limit; it is non-dumpable, so runs cannot ptrace it either). Its
-  loop only forks: each run is forked ahead of its job and waits for it, so the
-  fork is off the critical path.
+  address-space limit, no scheduling changes; it is non-dumpable, so runs cannot
+  ptrace it either), then joins the run group (memory and processes for each
+  run's whole tree). Its loop only forks: each run is forked ahead of its job and
+  waits for it, so the fork is off the critical path.
 * Each **run** is a child of the spawner. It reads its job from the job pipe,
   sets its CPU limit, and hands over to :func:`llm_envs.sandbox._program.serve`,
   which executes the program and then answers the judge's calls.

@@ -1,6 +1,7 @@
 """The caller's side of the sandbox: a pool of warm workers and the ``run_tests`` API.
 
-:class:`Sandbox` starts ``workers`` worker interpreters (:mod:`._worker`) once
+:class:`Sandbox` starts ``workers`` worker interpreters (:mod:`._worker`) once,
+each with control groups of its own where the machine allows (:mod:`._cgroups`),
 and sends each run to an idle one; the worker forks a confined process per run,
 so a run costs a fork, not an interpreter start. :func:`run_tests` uses a
 shared pool created on first use. Each job is checked and encoded by

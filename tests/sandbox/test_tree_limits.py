@@ -147,6 +147,48 @@ def test_without_control_groups_a_pinned_run_still_keeps_to_its_cpu() -> None:
         _neighbour_changes_nothing(pool)
 
 
+# HumanEval/2's truncate_number, right, but slow: 0.5 s per call here (the spinners
+# take a second to spread: the honest run must outlast that).
+SLOW_RIGHT = (
+    "    total = 0\n    for i in range(5_000_000):\n        total += i\n    return number % 1.0\n"
+)
+
+
+@needs_groups
+@pytest.mark.slow
+def test_run_code_spinners_leave_a_submit_verdict_alone() -> None:
+    # The service's /run_code and /submit share one pool: the spinners as a script.
+    requests = pytest.importorskip("requests")
+    from llm_envs.sandbox.service import ServiceSettings
+    from llm_envs.sandbox.service_main import running_service
+
+    def submit(url: str, timeout: float) -> tuple[object, float]:
+        """The verdict (accepted, and each test's outcome and run status), and the wall time."""
+        body = {"dataset": "humaneval", "id": 2, "completion": SLOW_RIGHT}
+        body["config"] = {"run_timeout": timeout}
+        started = time.perf_counter()
+        answer = requests.post(f"{url}/submit", json=body, timeout=120).json()
+        took = time.perf_counter() - started
+        tests = [(t["test_info"], t["exec_info"]["run_result"]["status"]) for t in answer["tests"]]
+        return (answer["accepted"], tests), took
+
+    with running_service(ServiceSettings(pool_workers=2)) as url:
+        _, took = submit(url, 30.0)
+        timeout = max(2.0, 2.5 * took)
+        alone, _ = submit(url, timeout)
+        assert alone[0] is True, alone
+        code = SPINNERS + "import time\ntime.sleep(60)\n"  # (a script holds its run itself)
+        script = {"code": code, "language": "python", "run_timeout": timeout + 1}
+        spinning = threading.Thread(
+            target=lambda: requests.post(f"{url}/run_code", json=script, timeout=120)
+        )
+        spinning.start()
+        time.sleep(0.3)  # (the spinners are forked)
+        beside, _ = submit(url, timeout)
+        spinning.join(60)
+    assert beside == alone
+
+
 SCHEDULING = textwrap.dedent("""
     import os, resource
     REFUSED = []
