@@ -96,16 +96,22 @@ def token_from_environment(token: str | None) -> str | None:
 
 
 def uvicorn_limits(max_body_bytes: int) -> dict[str, Any]:
-    """The settings of uvicorn that bound what its parsers buffer before the app sees a request.
+    """The settings of uvicorn that bound what it buffers before the app sees a request.
 
-    The HTTP parser is h11 because it bounds a request's head
-    (:data:`MAX_HEAD_BYTES`); httptools buffers headers of any size.
+    A request's head: httptools with a bound of ours
+    (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`), or h11, which
+    bounds it itself but parses several times slower, where httptools is not
+    installed. A WebSocket message: ``ws_max_size``.
     """
-    return {
-        "http": "h11",
-        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
-        "ws_max_size": max_body_bytes,
-    }
+    try:
+        from llm_envs.serve.heads import BoundedHttpToolsProtocol
+    except ImportError:  # uvicorn without httptools
+        return {
+            "http": "h11",
+            "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+            "ws_max_size": max_body_bytes,
+        }
+    return {"http": BoundedHttpToolsProtocol, "ws_max_size": max_body_bytes}
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

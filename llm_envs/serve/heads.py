@@ -1,0 +1,54 @@
+"""uvicorn's fast HTTP parser (httptools) with a request's head bounded, as h11 bounds it.
+
+httptools buffers a request line and headers of any size before the app sees
+them (a client could hold hundreds of MiB of one server's memory with one
+header); h11 refuses a head past a size, but parses each request several times
+slower. :class:`BoundedHttpToolsProtocol` keeps httptools and counts the bytes
+of a head still incomplete: past :data:`~llm_envs.serve.guard.MAX_HEAD_BYTES`
+(give or take one read from the socket) the request is answered 400 and the
+connection closed. A head that arrives whole in one read is never refused
+here; :class:`~llm_envs.serve.guard.Guard` measures it (431).
+
+This module imports uvicorn and httptools (the ``serve`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from llm_envs.serve.guard import MAX_HEAD_BYTES
+
+__all__ = ["BoundedHttpToolsProtocol"]
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, refusing a request head over ``MAX_HEAD_BYTES`` with 400."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head: int | None = 0  # bytes read while the current head is incomplete
+
+    def on_message_begin(self) -> None:
+        """A request starts: its head is counted from here."""
+        super().on_message_begin()
+        self._head = 0
+
+    def on_headers_complete(self) -> None:
+        """The head is whole: stop counting (the body is the guard's)."""
+        self._head = None
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        """Parse ``data``; refuse the request when its head, still incomplete, grew too large."""
+        super().data_received(data)
+        if self._head is None or self.transport.is_closing():
+            return
+        self._head += len(data)
+        if self._head > MAX_HEAD_BYTES:
+            self._head = None
+            self.send_400_response(
+                f"the request's line and headers are over {MAX_HEAD_BYTES} bytes: send fewer "
+                "or shorter headers"
+            )
