@@ -103,7 +103,11 @@ def parse_expert_reply(text: str) -> ExpertEdits:
     for start in reversed(starts):
         try:
             value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
+            # Nesting deeper than the interpreter's limit is no edit either (it
+            # raised out of the environment's step). That limit also bounds each
+            # start's cost: ~6,000 characters of '{"a":[', 0.02 s for a 2,000-
+            # character reply of them (the default max_tokens), 0.5 s for 8,000.
             continue
         if isinstance(value, dict) and ({"aux", "main"} & value.keys()):
             return {

@@ -36,7 +36,6 @@ __all__ = [
     "is_negative_feedback",
 ]
 
-_QUESTION = re.compile(r"What is (.+?)\?")
 _NEGATIVE = re.compile(
     r"\b(?:wrong|incorrect|not correct|fail(?:s|ed|ing|ure)?|errors?|could not|"
     r"does not|timed out|stopped)\b",
@@ -59,14 +58,36 @@ def evaluate_arithmetic(question: str) -> Fraction | None:
         >>> evaluate_arithmetic("What is 1 / (2 - 2)?") is None
         True
     """
-    match = _QUESTION.search(question)
-    if match is None or len(match.group(1)) > _MAX_EXPRESSION_CHARS:
+    expression = _asked_expression(question)
+    if expression is None or len(expression) > _MAX_EXPRESSION_CHARS:
         return None
     try:
-        tree = ast.parse(match.group(1), mode="eval")
+        tree = ast.parse(expression, mode="eval")
         return _evaluate(tree.body)
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
         return None
+
+
+def _asked_expression(text: str) -> str | None:
+    """What the first ``What is ...?`` of ``text`` asks: the shortest text to a ``?`` on its line.
+
+    A critic reads this from a prompt that quotes another agent's answer. A
+    regex search for the phrase, some text and a ``?`` would read to the end of
+    the line from each ``What is`` when no ``?`` follows (quadratic on the phrase
+    repeated); when one fails, every later one on its line fails too, so the
+    scan goes on at the next line.
+    """
+    phrase = "What is "
+    position = 0
+    while (start := text.find(phrase, position)) >= 0:
+        start += len(phrase)
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        question_mark = text.find("?", start + 1, line_end)
+        if start < line_end and question_mark >= 0:
+            return text[start:question_mark]
+        position = line_end + 1
+    return None
 
 
 def _evaluate(node: ast.expr) -> Fraction:
@@ -183,8 +204,7 @@ class ScriptedMathSolver(_RevisingAgent):
         value = self.solve(problem)
         if value is None:
             return None
-        match = _QUESTION.search(problem)
-        expression = match.group(1) if match else "the result"
+        expression = _asked_expression(problem) or "the result"
         number = value if isinstance(value, Fraction) else parse_number(value)
         if number is not None:
             right, wrong = format_number(number), format_number(number + 1)

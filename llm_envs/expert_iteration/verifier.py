@@ -40,7 +40,7 @@ no times, so infos built from them are deterministic.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -71,9 +71,12 @@ _SHOWN_TEST_CHARS = 500
 _SHOWN_ERROR_CHARS = 300
 _SHOWN_ERROR_TYPE_CHARS = 80
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
-# A fenced block: an opening ``` with an optional language, its body, a closing ```.
-_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
-_OPEN_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n")
+# A fenced block: an opening ``` with an optional language and its line, the body,
+# and a closing ``` at the start of a line. Possessive (*+): a greedy language
+# that gave characters back to the rest of the line would cost quadratic time on
+# a long line without a line break.
+_OPEN_FENCE = re.compile(r"```[ \t]*+([\w+.-]*+)[^\n]*+\n")
+_CLOSE_FENCE = re.compile(r"^[ \t]*+```", re.MULTILINE)
 _CODE_LANGUAGES = frozenset({"", "python", "py", "python3"})
 
 
@@ -246,7 +249,7 @@ def extract_code(text: str) -> str | None:
         >>> extract_code("def f(): return 1") is None
         True
     """
-    blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in _CODE_LANGUAGES]
+    blocks = [body for language, body in _fenced_blocks(text) if language in _CODE_LANGUAGES]
     if blocks:
         return blocks[-1]
     if text.count("```") % 2 == 0:
@@ -256,6 +259,28 @@ def extract_code(text: str) -> str | None:
     if opening is not None and opening.group(1).lower() in _CODE_LANGUAGES:
         return text[opening.end() :]
     return None
+
+
+def _fenced_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """``(language, body)`` of each closed fenced block, in order (language lowercased).
+
+    Each block is the first ``` (with the rest of its line) and the first line
+    starting with ``` after it; the next block is looked for after that. An
+    opener without a line break or without a closer after it ends the scan: no
+    later opener could have one (a closer after a later opener closes this one
+    too). One pass over the text, where a regex search for whole blocks would
+    read to the end from every unclosed opener.
+    """
+    position = 0
+    while (start := text.find("```", position)) >= 0:
+        opening = _OPEN_FENCE.match(text, start)
+        if opening is None:
+            return
+        closing = _CLOSE_FENCE.search(text, opening.end())
+        if closing is None:
+            return
+        yield opening.group(1).lower(), text[opening.end() : closing.start()]
+        position = closing.end()
 
 
 def defines_function(code: str, name: str) -> bool:

@@ -215,12 +215,31 @@ def compile_error(source: str) -> SyntaxErrorInfo | None:
 
 # ----------------------------------------------------------------------------- cleaning
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"^[ \t]*```")
 _KEYWORD_START = re.compile(
     r"^(?:def|class|async|import|from|return|if|elif|else|for|while|try|except|finally|"
     r"with|assert|raise|pass|break|continue|global|nonlocal|del|yield|lambda|match|case)\b"
 )
+
+
+def _strip_think_blocks(text: str) -> str:
+    """``text`` without its ``<think>...</think>`` blocks (each to the first closer after it).
+
+    A search for ``<think>.*?</think>`` would read to the end of the text from
+    every opener when the closer is missing (quadratic on ``<think>`` repeated);
+    an opener without a closer means no later opener has one either, so the
+    scan stops there: linear.
+    """
+    pieces = []
+    position = 0
+    while (start := text.find("<think>", position)) >= 0:
+        end = text.find("</think>", start + len("<think>"))
+        if end < 0:
+            break
+        pieces.append(text[position:start])
+        position = end + len("</think>")
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def _fenced_blocks(text: str) -> str | None:
@@ -273,7 +292,7 @@ def clean_code(text: str) -> str:
     """
     if not isinstance(text, str):
         return ""
-    text = _THINK.sub("", text)
+    text = _strip_think_blocks(text)
     fenced = _fenced_blocks(text)
     if fenced is not None:
         text = fenced

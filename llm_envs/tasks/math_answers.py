@@ -57,32 +57,39 @@ _MAX_DIGITS = 1000
 
 _SIGN = r"[-+\u2212]"
 _UNSIGNED = r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+"
-_FRAC_ARG = rf"\s*{_SIGN}?\s*(?:{_UNSIGNED})\s*"
-_LATEX_FRAC = rf"\\[dt]?frac\s*\{{{_FRAC_ARG}\}}\s*\{{{_FRAC_ARG}\}}"
+# Whitespace runs are possessive (\s*+) wherever a digit, a sign or a brace must
+# follow: giving spaces back could never help a match, and a sign between two
+# runs (\s*-?\s*) would try every split of a long run (quadratic: "\frac{" and
+# 20,000 spaces took 40 s to search).
+_FRAC_ARG = rf"\s*+(?:{_SIGN}\s*+)?(?:{_UNSIGNED})\s*+"
+_LATEX_FRAC = rf"\\[dt]?frac\s*+\{{{_FRAC_ARG}\}}\s*+\{{{_FRAC_ARG}\}}"
 
-_NUMBER = rf"{_SIGN}?(?:{_LATEX_FRAC}|(?:{_UNSIGNED})(?:\s*/\s*(?:{_UNSIGNED}))?)"
+_NUMBER = rf"{_SIGN}?(?:{_LATEX_FRAC}|(?:{_UNSIGNED})(?:\s*+/\s*+(?:{_UNSIGNED}))?)"
 # A number somewhere in a text, not glued to a word or to a preceding digit or dot:
 # "H2O" has none, "10-12" has 10 and 12 (not -12), "3.14.15" has 3.14.
 _NUMBER_IN_TEXT = re.compile(rf"(?<![\w.]){_NUMBER}")
 # A number opening an answer phrase, after an optional currency sign or markup, and
 # not continued by a letter or an operator ("2x + 1" and "3 + 4 = 7" are not numbers).
 _NUMBER_AT_START = re.compile(
-    rf"(?:\\\$|\$|\\\(|\*\*)?\s*({_NUMBER})"
-    r"(?![\w(^]|[.,][0-9])(?!\s*[-+*/=^\u00d7\u00f7\u00b7])"
+    rf"(?:\\\$|\$|\\\(|\*\*)?\s*+({_NUMBER})"
+    r"(?![\w(^]|[.,][0-9])(?!\s*+[-+*/=^\u00d7\u00f7\u00b7])"
 )
-_DECIMAL = re.compile(rf"({_SIGN})?\s*({_UNSIGNED})")
-_FRACTION = re.compile(rf"({_SIGN})?\s*({_UNSIGNED})\s*/\s*({_SIGN})?\s*({_UNSIGNED})")
+_DECIMAL = re.compile(rf"({_SIGN})?\s*+({_UNSIGNED})")
+_FRACTION = re.compile(rf"({_SIGN})?\s*+({_UNSIGNED})\s*+/\s*+(?:({_SIGN})\s*+)?({_UNSIGNED})")
 _LATEX_FRACTION = re.compile(
-    rf"({_SIGN})?\s*\\[dt]?frac\s*\{{\s*({_SIGN})?\s*({_UNSIGNED})\s*\}}"
-    rf"\s*\{{\s*({_SIGN})?\s*({_UNSIGNED})\s*\}}"
+    rf"({_SIGN})?\s*+\\[dt]?frac\s*+\{{\s*+(?:({_SIGN})\s*+)?({_UNSIGNED})\s*+\}}"
+    rf"\s*+\{{\s*+(?:({_SIGN})\s*+)?({_UNSIGNED})\s*+\}}"
 )
+# A unit after a number (5\text{ cm}); the lookbehind starts a match only where a
+# run of whitespace starts, not at each of its characters (quadratic).
+_UNIT_SUFFIX = re.compile(r"(?<!\s)\s*+\\(?:text|mbox|mathrm)\s*+\{[^{}]*+\}\s*+$")
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\(?:boxed|fbox) +([^\s${}]+)|[{}]")
-_BOX_WHOLE = re.compile(r"\\(?:boxed|fbox)\s*\{(.*)\}", re.DOTALL)
+_BOX_PREFIX = re.compile(r"\\(?:boxed|fbox)\s*+\{")
 _GSM8K_MARKER = re.compile(r"####[^\S\n]*([^\n]*)")
 _ANSWER_PHRASE = re.compile(
-    r"\banswer\b[^\S\n]*(?:\*\*)?[^\S\n]*"
-    r"(?:is\b|was\b|would\s+be\b|will\s+be\b|should\s+be\b|=|:|\uff1a)"
-    r"[^\S\n]*(?:\*\*)?[^\S\n]*:?",
+    r"\banswer\b[^\S\n]*+(?:\*\*[^\S\n]*+)?"
+    r"(?:is\b|was\b|would\s++be\b|will\s++be\b|should\s++be\b|=|:|\uff1a)"
+    r"[^\S\n]*+(?:\*\*[^\S\n]*+)?:?",
     re.IGNORECASE,
 )
 _NEXT_LINE = re.compile(r"\s*([^\n]*)")
@@ -254,23 +261,53 @@ def _boxed(text: str) -> str | None:
             stack.append(token.end())
     if best is None:
         return None
-    content = best[1]
     # \boxed{\boxed{5}}: the outer box closes last; its answer is the inner one.
-    while (inner := _BOX_WHOLE.fullmatch(content)) and _balanced(inner.group(1)):
-        content = inner.group(1).strip()
-    return content or None
+    return _unwrap_boxes(best[1]) or None
 
 
-def _balanced(text: str) -> bool:
-    depth = 0
-    for char in text:
+def _unwrap_boxes(content: str) -> str:
+    r"""``content`` without the boxes that wrap all of it: ``\boxed{ \fbox{5} }`` gives ``5``.
+
+    A box is unwrapped when ``content`` is ``\boxed{...}`` whole and ``...`` is
+    balanced; the rest is stripped and looked at again. One pass: bounds move
+    inwards instead of copying ``...`` at each level, and after the first level
+    a box is whole exactly when its ``{`` pairs with the last ``}`` (the content
+    is balanced), which the braces' partners, found once, answer in O(1).
+    Unwrapping by copies and re-checks cost O(depth x length).
+    """
+    low, high = 0, len(content)
+    partners: dict[int, int] | None = None
+    while (opening := _BOX_PREFIX.match(content, low, high)) is not None:
+        start, end = opening.end(), high - 1
+        if end < start or content[end] != "}":
+            break
+        if partners is None:
+            partners = _brace_partners(content, start, end)
+            if partners is None:
+                break
+        elif partners.get(start - 1) != end:
+            break
+        while start < end and content[start].isspace():
+            start += 1
+        while end > start and content[end - 1].isspace():
+            end -= 1
+        low, high = start, end
+    return content[low:high]
+
+
+def _brace_partners(text: str, start: int, end: int) -> dict[int, int] | None:
+    """The closing brace of each ``{`` in ``text[start:end]``, or None if that is unbalanced."""
+    partners: dict[int, int] = {}
+    open_braces: list[int] = []
+    for index in range(start, end):
+        char = text[index]
         if char == "{":
-            depth += 1
+            open_braces.append(index)
         elif char == "}":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0
+            if not open_braces:
+                return None
+            partners[open_braces.pop()] = index
+    return partners if not open_braces else None
 
 
 def _after_gsm8k_marker(text: str) -> str | None:
@@ -336,7 +373,7 @@ def _strip_number_decorations(text: str) -> str:
     text = _SPACING.sub("", text)
     text = text.replace("{,}", ",")
     # A unit after the number: 5\text{ cm}, 5 \mbox{ m}.
-    text = re.sub(r"\s*\\(?:text|mbox|mathrm)\s*\{[^{}]*\}\s*$", "", text)
+    text = _UNIT_SUFFIX.sub("", text)
     text = text.removeprefix("\\$").removeprefix("$").strip()
     if text.startswith(("-\\$", "-$")):
         text = "-" + text.split("$", 1)[1]

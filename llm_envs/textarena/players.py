@@ -87,18 +87,38 @@ def tictactoe_board(observation: Any) -> tuple[tuple[str, ...], str]:
         (('X', '', '', '', 'O', '', '', '', ''), 'O')
     """
     text = _text(observation)
-    boards, mark = _BOARD.findall(text), _MARK.search(text)
-    if not boards or mark is None:
+    board, mark = _last_board(text), _MARK.search(text)
+    if board is None or mark is None:
         raise ValueError(
             "no Tic Tac Toe board in the observation: this player reads the chat of "
             "TextArenaEnv(game='TicTacToe-v0')"
         )
     cells: list[str] = []
-    for row in boards[-1].split("\n---+---+---\n"):
+    for row in board.split("\n---+---+---\n"):
         cells += [c.strip() if c.strip() in ("X", "O") else "" for c in row.split("|")]
     if len(cells) != 9:
-        raise ValueError(f"a Tic Tac Toe board has 9 cells, read {len(cells)}: {boards[-1]!r:.200}")
+        raise ValueError(f"a Tic Tac Toe board has 9 cells, read {len(cells)}: {board!r:.200}")
     return tuple(cells), mark.group(1)
+
+
+def _last_board(text: str) -> str | None:
+    """The last board of a transcript: what follows a board's heading, up to its moves.
+
+    The chat holds the other player's text: a search for heading-anything-moves
+    would read to the end from each heading that has no moves after it
+    (quadratic on a heading repeated). A heading without moves after it means
+    no later heading has any, so one pass finds every board.
+    """
+    board = None
+    position = 0
+    while (start := text.find(_BOARD_START, position)) >= 0:
+        start += len(_BOARD_START)
+        end = text.find(_BOARD_END, start)
+        if end < 0:
+            break
+        board = text[start:end]
+        position = end + len(_BOARD_END)
+    return board
 
 
 def _winner(board: tuple[str, ...]) -> str:
