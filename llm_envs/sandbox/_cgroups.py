@@ -62,8 +62,9 @@ __all__ = [
     "sweep_stale",
 ]
 
-#: Every group the sandbox creates is named ``GROUP_PREFIX.<pid>.<start time>.<id>``:
-#: the pid and start time of the process that created it (to tell stale groups).
+#: Every group the sandbox creates is named ``GROUP_PREFIX.<pid ns>.<pid>.<start time>.<id>``:
+#: the PID namespace, pid and start time of the process that created it (to tell
+#: stale groups; one made from another PID namespace is never taken for stale).
 GROUP_PREFIX = "llm-envs-sandbox"
 #: The reason a run's verdict gives when its tree ran out of memory (``{mb}``: its limit).
 OUT_OF_MEMORY = (
@@ -264,17 +265,31 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
 def group_name(unique: str) -> str:
     """A group name that says which process made it (``unique``: distinct per worker)."""
-    return f"{GROUP_PREFIX}.{os.getpid()}.{_start_time(os.getpid())}.{unique}"
+    pid = os.getpid()
+    return f"{GROUP_PREFIX}.{_pid_namespace()}.{pid}.{_start_time(pid)}.{unique}"
 
 
 def owner_alive(name: str) -> bool:
-    """Whether the process that created group ``name`` still runs (True for foreign names)."""
+    """Whether the process that created group ``name`` still runs.
+
+    True for a name the sandbox did not make, or made from another PID
+    namespace (whose pids this process cannot look up).
+    """
     parts = name.split(".")
-    if len(parts) < 4 or parts[0] != GROUP_PREFIX or not parts[1].isdigit():
+    if len(parts) < 5 or parts[0] != GROUP_PREFIX or not parts[2].isdigit():
         return True
-    return _start_time(int(parts[1])) == parts[2]
+    if parts[1] != _pid_namespace():
+        return True
+    return _start_time(int(parts[2])) == parts[3]
 
 
 def _write(path: str, text: str) -> None:

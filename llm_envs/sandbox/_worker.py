@@ -433,7 +433,12 @@ class Worker:
         self._reset_output()
         count = 1 if helper is None else 2
         if self.groups is not None:
-            self.groups.size(count)
+            try:
+                self.groups.size(count)
+            except OSError:
+                # (A limit the kernel would not lower: this job runs under the last
+                # job's, and a fresh worker with fresh groups takes over after it.)
+                self.retiring = True
         children = self.runs.waiting_runs(count)
         if children is None:
             return self._not_started(len(tests))

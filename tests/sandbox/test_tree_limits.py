@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 
 from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob, TestReport
 from llm_envs.sandbox._cgroups import (
-    GROUP_PREFIX,
     Support,
     find_support,
+    group_name,
     owner_alive,
     support_from,
 )
@@ -294,7 +294,7 @@ FORKS = textwrap.dedent("""
 
 def _own_groups() -> set[str]:
     """The directories of every group this process's pools hold now."""
-    prefix = f"{GROUP_PREFIX}.{os.getpid()}."
+    prefix = group_name("").rsplit(".", 2)[0] + "."  # (the namespace and pid of this process)
     found = set()
     for base in SUPPORT.bases.values():
         found |= {os.path.join(base, name) for name in os.listdir(base) if name.startswith(prefix)}
@@ -392,8 +392,13 @@ def test_no_group_is_left_after_close() -> None:
 @needs_groups
 def test_the_groups_of_a_pool_that_died_are_removed_by_the_next() -> None:
     # A pid beyond any pid_max, so its owner is dead: the groups of a SIGKILLed pool.
-    name = f"{GROUP_PREFIX}.{2**22 + 5}.1.stale"
+    name = group_name("stale").replace(f".{os.getpid()}.", f".{2**22 + 5}.", 1)
     assert not owner_alive(name)
+    # One made from another PID namespace, whose pids this process cannot look up, or
+    # not by the sandbox, is never taken for stale.
+    prefix, namespace, rest = name.split(".", 2)
+    assert owner_alive(f"{prefix}.{int(namespace) + 1}.{rest}")
+    assert owner_alive("llm-envs-sandbox-other") and owner_alive("user.slice")
     stale = [os.path.join(base, name) for base in SUPPORT.bases.values()]
     for directory in stale:
         os.mkdir(directory)
