@@ -1,20 +1,29 @@
-"""Mirror self-play against a league, same budget, several seeds: win rates against fixed anchors.
+"""Mirror self-play, a fixed opponent and a league, same budget, several seeds: the table.
 
     python bench/league_vs_mirror.py                      # SmolLM2-135M-Instruct, TicTacToe, CPU
     python bench/league_vs_mirror.py --seeds 0 1 2 --iterations 4 --out runs/league_vs_mirror
+    python bench/league_vs_mirror.py --game KuhnPoker-v0 --env-kwargs '{"payoff": "chips",
+        "game_kwargs": {"max_rounds": 1}}' --arms mirror random league --out runs/kuhn
     python bench/league_vs_mirror.py --summarize-only     # the table of runs already done
 
 Each arm trains with the importance-sampling trainer on the same game, for the
 same iterations, playing the same number of games per iteration:
 
 * ``mirror``: ``--opponents mirror``, ``2 * G`` self-play games (every seat trained);
-* ``league``: ``--opponents league`` (PFSP, the random and minimax anchors,
+* ``random``: a fixed opponent, the game's random player (``--opponents league
+  --league-matchmaking anchors --league-anchors scripted:random``, no
+  snapshots), ``G / 2`` groups of 4 games, the learner in one seat;
+* ``league``: ``--opponents league`` (PFSP, the family's scripted anchors,
   snapshots every 2 iterations), ``G / 2`` groups of 4 games, the learner in one seat.
 
-Both evaluate with ``--eval-scripted`` at the same iterations: the same
-evaluation games against the random player and the minimax player, whose
-win, draw and invalid-move rates are the comparison. A run already finished
-(its folder holds the final evaluation) is not run again.
+All evaluate at the same iterations, the first before any training. Where the
+family has a meter (Kuhn Poker: ``eval/exploitability``, docs/envs/textarena.md)
+the table is the meter's: per arm and seed, exploitability with its interval
+at each evaluation, then each arm's mean and range over the seeds. Otherwise
+(``--eval-scripted``) the win, draw and invalid-move rates against the
+family's scripted players. A run already finished (its folder holds the final
+evaluation) is not run again. Under the table: the measured seconds per
+iteration and per evaluation, and what the whole grid costs at that rate.
 """
 
 from __future__ import annotations
@@ -26,18 +35,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-METRICS = (
+SCRIPTED_METRICS = (
     ("scripted:random", "win"),
     ("scripted:random", "invalid_move"),
     ("scripted:reference", "draw"),
     ("scripted:reference", "invalid_move"),
 )
+METER = "eval/exploitability"
+ARMS = ("mirror", "random", "league")
 
 
 def arm_flags(arm: str, games: int) -> list[str]:
     """The flags that make an arm: who fills the seats, and how the games are grouped."""
     if arm == "mirror":
         return ["--opponents", "mirror", "--groups-per-batch", str(games)]
+    grouped = ["--league-group-size", "4", "--groups-per-batch", str(games // 4)]
+    if arm == "random":
+        return [
+            "--opponents",
+            "league",
+            "--league-matchmaking",
+            "anchors",
+            "--league-anchors",
+            "scripted:random",
+            "--league-snapshot-every",
+            "0",
+            *grouped,
+        ]
     return [
         "--opponents",
         "league",
@@ -45,21 +69,28 @@ def arm_flags(arm: str, games: int) -> list[str]:
         "pfsp",
         "--league-snapshot-every",
         "2",
-        "--league-group-size",
-        "4",
-        "--groups-per-batch",
-        str(games // 4),
+        *grouped,
     ]
+
+
+def env_kwargs(args: argparse.Namespace) -> dict[str, object]:
+    """The game and the extra environment arguments."""
+    return {"game": args.game, **json.loads(args.env_kwargs)}
+
+
+def finished(metrics: Path, iterations: int) -> bool:
+    """Whether the run's final evaluation is in its metrics file."""
+    return metrics.exists() and any(
+        json.loads(line).get("iteration") == iterations and '"eval/' in line
+        for line in metrics.read_text().splitlines()
+    )
 
 
 def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
     """Train one arm with one seed (or find it done); return its metrics file."""
     out = Path(args.out) / f"{arm}_seed{seed}"
     metrics = out / "metrics.jsonl"
-    if metrics.exists() and any(
-        json.loads(line).get("iteration") == args.iterations and "eval/scripted:random/win" in line
-        for line in metrics.read_text().splitlines()
-    ):
+    if finished(metrics, args.iterations):
         return metrics
     command = [
         sys.executable,
@@ -70,7 +101,7 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
         "--env",
         "textarena",
         "--env-kwargs",
-        json.dumps({"game": args.game}),
+        json.dumps(env_kwargs(args)),
         "--seed",
         str(seed),
         "--num-iterations",
@@ -79,7 +110,8 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
         str(args.eval_every),
         "--eval-groups",
         str(args.eval_groups),
-        "--eval-scripted",
+        "--eval-meter-samples",
+        str(args.meter_samples),
         "--max-tokens",
         str(args.max_tokens),
         "--learning-rate",
@@ -87,6 +119,8 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
         "--output-dir",
         str(out),
         "--no-progress",
+        *(["--eval-scripted"] if args.eval_scripted else []),
+        *args.extra,
         *arm_flags(arm, args.games),
     ]
     print(f"== {arm} seed {seed}: {' '.join(command[2:])}", flush=True)
@@ -95,59 +129,137 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> Path:
 
 
 def evaluations(metrics: Path) -> dict[int, dict[str, float]]:
-    """``iteration -> eval/scripted:... metrics`` of the lines that hold an evaluation."""
+    """``iteration -> eval/... metrics`` of the lines that hold an evaluation."""
     out: dict[int, dict[str, float]] = {}
     for line in metrics.read_text().splitlines():
         row = json.loads(line)
-        found = {k: v for k, v in row.items() if k.startswith("eval/scripted:")}
+        found = {k: v for k, v in row.items() if k.startswith("eval/")}
         if found:
             out[int(row["iteration"])] = found
     return out
 
 
-def table(args: argparse.Namespace) -> str:
+def runs_of(arm: str, args: argparse.Namespace) -> dict[int, dict[int, dict[str, float]]]:
+    """``seed -> evaluations`` of an arm's runs that exist."""
+    found = {}
+    for seed in args.seeds:
+        path = Path(args.out) / f"{arm}_seed{seed}" / "metrics.jsonl"
+        if path.exists():
+            found[seed] = evaluations(path)
+    return found
+
+
+def _spread(values: list[float]) -> str:
+    spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+    return f"{statistics.fmean(values):.2f}{spread}"
+
+
+def meter_table(args: argparse.Namespace) -> str:
+    """Markdown: per arm and seed, exploitability [interval] at each evaluation; each arm's mean."""
+    grid = {arm: runs_of(arm, args) for arm in args.arms}
+    iterations = sorted({i for runs in grid.values() for r in runs.values() for i in r})
+    heads = [f"iteration {i}" + (" (before)" if i == 0 else "") for i in iterations]
+    lines = ["| arm | seed | " + " | ".join(heads) + " |", "|" + " --- |" * (2 + len(heads))]
+    for arm, runs in grid.items():
+        for seed, run_evals in runs.items():
+            cells = []
+            for i in iterations:
+                row = run_evals.get(i, {})
+                if METER not in row:
+                    cells.append("")
+                    continue
+                low, high = row.get(f"{METER}_low"), row.get(f"{METER}_high")
+                interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high else ""
+                cells.append(f"{row[METER]:.3f}{interval}")
+            lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+        if len(runs) > 1:
+            cells = []
+            for i in iterations:
+                values = [r[i][METER] for r in runs.values() if METER in r.get(i, {})]
+                cells.append(_spread(values) if values else "")
+            lines.append(f"| {arm} | mean (range) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def scripted_table(args: argparse.Namespace) -> str:
     """Markdown: per arm and evaluation, each metric's mean and range over the seeds."""
-    header = "| arm | iteration | " + " | ".join(f"{a} {m}" for a, m in METRICS) + " |"
-    lines = [header, "|" + " --- |" * (2 + len(METRICS))]
-    for arm in ("mirror", "league"):
-        runs = []
-        for seed in args.seeds:
-            path = Path(args.out) / f"{arm}_seed{seed}" / "metrics.jsonl"
-            if path.exists():
-                runs.append(evaluations(path))
+    header = "| arm | iteration | " + " | ".join(f"{a} {m}" for a, m in SCRIPTED_METRICS) + " |"
+    lines = [header, "|" + " --- |" * (2 + len(SCRIPTED_METRICS))]
+    for arm in args.arms:
+        runs = list(runs_of(arm, args).values())
         if not runs:
             continue
         for iteration in sorted(set.intersection(*(set(r) for r in runs))):
             cells = []
-            for anchor, metric in METRICS:
-                values = [r[iteration][f"eval/{anchor}/{metric}"] for r in runs]
-                spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
-                cells.append(f"{statistics.fmean(values):.2f}{spread}")
+            for anchor, metric in SCRIPTED_METRICS:
+                key = f"eval/{anchor}/{metric}"
+                values = [r[iteration][key] for r in runs if key in r[iteration]]
+                cells.append(_spread(values) if values else "")
             lines.append(f"| {arm} | {iteration} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def timing(args: argparse.Namespace) -> str:
+    """Seconds per training iteration and per evaluation measured, and the grid at that rate."""
+    iteration_s, eval_s = [], []
+    for arm in args.arms:
+        for seed in args.seeds:
+            path = Path(args.out) / f"{arm}_seed{seed}" / "metrics.jsonl"
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                evaluated = row.get("time/eval", 0.0)
+                if evaluated:
+                    eval_s.append(evaluated)
+                if "time/iteration" in row:
+                    iteration_s.append(row["time/iteration"] - evaluated)
+    if not iteration_s:
+        return "no timings yet"
+    train, evaluate = statistics.fmean(iteration_s), statistics.fmean(eval_s or [0.0])
+    evals = args.iterations // args.eval_every + 1 if args.eval_every else 0
+    one_run = args.iterations * train + evals * evaluate
+    grid = len(args.arms) * len(args.seeds) * one_run
+    return (
+        f"measured: {train:.0f} s per training iteration, {evaluate:.0f} s per evaluation; "
+        f"one run of {args.iterations} iterations and {evals} evaluations about {one_run / 60:.1f} "
+        f"min, {len(args.arms)} arms x {len(args.seeds)} seeds about {grid / 60:.0f} min"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--game", default="TicTacToe-v0")
+    parser.add_argument(
+        "--env-kwargs", default="{}", help="more environment arguments, JSON (payoff, game_kwargs)"
+    )
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=["mirror", "league"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--games", type=int, default=8, help="games per iteration, each arm")
     parser.add_argument("--eval-every", type=int, default=2)
     parser.add_argument("--eval-groups", type=int, default=4)
+    parser.add_argument("--meter-samples", type=int, default=16, help="texts per infoset")
+    parser.add_argument("--eval-scripted", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--out", default="runs/league_vs_mirror")
     parser.add_argument("--summarize-only", action="store_true")
+    parser.add_argument("extra", nargs="*", help="more trainer flags, after --")
     args = parser.parse_args()
     if args.games % 4:
         parser.error(f"--games must be a multiple of 4 (the league's groups), got {args.games}")
+    kuhn = args.game.startswith("KuhnPoker")
+    if args.eval_scripted is None:
+        args.eval_scripted = not kuhn  # the meter says more than win rates, at less cost
     if not args.summarize_only:
         for seed in args.seeds:
-            for arm in ("mirror", "league"):
+            for arm in args.arms:
                 run(arm, seed, args)
-    print(table(args))
+    print(meter_table(args) if kuhn else scripted_table(args))
+    print()
+    print(timing(args))
 
 
 if __name__ == "__main__":

@@ -269,8 +269,8 @@ class ISTrainerConfig(TrainerConfig):
     """
     league_matchmaking: Matchmaking = "pfsp"
     """league only: how a group's opponent is drawn: ``pfsp`` (prioritized fictitious self-play, by
-    the learner's online win probability against each), ``uniform`` or ``latest`` (the current
-    policy: mirror play, one seat trained).
+    the learner's online win probability against each), ``uniform``, ``latest`` (the current
+    policy: mirror play, one seat trained) or ``anchors`` (the anchors alone: a fixed opponent).
     """
     league_pfsp_weighting: PFSPWeighting = "hard"
     """league only: PFSP's weight of an opponent beaten with probability p: ``hard``, (1 - p)^2 (the

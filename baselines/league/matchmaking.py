@@ -6,6 +6,8 @@ resumed run meets the same opponents).
 
 * ``latest``: the current policy only (mirror self-play).
 * ``uniform``: every opponent of the pool alike.
+* ``anchors``: the anchors alone, alike: training against fixed opponents
+  (``--league-anchors scripted:random``: the random player, and nothing else).
 * ``pfsp``: prioritized fictitious self-play (Vinyals et al., 2019,
   "Grandmaster level in StarCraft II", the AlphaStar league): opponent ``o``
   is drawn with probability proportional to ``f(p_o)``, where ``p_o`` is the
@@ -33,9 +35,9 @@ __all__ = [
     "pfsp_weight",
 ]
 
-Matchmaking = Literal["pfsp", "uniform", "latest"]
+Matchmaking = Literal["pfsp", "uniform", "latest", "anchors"]
 PFSPWeighting = Literal["hard", "variance"]
-MATCHMAKINGS: Final = ("pfsp", "uniform", "latest")
+MATCHMAKINGS: Final = ("pfsp", "uniform", "latest", "anchors")
 PFSP_WEIGHTINGS: Final = ("hard", "variance")
 
 
@@ -61,23 +63,26 @@ def matchmaking_probabilities(
     win_probability: Mapping[str, float],
     *,
     latest: str = "latest",
+    anchors: Sequence[str] = (),
     weighting: PFSPWeighting = "hard",
     power: float = 2.0,
 ) -> dict[str, float]:
     """The probability of meeting each opponent; they add up to 1.
 
     Args:
-        mode: ``pfsp``, ``uniform`` or ``latest`` (see the module docstring).
+        mode: ``pfsp``, ``uniform``, ``latest`` or ``anchors`` (see the module docstring).
         opponents: the pool, in a fixed order; ``latest`` must be one of them
             for ``mode='latest'``.
         win_probability: the learner's probability of beating each opponent
             (``pfsp`` only; a missing one counts as 0.5, an even match).
         latest: the name of the current policy in ``opponents``.
+        anchors: the names of the fixed opponents in ``opponents`` (``anchors`` only).
         weighting: PFSP's weighting function, ``hard`` or ``variance``.
         power: the exponent of ``hard`` weighting.
 
     Raises:
-        ValueError: an empty pool, an unknown mode, or ``latest`` missing from it.
+        ValueError: an empty pool, an unknown mode, ``latest`` missing from it, or
+            ``anchors`` with no anchor in it.
 
     Example:
         >>> matchmaking_probabilities("pfsp", ["a", "b"], {"a": 0.5, "b": 1.0})
@@ -91,6 +96,14 @@ def matchmaking_probabilities(
         return {o: float(o == latest) for o in opponents}
     if mode == "uniform":
         return {o: 1.0 / len(opponents) for o in opponents}
+    if mode == "anchors":
+        fixed = [o for o in opponents if o in set(anchors)]
+        if not fixed:
+            raise ValueError(
+                f"matchmaking 'anchors' needs an anchor in the pool {list(opponents)}; "
+                "name one with --league-anchors (e.g. scripted:random)"
+            )
+        return {o: float(o in fixed) / len(fixed) for o in opponents}
     if mode != "pfsp":
         raise ValueError(f"unknown matchmaking {mode!r}; choose one of {MATCHMAKINGS}")
     weights = [pfsp_weight(win_probability.get(o, 0.5), weighting, power) for o in opponents]

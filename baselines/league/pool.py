@@ -98,7 +98,7 @@ class League:
     """The league's whole state: the pool, the ratings, and the settings that use them.
 
     Attributes:
-        matchmaking: ``pfsp``, ``uniform`` or ``latest``.
+        matchmaking: ``pfsp``, ``uniform``, ``latest`` or ``anchors``.
         weighting, power: PFSP's weighting (``hard``: ``(1 - p) ** power``).
         snapshot_every: iterations between snapshots (0: none).
         max_snapshots: snapshots kept, the newest (older ones leave the pool).
@@ -170,6 +170,7 @@ class League:
             self.names,
             self.ratings.win_probability(),
             latest=LATEST,
+            anchors=[o.name for o in self.anchors],
             weighting=self.weighting,
             power=self.power,
         )

@@ -426,7 +426,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         _headline_html(training_series, headline, unit),
         _first_last_html(files, pages, unit),
         _evaluation_html(series, evaluation, unit),
-        league_html(training_series, unit, crossplay),
+        league_html(series, unit, crossplay),  # with the final evaluation: a snapshot's meter
         _config_html(config),
         _episodes_html(files, pages),
         _curves_html(series, constant_series(series)),

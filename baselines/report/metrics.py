@@ -211,8 +211,6 @@ _HEADLINE: tuple[tuple[str, str], ...] = (
         "the judges' habit under shuffled labels: share of strict votes for the lower number",
     ),
     (r"env/all/pairwise_reward", "the pairwise reward alone (win rate or win minus loss)"),
-    (r"eval/exploitability", "{meter}"),
-    (r"eval/exploitability_chips", "{meter_chips}"),
     (r"env/all/turn/shaping/contract", "shaping (opt-in): fraction of the answer format written"),
     (r"env/all/turn/shaping/reward", "shaping (opt-in): partial credit added per answer"),
     (r"optim/loss|loss", "training loss"),
@@ -256,8 +254,6 @@ _METER_MEANINGS = {
 
 def _meaning(template: str, match: re.Match[str]) -> str:
     success = next((_SUCCESS[g] for g in match.groups() if g in _SUCCESS), "")
-    template = template.replace("{meter}", _METER_MEANINGS["exploitability"])
-    template = template.replace("{meter_chips}", _METER_MEANINGS["exploitability_chips"])
     return match.expand(template.replace("{success}", success))
 
 
