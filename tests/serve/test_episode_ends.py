@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from openenv.core import GenericEnvClient
 
+from llm_envs.debate.agents import scripted_debaters
 from llm_envs.serve.families import EpisodeSpec
 from llm_envs.serve.store import RECORDS_FILE, EpisodeStore
 from tests.serve.conftest import debate_settings, serving
@@ -166,3 +169,31 @@ def test_a_fault_of_the_server_itself_still_frees_the_slot(server, monkeypatch):
     assert told["type"] == "error" and "a bug in the server" in told["detail"]
     assert server.get("/health").json()["running"] == 0
     serves_on(server)
+
+
+def test_an_openenv_episode_its_client_leaves_after_acting_is_recorded_interrupted(tmp_path):
+    debater = scripted_debaters(3, seed=1)["agent_0"]
+
+    def act(env: Any, result: Any) -> None:
+        env.step({"text": debater({"messages": result.observation["messages"]}, {})})
+
+    with serving(debate_settings(records=str(tmp_path))) as url:
+        with GenericEnvClient(base_url=f"{url}/openenv").sync() as env:
+            untouched = env.reset(seat="agent_0", problem=2).observation["episode_id"]
+            result = env.reset(seat="agent_0", problem=0)  # nothing played in the first
+            act(env, result)  # the debate has a second round: unfinished
+            reset = result.observation["episode_id"]
+            result = env.reset(seat="agent_0", problem=1)
+            act(env, result)
+            closed = result.observation["episode_id"]
+        for _ in range(100):  # the session's close runs after the socket's
+            if closed in EpisodeStore(tmp_path):
+                break
+            time.sleep(0.05)
+        store = EpisodeStore(tmp_path)
+    assert untouched not in store
+    assert store.get(reset)["status"] == "interrupted"
+    assert "the client reset its session before the episode ended" in store.get(reset)["error"]
+    assert store.get(closed)["status"] == "interrupted"
+    assert "the session closed before the episode ended" in store.get(closed)["error"]
+    assert len(store.get(closed)["record"]["turns"]) >= 1  # what was played is kept
