@@ -317,11 +317,16 @@ def _model_checks(
         )
         plan = family.training(list(range(config.groups)), config.seed)
         played.append(play(plan, {"model": model}, lambda index, agent: "model", params))
-        report.results.append(
-            checks.reward_variance(
-                "reward_variance[model]", played[0], config.min_varied_share, f"{who} in every seat"
-            )
+        turns, seconds = played[0].steps, played[0].policy_seconds
+        per_turn = f"{seconds / turns:.2g} s of sampling per turn" if turns else "no turn"
+        result = checks.reward_variance(
+            "reward_variance[model]",
+            played[0],
+            config.min_varied_share,
+            f"{who} in every seat; {per_turn}",
         )
+        result.numbers.update(turns=turns, sampling_seconds=seconds)
+        report.results.append(result)
     with _guarded(report, "judge[model]"):
         if not played:
             raise Missing("model play", "the model did not play (see reward_variance[model])")

@@ -173,7 +173,10 @@ def test_a_model_plays_the_training_groups(tmp_path, tiny_model_dir, capsys):
     results = {r["name"]: r for r in saved["results"]}
     # a random model never says "yes": every group's rewards are equal
     assert results["reward_variance[model]"]["status"] == "FAIL"
-    assert results["reward_variance[model]"]["numbers"] == {"varied": 0, "groups": 2, "share": 0.0}
+    numbers = results["reward_variance[model]"]["numbers"]
+    assert (numbers["varied"], numbers["groups"], numbers["share"]) == (0, 2, 0.0)
+    assert numbers["turns"] == 2 * 4 * 2  # 2 groups of 4 episodes, 2 seats
+    assert numbers["sampling_seconds"] > 0
     assert results["judge[model]"]["status"] == "SKIP"
     assert status == 1
 
