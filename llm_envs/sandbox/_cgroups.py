@@ -60,6 +60,7 @@ __all__ = [
     "remove_groups",
     "support_from",
     "sweep_stale",
+    "trial",
 ]
 
 #: Every group the sandbox creates is named ``GROUP_PREFIX.<pid ns>.<pid>.<start time>.<id>``:
@@ -543,3 +544,21 @@ class RunGroups:
         self.check()
         fired, self.fired = self.fired, False
         return fired
+
+
+def trial(spec: dict[str, Any]) -> None:
+    """Do, in this (throwaway) process, what a worker and its spawner do with their groups.
+
+    The pool runs it in a child process on a probe's groups before it trusts a
+    machine's groups: joining the worker groups, opening and sizing the run
+    groups' limits, registering the OOM event, joining the run groups. Raises
+    what fails.
+    """
+    groups = RunGroups(spec, 64 << 20, 1)
+    groups.size(1)
+    groups.size(2)
+    groups.size(1)
+    for fd in groups.join_fds:
+        os.write(fd, b"0")
+    groups.adopt(os.getpid())
+    groups.out_of_memory()

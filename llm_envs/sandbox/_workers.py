@@ -24,7 +24,7 @@ from typing import Any
 
 from llm_envs.sandbox import _cgroups
 
-__all__ = ["BOOTSTRAP", "WORKER_ENVIRONMENT", "WorkerProcess"]
+__all__ = ["BOOTSTRAP", "WORKER_ENVIRONMENT", "WorkerProcess", "try_control_groups"]
 
 # The whole environment of a worker and of every run: nothing of the caller's
 # (tokens, credentials, proxies) reaches untrusted code. A fixed hash seed makes
@@ -55,6 +55,53 @@ for name in ("llm_envs", "llm_envs.sandbox"):
 from llm_envs.sandbox._worker import main
 main(sys.argv[2])
 """
+
+
+# Runs _cgroups.trial on a probe's groups (see try_control_groups), loaded as BOOTSTRAP does.
+_TRIAL = """\
+import json, sys, types
+root = sys.argv[1]
+for name in ("llm_envs", "llm_envs.sandbox"):
+    package = types.ModuleType(name)
+    package.__path__ = [root + "/" + name.replace(".", "/")]
+    sys.modules[name] = package
+from llm_envs.sandbox._cgroups import trial
+trial(json.loads(sys.argv[2]))
+"""
+_TRIAL_TIMEOUT = 30.0
+
+
+def try_control_groups(support: _cgroups.Support) -> str:
+    """Whether a worker could use groups here: "" if so, else why not.
+
+    A probe's groups are created, used by a child process exactly as a worker and
+    its spawner use theirs (:func:`._cgroups.trial`), and removed. A machine that
+    lists the controllers but refuses a group, a limit or a move (a limit on the
+    number of groups, a read-only mount, v2's rules on who may move a process)
+    then runs without, and says why, instead of failing its workers.
+    """
+    try:
+        probe = _cgroups.create_groups(support, _cgroups.group_name("probe"), cpus=None)
+    except OSError as error:
+        return f"creating a control group failed: {error}"
+    try:
+        root = str(Path(__file__).resolve().parents[2])
+        tried = subprocess.run(
+            [sys.executable, "-P", "-s", "-S", "-c", _TRIAL, root, json.dumps(probe._asdict())],
+            capture_output=True,
+            env=WORKER_ENVIRONMENT,
+            cwd="/",
+            timeout=_TRIAL_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"trying a control group failed: {error}"
+    finally:
+        _cgroups.remove_groups(probe)
+    if tried.returncode != 0:
+        lines = tried.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"using a control group failed: {lines[-1] if lines else tried.returncode}"
+    return ""
 
 
 class WorkerProcess:

@@ -45,7 +45,7 @@ from llm_envs.sandbox._requests import (
     encode_request,
     failed_report,
 )
-from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess
+from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess, try_control_groups
 from llm_envs.sandbox.report import (
     ProgramStatus,
     Protections,
@@ -354,14 +354,8 @@ class Sandbox:
         if not support.version:
             return support
         _cgroups.sweep_stale(support)
-        # One group made and removed: a machine that lists the controllers but refuses
-        # a group (a limit on their number, a read-only mount) runs without, and says why.
-        try:
-            probe = _cgroups.create_groups(support, _cgroups.group_name("probe"), cpus=None)
-        except OSError as error:
-            return _cgroups.Support(0, {}, f"creating a control group failed: {error}")
-        _cgroups.remove_groups(probe)
-        return support
+        failed = try_control_groups(support)
+        return _cgroups.Support(0, {}, failed) if failed else support
 
     def _new_worker(self, index: int) -> WorkerProcess:
         try:

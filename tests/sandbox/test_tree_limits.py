@@ -26,12 +26,13 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob, TestReport
+from llm_envs.sandbox import ProgramStatus, Sandbox, SandboxJob, TestReport, _cgroups
 from llm_envs.sandbox._cgroups import (
     Support,
     find_support,
@@ -425,6 +426,20 @@ def test_the_protections_say_which_tree_limits_hold(sandbox: Sandbox) -> None:
     assert (protections.control_groups_missing == "") == holding
     if not holding:
         assert protections.control_groups_missing
+
+
+def test_groups_the_machine_refuses_leave_a_pool_without_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Directories that are not control groups: a group is "made", but its files are
+    # missing, as on a machine that lists the controllers and refuses their use.
+    bases = {c: str(tmp_path) for c in ("memory", "pids", "cpu")}
+    monkeypatch.setattr(_cgroups, "find_support", lambda: Support(1, bases))
+    with Sandbox(workers=1) as pool:
+        assert pool.protections.control_groups == 0
+        assert pool.protections.control_groups_missing.startswith("creating a control group")
+        assert pool.run_tests(ADD, ADD_TESTS).all_passed
+    assert os.listdir(tmp_path) == []
 
 
 V1_ROOT = """\
