@@ -66,6 +66,7 @@ __all__ = [
     "VARY_DEPTH",
     "VARY_ITEMS",
     "AuxEvidence",
+    "fits_channel",
     "split_helper_program",
     "vary_value",
     "weigh_evidence",
@@ -181,7 +182,92 @@ def vary_value(value: object, delta: int, items: int = 1_000_000, depth: int = 1
         return value  # the same in both runs: a value it cannot walk stays as it is
 
 
-_VARY_SOURCE: Final = inspect.getsource(vary_value)
+def fits_channel(value: object) -> bool:
+    """Whether ``value`` surely crosses the sandbox's channel, with room to spare.
+
+    A sufficient condition, well inside the judge's limits (``docs/sandbox.md``:
+    100 levels, 1,000,000 items, ints of 300,000 bits, a range of 1,000,000
+    items, a Decimal exponent of 80,000, 16 MiB per message, 100 distinct items
+    of one hash): at most 90 levels, 500,000 items, ints and a Fraction's terms
+    of 250,000 bits, a Decimal exponent of 50,000, about 8 MiB in all, and at
+    most 50 distinct hashable items per hash in a value of more than 1,000.
+    The split runs vary a value only when it and its variation both fit
+    (:func:`split_helper_program`): the variation grows sizes (``~x`` of
+    ``2**k - 1`` has one more bit, a range one more item), and a value just
+    under a limit would fail to cross in the varied run alone. Never raises
+    (False instead); runs inside the helper's run too: builtins only.
+
+    Example:
+        >>> fits_channel([1, "a", {2: (3.0,)}]), fits_channel(range(1000000))
+        (True, False)
+    """
+    budget = [500_000, 8 << 20]  # items, bytes (a generous estimate of the encoding)
+    hashable = []
+    modules = __import__("sys").modules
+    decimal = getattr(modules.get("decimal"), "Decimal", None)
+    fraction = getattr(modules.get("fractions"), "Fraction", None)
+
+    def visit(x, level):
+        budget[0] -= 1
+        kind = type(x)
+        if budget[0] < 0 or level > 90:
+            return False
+        if kind is int or kind is bool:
+            budget[1] -= 16 + x.bit_length() // 8
+            hashable.append(x)
+            return x.bit_length() <= 250_000 and budget[1] >= 0
+        if x is None or kind is float or kind is complex:
+            budget[1] -= 32
+            hashable.append(x)
+            return budget[1] >= 0
+        if kind is str or kind is bytes or kind is bytearray:
+            budget[1] -= 16 + 4 * len(x)
+            if kind is not bytearray:
+                hashable.append(x)
+            return budget[1] >= 0
+        if kind is range:
+            budget[1] -= 64
+            return len(x) <= 500_000 and all(
+                visit(end, level + 1) for end in (x.start, x.stop, x.step)
+            )
+        if decimal is not None and kind is decimal:
+            sign, digits, exponent = x.as_tuple()
+            budget[1] -= 32 + len(digits)
+            hashable.append(x)
+            return (type(exponent) is not int or abs(exponent) <= 50_000) and budget[1] >= 0
+        if fraction is not None and kind is fraction:
+            hashable.append(x)
+            return visit(x.numerator, level + 1) and visit(x.denominator, level + 1)
+        if isinstance(x, dict):
+            budget[1] -= 16
+            return all(visit(k, level + 1) and visit(v, level + 1) for k, v in x.items())
+        if isinstance(x, (list, tuple, set, frozenset)) or type(x).__name__ == "deque":
+            budget[1] -= 16
+            if kind is tuple or kind is frozenset:
+                hashable.append(x)
+            return all(visit(item, level + 1) for item in x)
+        return True  # a value of another type crosses in neither run or in both
+
+    try:
+        if not visit(value, 0):
+            return False
+        if len(hashable) > 1000:
+            classes = {}
+            for item in hashable:
+                try:
+                    members = classes.setdefault(hash(item), set())
+                except TypeError:
+                    continue
+                if len(members) <= 50:
+                    members.add(item)
+                if len(members) > 50:
+                    return False
+        return True
+    except Exception:
+        return False
+
+
+_VARY_SOURCE: Final = inspect.getsource(vary_value) + "\n\n" + inspect.getsource(fits_channel)
 
 
 def split_helper_program(preamble: str, aux_source: str, delta: int) -> str:
@@ -194,6 +280,11 @@ def split_helper_program(preamble: str, aux_source: str, delta: int) -> str:
     helper's run (main cannot call around them): only ``delta`` differs
     between the true and the varied program.
 
+    Both runs compute both versions of each value (``delta`` 0 and 1) and
+    check that both surely cross (:func:`fits_channel`); when one might not
+    (a range of 1,000,000 items grows to 1,000,001), both runs return the
+    value as it is, so the channel's limits never fail the varied run alone.
+
     Args:
         preamble: the helper program's imports and the prompt's definitions.
         aux_source: the helper's ``aux`` (its ``def``, decorators included).
@@ -205,18 +296,22 @@ def split_helper_program(preamble: str, aux_source: str, delta: int) -> str:
     if type(delta) is not int or delta not in (0, 1):
         raise ValueError(f"delta must be 0 (the true run) or 1 (the varied run), got {delta!r}")
     wrapper = (
-        "def _llm_envs_split_aux(source, delta, names, vary):\n"
+        "def _llm_envs_split_aux(source, delta, names, vary, fits):\n"
         "    private = dict(names)\n"
         "    exec(compile(source, '<aux>', 'exec'), private)\n"
         "    real = private['aux']\n"
         "\n"
         "    def aux(*args, **kwargs):\n"
-        "        return vary(real(*args, **kwargs), delta)\n"
+        "        value = real(*args, **kwargs)\n"
+        "        kept, changed = vary(value, 0), vary(value, 1)\n"
+        "        if not (fits(kept) and fits(changed)):\n"
+        "            return kept\n"
+        "        return changed if delta else kept\n"
         "\n"
         "    return aux\n"
         "\n"
-        f"aux = _llm_envs_split_aux({aux_source!r}, {delta}, globals(), vary_value)\n"
-        "del _llm_envs_split_aux, vary_value\n"
+        f"aux = _llm_envs_split_aux({aux_source!r}, {delta}, globals(), vary_value, fits_channel)\n"
+        "del _llm_envs_split_aux, vary_value, fits_channel\n"
     )
     return "\n\n".join(part for part in (preamble.rstrip(), _VARY_SOURCE, wrapper) if part)
 
