@@ -19,6 +19,15 @@ tournaments:
   equilibrium, always bet-or-call, uniform).
 
 :func:`random_player` and :func:`strong_player` pick the player of a game id.
+
+Any chat is taken, whatever the other player wrote: a player answers every
+observation with a move and never raises. The chat holds the other player's
+text, which may imitate a board, a card or a prompt: the Tic Tac Toe players
+read the last well-formed board (the game's own comes after the other
+player's text), and in a chat with none (not Tic Tac Toe's) answer ``[0]``,
+which the game scores as it scores any text (a move where cell 0 is free,
+else an invalid move); the Kuhn Poker players read the latest card and moves
+and fall back to checking; the others choose among fixed moves.
 """
 
 from __future__ import annotations
@@ -47,6 +56,9 @@ __all__ = [
 _LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 _BOARD_START = "Current Board:\n\n"
 _BOARD_END = "\n\nAvailable Moves"
+_ROW_SEPARATOR = "\n---+---+---\n"
+_NO_BOARD = "[0]"
+"""The Tic Tac Toe players' move in a chat without a readable board (see the module)."""
 _MARK = re.compile(r"you will be '([XO])'")
 _KUHN_ACTIONS = re.compile(r"Your available actions are: ([^\n]*)")
 _KUHN_CARD = re.compile(r"Your card is: '([JQK])'")
@@ -76,8 +88,12 @@ def tictactoe_board(observation: Any) -> tuple[tuple[str, ...], str]:
         ``(cells, mark)``: nine cells, each ``"X"``, ``"O"`` or ``""`` (empty),
         in TextArena's numbering (0-2 the top row), and ``"X"`` or ``"O"``.
 
+    The board is the last one that is well-formed: three rows of three
+    cells, each ``X``, ``O`` or its number; the other player's text, which may
+    imitate a board or stop in the middle of one, is passed over.
+
     Raises:
-        ValueError: the observation holds no Tic Tac Toe board or mark.
+        ValueError: the observation holds no well-formed board, or no mark.
 
     Example:
         >>> text = ("As Player 0, you will be 'O', while your opponent is 'X'.\n"
@@ -87,38 +103,45 @@ def tictactoe_board(observation: Any) -> tuple[tuple[str, ...], str]:
         (('X', '', '', '', 'O', '', '', '', ''), 'O')
     """
     text = _text(observation)
-    board, mark = _last_board(text), _MARK.search(text)
-    if board is None or mark is None:
+    cells, mark = _last_board(text), _MARK.search(text)
+    if cells is None or mark is None:
         raise ValueError(
             "no Tic Tac Toe board in the observation: this player reads the chat of "
             "TextArenaEnv(game='TicTacToe-v0')"
         )
-    cells: list[str] = []
-    for row in board.split("\n---+---+---\n"):
-        cells += [c.strip() if c.strip() in ("X", "O") else "" for c in row.split("|")]
-    if len(cells) != 9:
-        raise ValueError(f"a Tic Tac Toe board has 9 cells, read {len(cells)}: {board!r:.200}")
-    return tuple(cells), mark.group(1)
+    return cells, mark.group(1)
 
 
-def _last_board(text: str) -> str | None:
-    """The last board of a transcript: what follows a board's heading, up to its moves.
+def _last_board(text: str) -> tuple[str, ...] | None:
+    """The cells of the last well-formed board of a transcript (None: there is none).
 
-    The chat holds the other player's text: a search for heading-anything-moves
-    would read to the end from each heading that has no moves after it
-    (quadratic on a heading repeated). A heading without moves after it means
-    no later heading has any, so one pass finds every board.
+    The chat holds the other player's text, which may imitate a board, or echo
+    the prompt and stop mid-board; the game's own board comes after it. A board
+    is read between a moves line and the nearest heading before it (after the
+    previous moves line), so that a heading the other player left open does not
+    swallow the game's board, and one pass reads every board: linear (a search
+    for heading-anything-moves reads to the end from every open heading). A
+    board that is not :func:`_cells` is the other player's text, passed over.
     """
     board = None
     position = 0
-    while (start := text.find(_BOARD_START, position)) >= 0:
-        start += len(_BOARD_START)
-        end = text.find(_BOARD_END, start)
-        if end < 0:
-            break
-        board = text[start:end]
+    while (end := text.find(_BOARD_END, position)) >= 0:
+        start = text.rfind(_BOARD_START, position, end)
+        if start >= 0:
+            board = _cells(text[start + len(_BOARD_START) : end]) or board
         position = end + len(_BOARD_END)
     return board
+
+
+def _cells(board: str) -> tuple[str, ...] | None:
+    """Three rows of three cells, each ``X``, ``O`` or its own number (empty); else None."""
+    rows = board.split(_ROW_SEPARATOR)
+    cells = [cell.strip() for row in rows for cell in row.split("|")]
+    if len(rows) != 3 or len(cells) != 9:
+        return None
+    if any(cell not in ("X", "O", str(i)) for i, cell in enumerate(cells)):
+        return None
+    return tuple(cell if cell in ("X", "O") else "" for cell in cells)
 
 
 def _winner(board: tuple[str, ...]) -> str:
@@ -158,8 +181,11 @@ class MinimaxTicTacToePlayer:
     """
 
     def __call__(self, observation: Any, info: Mapping[str, Any]) -> str:
-        """Return the best move as ``[cell]``."""
-        board, mark = tictactoe_board(observation)
+        """Return the best move as ``[cell]`` (``[0]`` without a board: see the module)."""
+        try:
+            board, mark = tictactoe_board(observation)
+        except ValueError:
+            return _NO_BOARD
         other = "O" if mark == "X" else "X"
         empty = [i for i, c in enumerate(board) if not c]
         if not empty or _winner(board):
@@ -199,8 +225,11 @@ class RandomTicTacToePlayer(_RandomPlayer):
     """
 
     def moves(self, text: str) -> list[str]:
-        """``[cell]`` for every empty cell."""
-        board, _ = tictactoe_board({"messages": [{"role": "user", "content": text}]})
+        """``[cell]`` for every empty cell (``[0]`` in a chat without a board: see the module)."""
+        try:
+            board, _ = tictactoe_board({"messages": [{"role": "user", "content": text}]})
+        except ValueError:
+            return [_NO_BOARD]
         return [f"[{i}]" for i, c in enumerate(board) if not c] or ["[0]"]
 
 

@@ -89,8 +89,10 @@ def test_minimax_takes_a_win_and_blocks_a_loss():
 
 
 def test_players_refuse_what_they_cannot_read():
+    # The parser refuses a chat without a board; the players answer it all the same
+    # (tests/test_players_take_any_text.py).
     with pytest.raises(ValueError, match="no Tic Tac Toe board"):
-        MinimaxTicTacToePlayer()({"messages": [{"role": "user", "content": "Kuhn Poker"}]}, {})
+        tictactoe_board({"messages": [{"role": "user", "content": "Kuhn Poker"}]})
     with pytest.raises(ValueError, match="and KuhnPoker-v0"):
         strong_player("SimpleNegotiation-v0")
     with pytest.raises(ValueError, match="there are players for TicTacToe-v0"):
