@@ -149,8 +149,10 @@ class ScriptedDebater:
         return format_answer(solution, evaluation, comparisons, agree, reason)
 
 
-_SHOWN_SOLUTION = re.compile(r"^\[Agent (\d+)\]\nSolution: (.*)$", re.MULTILINE)
-_SHOWN_NO_ANSWER = re.compile(r"^\[Agent (\d+)\]\n\(no valid answer", re.MULTILINE)
+# ASCII digits, a few: the prompt shows the debaters' answers too, and a number one
+# of them wrote in other digits, or 5,000 of them (past int()'s limit), is no seat.
+_SHOWN_SOLUTION = re.compile(r"^\[Agent ([0-9]{1,4})\]\nSolution: (.*)$", re.MULTILINE)
+_SHOWN_NO_ANSWER = re.compile(r"^\[Agent ([0-9]{1,4})\]\n\(no valid answer", re.MULTILINE)
 _SHOWN = re.compile(f"{_SHOWN_SOLUTION.pattern}|{_SHOWN_NO_ANSWER.pattern}", re.MULTILINE)
 
 
@@ -211,7 +213,9 @@ class JudgingDebater:
         shown: dict[int, str | None] = {}  # None: the answer broke the contract
         for match in _SHOWN.finditer(text):
             agent = int(match.group(1) or match.group(3))
-            if agent != self.agent_id:
+            # An agent the debate does not have is another debater's answer imitating
+            # the prompt: this debater would judge, and vote on, no one.
+            if agent != self.agent_id and agent < self.num_agents:
                 shown[agent] = match.group(2)  # later rounds replace earlier ones
         solution = "I cannot work this out." if answer is None else f"The answer is {answer}."
         level = {  # 2: agrees with me, 1: differs, 0: no valid answer
