@@ -94,8 +94,9 @@ class EvalConfig:
     seating: SeatingChoice = "auto"
     """who plays which agent (see :mod:`baselines.eval.seating`): ``self`` (each model plays every
     agent of its own episodes), ``rotations`` (models mixed in every episode, each model equally
-    often in each seat and every two models together at least once per problem), ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for
-    a debate of several models, else ``self``).
+    often in each seat and every two models together at least once per problem),
+    ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for a debate of several
+    models, else ``self``).
     """
     max_tokens: PositiveInt = 256
     """most tokens sampled per turn (a model spec may override it)."""
