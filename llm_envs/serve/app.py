@@ -50,7 +50,6 @@ from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
 from llm_envs.serve.hub import Hub, Seat
-from llm_envs.serve.openenv_view import SingleSeat, openenv_app
 from llm_envs.serve.protocol import (
     ActMessage,
     ActRequest,
@@ -259,20 +258,43 @@ def build_app(settings: ServeSettings) -> FastAPI:
 
     # Seats that name an episode key instead of an id meet there (the verl agent loop).
     app.include_router(rendezvous_routes(Rendezvous(hub), settings.defaults))
-    app.mount(
-        "/openenv",
-        openenv_app(
-            SingleSeat(
-                settings.defaults,
-                families,
-                store,
-                step_deadline=settings.step_deadline,
-                workers=settings.max_sessions,
-            ),
-            max_sessions=settings.max_sessions,
-        ),
-    )
+    app.mount("/openenv", _openenv_view(settings, families, store))
     return app
+
+
+def _openenv_view(settings: ServeSettings, families: Families, store: EpisodeStore) -> Any:
+    """The OpenEnv single-seat view; without openenv-core, an app that says how to install it.
+
+    openenv-core is installed apart (``--no-deps``: it declares a web UI the
+    server never uses), so a server without it still serves every other
+    route; only ``/openenv`` answers 501 naming the install line.
+    """
+    try:
+        from llm_envs.serve.openenv_view import SingleSeat, openenv_app
+    except ModuleNotFoundError as missing:
+        return _missing_view(str(missing))
+    shared = SingleSeat(
+        settings.defaults,
+        families,
+        store,
+        step_deadline=settings.step_deadline,
+        workers=settings.max_sessions,
+    )
+    return openenv_app(shared, max_sessions=settings.max_sessions)
+
+
+def _missing_view(reason: str) -> Any:
+    """An ASGI app answering every request 501 (a socket: closed with 4501) with ``reason``."""
+
+    async def missing(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await _JSON({"detail": f"the OpenEnv view is not available: {reason}"}, 501)(
+                scope, receive, send
+            )
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 4501, "reason": reason[:120]})
+
+    return missing
 
 
 @contextlib.contextmanager
