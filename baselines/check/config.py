@@ -113,9 +113,9 @@ def parse_check_args(
     A first argument that is not a flag is the family's name.
 
     Example:
-        >>> config = parse_check_args(["textarena", "--groups", "4"])
+        >>> config = parse_check_args(["debate", "--groups", "4"])
         >>> config.env, config.groups, config.min_varied_share
-        ('textarena', 4, 0.5)
+        ('debate', 4, 0.5)
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args and not args[0].startswith("-"):
