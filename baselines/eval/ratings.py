@@ -5,7 +5,9 @@ A debate tournament seats several models in the seats of
 say which of two other answers is better (or that they tie). Each vote becomes
 a :class:`Judgement` between *models* (:func:`judgements_from_votes`), and
 :func:`rate_models` turns the judgements of many debates into a
-:class:`Leaderboard`.
+:class:`Leaderboard`. A game without votes (Tic Tac Toe, Kuhn Poker) is judged
+by its outcome: every two seats, the higher return wins
+(:func:`judgements_from_returns`); its games are the "debates" resampled.
 
 What counts
     * A judgement whose judge is one of the two models compared is dropped and
@@ -96,6 +98,7 @@ from llm_envs.judgements import Vote, is_valid_vote
 __all__ = [
     "ELO_SCALE",
     "FIRST_WINS",
+    "GAME",
     "OUTCOMES",
     "SECOND_WINS",
     "TIE",
@@ -104,6 +107,7 @@ __all__ = [
     "Leaderboard",
     "ModelRating",
     "bradley_terry",
+    "judgements_from_returns",
     "judgements_from_votes",
     "rate_models",
 ]
@@ -330,6 +334,44 @@ def judgements_from_votes(
                 FIRST_WINS if op == ">" else TIE,
             )
         )
+    return tuple(judgements)
+
+
+GAME: Final = ""
+"""The judge of a judgement that a game's outcome made (:func:`judgements_from_returns`):
+no model (a model's name is never empty), so none is dropped as self-interested."""
+
+
+def judgements_from_returns(
+    returns: Mapping[str, float], seats: Mapping[str, str], *, debate: DebateId
+) -> tuple[Judgement, ...]:
+    """The judgements of one game: every two seats, the higher return wins, equal ones tie.
+
+    For a family without votes whose seats compete (a board or card game, a
+    game of your own): each pair of agents that acted is one judgement
+    between the models in their seats, judged by :data:`GAME`, the rule a
+    league rates its pool by. Two seats of one model make a judgement that
+    :func:`rate_models` drops (and counts) like any same-model one.
+
+    Args:
+        returns: each agent's return in the game.
+        seats: each agent's model; only agents with a return take part.
+        debate: the game's id (the bootstrap resamples games whole).
+
+    Example:
+        >>> judgements_from_returns({"agent_0": 1.0, "agent_1": -1.0},
+        ...                         {"agent_0": "a", "agent_1": "b"}, debate=7)
+        (Judgement(debate=7, judge='', first='a', second='b', outcome=1.0),)
+    """
+    agents = [agent for agent in seats if agent in returns]
+    judgements = []
+    for i, first in enumerate(agents):
+        for second in agents[i + 1 :]:
+            a, b = float(returns[first]), float(returns[second])
+            if math.isnan(a) or math.isnan(b):
+                continue
+            outcome = FIRST_WINS if a > b else SECOND_WINS if a < b else TIE
+            judgements.append(Judgement(debate, GAME, seats[first], seats[second], outcome))
     return tuple(judgements)
 
 

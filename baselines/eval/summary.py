@@ -14,7 +14,7 @@ Per model (:class:`ModelScore`)
     (:func:`~baselines.eval.scores.paired_difference`): the before/after check
     of a training run.
 
-Debate tournaments (:class:`Tournament`)
+Tournaments (:class:`Tournament`)
     The vote ledgers of the debates become judgements between models
     (:func:`~baselines.eval.ratings.judgements_from_votes`) and Bradley-Terry
     ratings with bootstrap intervals over debates
@@ -28,6 +28,12 @@ Debate tournaments (:class:`Tournament`)
     columns give the ranks.
     A model that never follows the debate's XML contract casts no vote and
     gives no answer to vote on: its place comes from those columns.
+
+    A family without votes whose seats compete (no team reward: a board or card
+    game, a game of your own) is rated the same way from its outcomes: every
+    two seats of an episode with two models is a judgement, the higher return
+    winning (:func:`~baselines.eval.ratings.judgements_from_returns`, the
+    rule a league rates its pool by); its matrix is the cross-play matrix.
 """
 
 from __future__ import annotations
@@ -38,7 +44,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.eval.ratings import Judgement, Leaderboard, judgements_from_votes, rate_models
+from baselines.eval.ratings import (
+    FIRST_WINS,
+    TIE,
+    Judgement,
+    Leaderboard,
+    judgements_from_returns,
+    judgements_from_votes,
+    rate_models,
+)
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
 from llm_envs.judgements import Vote, is_valid_vote, lower_seat_wins
 from llm_envs.registration import family_class, is_family, metric_title
@@ -108,7 +122,7 @@ class TournamentRow:
 
 @dataclass(frozen=True)
 class Tournament:
-    """A debate tournament's ratings, in table order.
+    """A tournament's ratings in table order: a debate's from its votes, a game's from outcomes.
 
     Attributes:
         rows: Rated models by rating, then unrated ones (module docstring).
@@ -117,10 +131,14 @@ class Tournament:
             ones have no rank (0, shown as ``-``): nothing places them on the
             rating scale, so listing them last would be a verdict no vote gave.
         leaderboard: The ratings (:func:`~baselines.eval.ratings.rate_models`).
-        votes_total: Valid votes in all the debates.
+        votes_total: Valid votes in all the debates (0 in a game).
         seat_order: Of the valid strict votes (``a > b``), how many put the
             lower-numbered seat first, and how many there were
-            (:func:`~llm_envs.judgements.lower_seat_wins`).
+            (:func:`~llm_envs.judgements.lower_seat_wins`); in a game, of the
+            decided pairings of two models, how many the lower-numbered seat won.
+        judged_by: ``"votes"`` (a debate's judgements) or ``"outcomes"`` (a
+            game's: every two seats, the higher return wins,
+            :func:`~baselines.eval.ratings.judgements_from_returns`).
     """
 
     rows: tuple[TournamentRow, ...]
@@ -128,6 +146,7 @@ class Tournament:
     leaderboard: Leaderboard
     votes_total: int
     seat_order: tuple[int, int]
+    judged_by: str = "votes"
 
 
 @dataclass(frozen=True)
@@ -195,18 +214,19 @@ class EvalSummary:
         return "\n".join(lines)
 
     def tournament_markdown(self) -> str:
-        """The debate leaderboard: ratings, intervals, W/T/L, votes, parse errors, correctness."""
+        """The leaderboard: ratings, intervals, W/T/L, votes (a debate's), parse errors, metrics."""
         if self.tournament is None:
             return ""
         board = self.tournament.leaderboard
         coverage = f"{board.confidence * 100:g}%"
+        votes = self.tournament.judged_by == "votes"
         head = [
             "rank",
             "model",
             "rating",
             f"{coverage} interval",
             "W/T/L",
-            "votes cast",
+            *(["votes cast"] if votes else []),
             "parse errors",
             *(metric_title(self.env, m) for m in self.headline),
         ]
@@ -230,7 +250,7 @@ class EvalSummary:
                         str(round(row.rating)) if row.rating is not None else "unrated",
                         interval,
                         f"{row.wins}/{row.ties}/{row.losses}",
-                        str(row.votes_cast),
+                        *([str(row.votes_cast)] if votes else []),
                         _rate(s.turn_parse_error),
                         *(_rate(s.metrics.get(m, math.nan)) for m in self.headline),
                     ]
@@ -251,6 +271,11 @@ class EvalSummary:
             )
         used = self.tournament.leaderboard.judgements_used
         line = f"Ranked by Bradley-Terry ratings (Elo scale) from {used} judgements"
+        if self.tournament.judged_by == "outcomes":
+            line = (
+                f"Ranked by Bradley-Terry ratings (Elo scale) from {used} games between two "
+                "models (the higher return wins, equal returns tie)"
+            )
         if unrated:
             models = "model" if unrated == 1 else "models"
             line += f"; {unrated} unrated {models} listed after them, without a rank"
@@ -260,6 +285,8 @@ class EvalSummary:
         """What the tournament table needs said: dropped judgements, unrated models."""
         if self.tournament is None:
             return []
+        if self.tournament.judged_by == "outcomes":
+            return self._game_notes()
         board = self.tournament.leaderboard
         notes = [
             f"{self.tournament.votes_total} valid votes in {self.num_episodes} debates; "
@@ -299,6 +326,33 @@ class EvalSummary:
             )
         return notes
 
+    def _game_notes(self) -> list[str]:
+        """The notes of a game's tournament: what counts, the seat's advantage, who never met."""
+        assert self.tournament is not None
+        board = self.tournament.leaderboard
+        notes = [
+            f"{self.num_episodes} games; {board.judgements_used} pairs of seats with two "
+            f"models rate them, {board.same_model_dropped} dropped (both seats the same model)."
+        ]
+        lower, decided = self.tournament.seat_order
+        if decided:
+            notes.append(
+                f"The lower-numbered seat won {lower} of the {decided} decided games "
+                f"({lower / decided:.0%}); far from half, the seat has an advantage (moving "
+                "first), which every model shares when it sits in every seat equally often."
+            )
+        unmet = unjudged_pairs(board.models, board.comparison_counts)
+        if unmet:
+            pairs = ", ".join(f"{a} and {b}" for a, b in unmet)
+            notes.append(
+                f"Never met: {pairs}; their order comes only from each one's games against "
+                "the others (--seating rotations meets every pair)."
+            )
+        unrated = [r.model for r in self.tournament.rows if r.rating is None]
+        if unrated:
+            notes.append(f"Unrated (never played another model): {', '.join(unrated)}.")
+        return notes
+
     def matrix_markdown(self) -> str:
         """The vote matrix: row model's share of its judgements against the column model."""
         if self.tournament is None or not self.tournament.leaderboard.entries:
@@ -329,7 +383,9 @@ class EvalSummary:
             parts += ["", self.ranking_basis(), "", self.tournament_markdown()]
             parts += ["", *self.tournament_notes()]
             matrix = self.matrix_markdown()
-            if matrix:
+            if matrix and self.tournament.judged_by == "outcomes":
+                parts += ["", "Cross-play matrix (games in brackets):", "", matrix]
+            elif matrix:
                 parts += ["", "Vote matrix (judgements in brackets):", "", matrix]
         return "\n".join(parts)
 
@@ -374,6 +430,7 @@ class EvalSummary:
                     }
                     for rank, r in zip(self.tournament.ranks, self.tournament.rows, strict=True)
                 ],
+                "judged_by": self.tournament.judged_by,
                 "rated_models": list(board.models),
                 "win_fraction": [[_json(x) for x in row] for row in board.win_fraction],
                 "comparison_counts": [list(row) for row in board.comparison_counts],
@@ -492,8 +549,17 @@ def summarize(
         )
     tournament = None
     mixed = any(len(set(line["seats"].values())) > 1 for line in lines)
-    if mixed and any("votes" in line for line in lines):  # a family that records votes
-        tournament = _tournament(lines, scores, num_bootstrap, confidence, prior_wins, seed)
+    rate = _tournament if any("votes" in line for line in lines) else _game_tournament
+    # A family that records votes (a debate), or one whose seats play against each other.
+    if mixed and (rate is _tournament or _seats_compete(env)):
+        tournament = rate(
+            lines,
+            scores,
+            num_bootstrap=num_bootstrap,
+            confidence=confidence,
+            prior_wins=prior_wins,
+            seed=seed,
+        )
     return EvalSummary(
         env=env,
         models=models,
@@ -521,9 +587,46 @@ def unjudged_pairs(models: Sequence[str], counts: Sequence[Sequence[int]]) -> li
     ]
 
 
+def _seats_compete(env: str) -> bool:
+    """Whether the seats of ``env``'s episodes play against each other (no team reward)."""
+    return is_family(env) and not family_class(env).team_reward
+
+
+def _game_tournament(
+    lines: Sequence[Mapping[str, Any]],
+    scores: Sequence[ModelScore],
+    *,
+    num_bootstrap: int,
+    confidence: float,
+    prior_wins: float,
+    seed: int,
+) -> Tournament:
+    """A tournament of a game without votes: each two seats of a game, the higher return wins."""
+    judgements: list[Judgement] = []
+    first_seat = [0, 0]  # decided pairings the first of the two seats won, and all decided
+    for line in lines:
+        acted = {a: r for a, r in line["returns"].items() if line.get("turns_taken", {}).get(a, 1)}
+        found = judgements_from_returns(acted, line["seats"], debate=line["episode_id"])
+        judgements.extend(found)
+        for j in found:
+            if j.first != j.second and j.outcome != TIE:
+                first_seat[0] += j.outcome == FIRST_WINS
+                first_seat[1] += 1
+    board = rate_models(
+        judgements,
+        prior_wins=prior_wins,
+        num_bootstrap=num_bootstrap,
+        confidence=confidence,
+        seed=seed,
+    )
+    rows, ranks = _rows(board, scores, defaultdict(int))
+    return Tournament(rows, ranks, board, 0, (first_seat[0], first_seat[1]), judged_by="outcomes")
+
+
 def _tournament(
     lines: Sequence[Mapping[str, Any]],
     scores: Sequence[ModelScore],
+    *,
     num_bootstrap: int,
     confidence: float,
     prior_wins: float,
@@ -552,10 +655,18 @@ def _tournament(
         confidence=confidence,
         seed=seed,
     )
+    rows, ranks = _rows(board, scores, votes_cast)
+    return Tournament(rows, ranks, board, votes_total, (seat_order[0], seat_order[1]))
+
+
+def _rows(
+    board: Leaderboard, scores: Sequence[ModelScore], votes_cast: Mapping[str, int]
+) -> tuple[tuple[TournamentRow, ...], tuple[int, ...]]:
+    """The table's rows, rated models then unrated ones, and their ranks (module docstring)."""
     rated = [
         TournamentRow(
             e.model, e.rating, e.low, e.high, e.comparisons, e.wins, e.ties, e.losses,
-            votes_cast[e.model],
+            votes_cast.get(e.model, 0),
         )
         for e in board.entries
     ]  # fmt: skip
@@ -572,7 +683,7 @@ def _tournament(
 
     unrated_scores = sorted((s for s in scores if s.model not in board.models), key=fallback)
     unrated = [
-        TournamentRow(s.model, None, math.nan, math.nan, 0, 0, 0, 0, votes_cast[s.model])
+        TournamentRow(s.model, None, math.nan, math.nan, 0, 0, 0, 0, votes_cast.get(s.model, 0))
         for s in unrated_scores
     ]
     ranks = list(range(1, len(rated) + 1))
@@ -583,6 +694,4 @@ def _tournament(
             continue
         tied = i > 0 and fallback(s) == fallback(unrated_scores[i - 1])
         ranks.append(ranks[-1] if tied else i + 1)
-    return Tournament(
-        tuple(rated + unrated), tuple(ranks), board, votes_total, (seat_order[0], seat_order[1])
-    )
+    return tuple(rated + unrated), tuple(ranks)

@@ -5,9 +5,10 @@ baselines.eval`` writes it (:meth:`baselines.eval.summary.EvalSummary.to_json`):
 
 * the scores: per model, its mean score with its interval, the paired
   difference to the baseline model, its headline metrics and parse errors;
-* for a debate tournament, the leaderboard (rating, interval drawn as a bar
+* for a tournament (a debate's, rated from its votes; a game's, from who won
+  each two seats), the leaderboard (rating, interval drawn as a bar
   on a shared axis, W/T/L, votes cast, parse errors, correctness), the notes
-  on dropped judgements and unrated models, and the vote matrix as a heat map:
+  on dropped judgements and unrated models, and the vote (or cross-play) matrix as a heat map:
   cell ``(i, j)`` is the share of judgements between the two that the row
   model won, coloured from red (0) through white (0.5) to blue (1), with the
   number of judgements.
@@ -162,6 +163,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
         s = scores.get(r.get("model"), {})
         metrics = s.get("metrics") or {}
         rated = isinstance(r.get("rating"), int | float)
+        votes = r.get("votes_cast", 0)
         interval = (
             f"[{round(r['low'])}, {round(r['high'])}]"
             if rated and isinstance(r.get("low"), int | float)
@@ -170,7 +172,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
         body.append(
             markup(
                 "<tr><td class='n'>{}</td><td>{}</td><td class='n'>{}</td><td class='n'>{}</td>"
-                "<td>{}</td><td class='n'>{}/{}/{}</td><td class='n'>{}</td>"
+                "<td>{}</td><td class='n'>{}/{}/{}</td>{}"
                 "<td class='n'>{}</td>{}</tr>",
                 rank,
                 str(r.get("model")),
@@ -180,7 +182,7 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
                 r.get("wins", 0),
                 r.get("ties", 0),
                 r.get("losses", 0),
-                r.get("votes_cast", 0),
+                "" if _by_outcomes(tournament) else markup("<td class='n'>{}</td>", votes),
                 _number(s.get("turn_parse_error"), 2),
                 join(
                     "",
@@ -192,19 +194,38 @@ def _leaderboard_html(summary: Mapping[str, Any], tournament: Mapping[str, Any])
     notes = join(
         "", (markup("<p class='note'>{}</p>", str(n)) for n in tournament.get("notes", []))
     )
+    if _by_outcomes(tournament):
+        title = markup(
+            "<h2>Tournament: leaderboard</h2><p class='muted'>Bradley-Terry ratings from the "
+            "games (Elo scale): every two seats of a game with two models, the higher return "
+            "wins and equal returns tie (two seats of one model are dropped); {} bootstrap "
+            "intervals resample games; the bar's grey line is rating 0.</p>",
+            coverage,
+        )
+    else:
+        title = markup(
+            "<h2>Debate tournament: leaderboard</h2><p class='muted'>Bradley-Terry ratings from "
+            "the pairwise votes (Elo scale, a tie counts half a win; judgements by one of the two "
+            "models compared, or between two seats of one model, are dropped); {} "
+            "bootstrap intervals resample debates; the bar's grey line is rating 0.</p>",
+            coverage,
+        )
     return markup(
-        "<h2>Debate tournament: leaderboard</h2><p class='muted'>Bradley-Terry ratings from the "
-        "pairwise votes (Elo scale, a tie counts half a win; judgements by one of the two "
-        "models compared, or between two seats of one model, are dropped); {0} "
-        "bootstrap intervals resample debates; the bar's grey line is rating 0.</p>"
-        "<table class='leaderboard'><tr><th>rank</th><th>model</th><th>rating</th>"
-        "<th>{0} interval</th><th></th><th>W/T/L</th><th>votes cast</th>"
-        "<th>parse errors</th>{1}</tr>{2}</table>{3}",
+        "{}<table class='leaderboard'><tr><th>rank</th><th>model</th><th>rating</th>"
+        "<th>{} interval</th><th></th><th>W/T/L</th>{}"
+        "<th>parse errors</th>{}</tr>{}</table>{}",
+        title,
         coverage,
+        Markup("") if _by_outcomes(tournament) else Markup("<th>votes cast</th>"),
         head,
         join("", body),
         notes,
     )
+
+
+def _by_outcomes(tournament: Mapping[str, Any]) -> bool:
+    """Whether a tournament is a game's, rated from outcomes (not a debate's votes)."""
+    return tournament.get("judged_by") == "outcomes"
 
 
 def _heat_colour(fraction: float) -> tuple[float, float, float]:
@@ -237,12 +258,13 @@ def _heat_map_html(tournament: Mapping[str, Any]) -> Markup:
                     markup(
                         "<td class='n' title=\"{} over {}\" "
                         "style='background:rgb({:.0f},{:.0f},{:.0f})'>"
-                        "{:.2f}<br><span class='meaning'>{} judgements</span></td>",
+                        "{:.2f}<br><span class='meaning'>{} {}</span></td>",
                         model,
                         models[j],
                         *_heat_colour(float(f)),
                         float(f),
                         n,
+                        "games" if _by_outcomes(tournament) else "judgements",
                     )
                 )
             else:
@@ -250,11 +272,14 @@ def _heat_map_html(tournament: Mapping[str, Any]) -> Markup:
                     Markup("<td class='n'><span class='meaning'>never compared</span></td>")
                 )
         rows.append(markup("<tr><th>{}</th>{}</tr>", model, join("", cells)))
+    games = _by_outcomes(tournament)
     return markup(
-        "<h3>Vote matrix</h3><p class='muted'>The share of judgements between the row model and "
-        "the column model that the row model won (a tie counts one half), from red (0) through "
-        "white (0.5) to blue (1).</p>"
+        "<h3>{}</h3><p class='muted'>The share of {} between the row model and the column model "
+        "that the row model won (a tie counts one half), from red (0) through white (0.5) to "
+        "blue (1).</p>"
         "<table class='heat'><tr><th>row over column</th>{}</tr>{}</table>",
+        "Cross-play matrix" if games else "Vote matrix",
+        "games" if games else "judgements",
         head,
         join("", rows),
     )
