@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import secrets
@@ -128,6 +129,38 @@ class Seat:
             except TimeoutError:
                 return False
         return True
+
+
+class _EndedDriver:
+    """What an ended episode keeps of its driver: no environment, no transcript.
+
+    Ended episodes stay in memory (``keep_finished`` of them) so late clients
+    get their end; with its environment each held all its actions (a debate of
+    1 MiB actions: 13 to 87 MiB), so a client playing episodes one after
+    another grew the server by that much per episode.
+    """
+
+    done = True
+    pending: frozenset[str] = frozenset()
+
+    def __init__(self, driver: EpisodeDriver) -> None:
+        self.agents = tuple(driver.agents)
+        self.parallel = driver.parallel
+        self.returns = dict(driver.returns)
+
+    def owed(self, seat: str) -> float:
+        return 0.0
+
+
+def _kept(episode: Episode) -> Episode:
+    """What the hub keeps of an ended episode: the same seats, spec and outcome, no env.
+
+    A copy, so whoever still holds the episode (a late step, a seat's
+    handler) keeps its driver; the hub's copy lets the env go with them.
+    """
+    kept = copy.copy(episode)
+    kept.driver = _EndedDriver(episode.driver)  # type: ignore[assignment]
+    return kept
 
 
 class Episode:
@@ -659,7 +692,7 @@ class Hub:
         for place in episode.seats.values():
             self._stop_timer(place)
         self._running.pop(episode.id, None)
-        self._finished[episode.id] = episode
+        self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
             self._finished.popitem(last=False)
 

@@ -1,0 +1,75 @@
+"""Round 2 attacks on the episode server (issue 45), written from the docs alone.
+
+An ended episode is kept in memory so late clients still get their end (the
+latest 1,024 of them, docs/serve.md), but it kept its whole environment: a
+debate played with 1 MiB actions (the body cap) held about 13 MiB (3 agents,
+2 rounds) to 87 MiB (8 agents, 5 rounds) after it ended, so one client playing
+episodes one after another grew the server by that much per episode, up to
+1,024 x 87 MiB: far past what any limit says, until the machine runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+
+import httpx
+from websockets.asyncio.client import connect
+
+from llm_envs.serve.app import ServeSettings, serving
+from llm_envs.serve.families import Defaults
+
+BIG = "x" * ((1 << 20) - 1024)
+ACTION = (
+    f"<solution>1</solution><evaluation>{BIG}</evaluation><comparison>N/A</comparison>"
+    "<consensus>NO</consensus><consensus_reason>r</consensus_reason>"
+)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def _seat(url: str, episode: str, seat: str) -> str:
+    async with connect(f"{url.replace('http', 'ws')}/episodes/{episode}/seats/{seat}/ws", max_size=None) as ws:
+        async for raw in ws:
+            message = json.loads(raw)
+            if message["type"] == "turn":
+                await ws.send(json.dumps({"type": "act", "text": ACTION}))
+            elif message["type"] in ("end", "error"):
+                return message.get("status", message["type"])
+    return "closed"
+
+
+async def _episode(url: str) -> set[str]:
+    async with httpx.AsyncClient() as client:
+        created = (await client.post(f"{url}/episodes", json={})).json()
+    ends = await asyncio.gather(*(_seat(url, created["id"], s) for s in created["seats"]))
+    return set(ends)
+
+
+def _play(url: str, episodes: int) -> None:
+    for _ in range(episodes):
+        assert asyncio.run(_episode(url)) == {"finished"}
+
+
+def test_ended_episodes_do_not_keep_their_environments_in_memory():
+    with tempfile.TemporaryDirectory() as records:
+        settings = ServeSettings(
+            defaults=Defaults("debate", {"num_agents": 3, "max_rounds": 2}, "arithmetic"),
+            records=records,
+        )
+        with serving(settings) as url:
+            _play(url, 2)  # warm up: imports, caches, the allocator's arenas
+            before = rss_mib()
+            _play(url, 10)  # 60 MiB of actions; unfixed, about 130 MiB stayed
+            grown = rss_mib() - before
+            assert grown < 50, f"the server grew {grown:.0f} MiB over 10 ended episodes"
+            # what late clients need is still there
+            health = httpx.get(f"{url}/health").json()
+            assert health["running"] == 0 and health["recorded"] == 12
