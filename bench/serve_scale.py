@@ -24,7 +24,8 @@ clients:
   sleeps as long), one session each over its ``/ws``: the yardstick, in the
   same run, so the ratio holds on any machine.
 * ``3 seats`` (``--seats 3``): episodes of three seats taking turns, as a
-  debate does, each seat its own socket; N counts seats (N/3 episodes). A
+  debate does, each seat its own socket, on the same server (the episode's
+  ``env_kwargs`` ask for three seats); N counts seats (N/3 episodes). A
   seat's session lasts its whole episode: three steps, one after the other.
 
 Every step sleeps ``--sleep`` seconds (``time.sleep``, as OpenEnv's benchmark
@@ -65,10 +66,13 @@ from pettingzoo import AECEnv
 from websockets.asyncio.client import connect
 
 import llm_envs
+from llm_envs.client_settings import ClientSettings, Whole
 from llm_envs.family import EpisodePlan, FamilyBase
 from llm_envs.records import EpisodeRecord, episode_record, turn_record
 
 FAMILY = "bench_sleep_step"
+MAX_SEATS = 8
+"""The most seats per episode a client may ask for (``env_kwargs``)."""
 SUCCESS = 0.95
 """OpenEnv's bar: the largest N with at least this share of sessions completed."""
 
@@ -142,6 +146,9 @@ class SleepStepFamily(FamilyBase):
     """The benchmark env's family: every problem is the same episode; ``sleep`` and ``seats``."""
 
     name: ClassVar[str] = FAMILY
+    client_settings: ClassVar[ClientSettings] = ClientSettings(
+        env_kwargs={"seats": Whole(1, MAX_SEATS)}
+    )
 
     def __init__(
         self,
@@ -233,7 +240,7 @@ def openenv_equivalent(sleep: float, max_sessions: int) -> Any:
 # ---------------------------------------------------------------------- servers
 
 
-def serve(kind: str, port: int, sleep: float, seats: int, workers: int, sessions: int) -> None:
+def serve(kind: str, port: int, sleep: float, workers: int, sessions: int) -> None:
     """Run a server until terminated (what ``--serve`` runs, in its own process)."""
     if kind == "openenv":
         import uvicorn
@@ -251,7 +258,7 @@ def serve(kind: str, port: int, sleep: float, seats: int, workers: int, sessions
     register_family()
     flags = [
         f"--env={FAMILY}",
-        f"--env-kwargs={json.dumps({'sleep': sleep, 'seats': seats})}",
+        f"--env-kwargs={json.dumps({'sleep': sleep})}",
         f"--port={port}",
         f"--max-episodes={sessions}",
         f"--max-sessions={sessions}",
@@ -282,23 +289,19 @@ class Server:
 
 @contextlib.contextmanager
 def servers(
-    kinds: Mapping[str, tuple[str, int]], log: IO[bytes], *, sleep: float, workers: int, cap: int
+    kinds: Sequence[str], log: IO[bytes], *, sleep: float, workers: int, cap: int
 ) -> Iterator[dict[str, Server]]:
-    """Servers in their own processes, started together, while the block runs.
-
-    ``kinds``: a name for each server, and its kind (``ours``, ``openenv``) and seats.
-    """
+    """Servers of ``kinds`` (``ours``, ``openenv``) in their own processes, started together."""
     processes, urls = {}, {}
     try:
-        for name, (kind, seats) in kinds.items():
+        for name in kinds:
             port = free_port()
             command = [
                 sys.executable,
                 __file__,
-                f"--serve={kind}",
+                f"--serve={name}",
                 f"--port={port}",
                 f"--sleep={sleep}",
-                f"--seats={seats}",
                 f"--workers={workers}",
                 f"--cap={cap}",
             ]
@@ -396,7 +399,7 @@ async def seat_session(ws_url: str, began: float, created: float) -> Session:
     return session
 
 
-async def create_episode(url: str) -> str:
+async def create_episode(url: str, seats: int) -> str:
     """``POST /episodes`` on a connection of its own; the episode's id.
 
     By hand, not with httpx: httpx's pool spends milliseconds of the client's
@@ -404,17 +407,19 @@ async def create_episode(url: str) -> str:
     the cores with the server.
     """
     host, _, port = url.removeprefix("http://").partition(":")
+    body = json.dumps({"env_kwargs": {"seats": seats}}).encode()
+    head = (
+        f"POST /episodes HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
-        writer.write(
-            b"POST /episodes HTTP/1.1\r\nHost: " + host.encode() + b"\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
-        )
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-        status = int(head.split(" ", 2)[1])
+        writer.write(head.encode() + body)
+        reply = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status = int(reply.split(" ", 2)[1])
         length = next(
             int(line.partition(":")[2])
-            for line in head.split("\r\n")
+            for line in reply.split("\r\n")
             if line.lower().startswith("content-length:")
         )
         body = await reader.readexactly(length)
@@ -430,7 +435,7 @@ async def episode_sessions(url: str, seats: int, timeout: float) -> list[Session
     began = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            episode = await create_episode(url)
+            episode = await create_episode(url, seats)
             created = time.perf_counter() - began
             ws_url = f"{url.replace('http://', 'ws://')}/episodes/{episode}/seats"
             return list(
@@ -674,23 +679,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--serve", choices=["ours", "openenv"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.sleep < 0 or args.timeout <= 0 or args.repeats < 1 or min(args.seats) < 1:
+    if (
+        args.sleep < 0
+        or args.timeout <= 0
+        or args.repeats < 1
+        or not all(1 <= seats <= MAX_SEATS for seats in args.seats)
+    ):
         parser.error(
-            "need --sleep >= 0, --timeout > 0, --repeats >= 1 and --seats >= 1, got "
+            f"need --sleep >= 0, --timeout > 0, --repeats >= 1 and --seats in 1..{MAX_SEATS}, got "
             f"{args.sleep}, {args.timeout}, {args.repeats} and {args.seats}"
         )
     workers = args.cap if args.workers is None else args.workers
     if args.serve:
-        serve(args.serve, args.port, args.sleep, args.seats[0], workers, args.cap)
+        serve(args.serve, args.port, args.sleep, workers, args.cap)
         return
     if not 1 <= args.start <= args.cap:
         parser.error(f"need 1 <= --start <= --cap, got --start {args.start} --cap {args.cap}")
 
     raise_file_limit()
     print(f"machine: {machine()}", flush=True)
-    kinds = {f"ours, {seats}": ("ours", seats) for seats in args.seats}
-    if 1 in args.seats and "openenv" in args.targets:
-        kinds["openenv"] = ("openenv", 1)
+    kinds = ["ours", *(["openenv"] if 1 in args.seats and "openenv" in args.targets else [])]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryFile() as log:
         try:
@@ -698,11 +706,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for seats in args.seats:
                     if seats == 1:
                         targets = list(args.targets)
-                        where = {"seat": "ours, 1", "/openenv": "ours, 1", "openenv": "openenv"}
+                        where = {"seat": "ours", "/openenv": "ours", "openenv": "openenv"}
                         named = {target: running[where[target]] for target in targets}
                     else:
                         targets = [f"{seats} seats"]
-                        named = {targets[0]: running[f"ours, {seats}"]}
+                        named = {targets[0]: running["ours"]}
                     sizes = levels_of(args.start, args.cap, seats)
                     levels = sweep(named, targets, sizes, args, seats)
                     print(
