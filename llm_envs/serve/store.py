@@ -8,7 +8,8 @@ loses at most the line it was writing. At start-up the file is read back
 not JSON (the last one, cut short by a crash mid-write) is skipped with a
 warning, never fatal; the next record starts on a line of its own.
 
-Without a directory the records live in memory until the server stops.
+Without a directory the records live in memory, as their JSON text, the
+latest :data:`MEMORY_BYTES` characters of them (the oldest are dropped).
 """
 
 from __future__ import annotations
@@ -17,16 +18,23 @@ import json
 import logging
 import os
 import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from llm_envs.serve.protocol import dumps
 
-__all__ = ["RECORDS_FILE", "EpisodeStore", "utc_now"]
+__all__ = ["MEMORY_BYTES", "RECORDS_FILE", "EpisodeStore", "utc_now"]
 
 RECORDS_FILE = "episodes.jsonl"
 """The file, in the records directory, that holds one finished episode per line."""
+
+MEMORY_BYTES = 256 << 20
+"""Characters of records' JSON a store without a directory keeps (the latest; at least one).
+
+Unbounded, one client playing debates of 1 MiB actions one after another grew
+the server by about 15 MiB per episode until the machine ran out."""
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,8 @@ class EpisodeStore:
     Args:
         directory: where ``episodes.jsonl`` lives (created if missing); None
             keeps the records in memory only.
+        memory_bytes: without a directory, the characters of JSON kept: the
+            latest records within it (always the latest one), the older dropped.
 
     Example:
         >>> import tempfile
@@ -46,10 +56,14 @@ class EpisodeStore:
         {'id': 'e1', 'returns': {'agent_0': 1.0}}
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, memory_bytes: int = MEMORY_BYTES
+    ) -> None:
         self.path = Path(directory) / RECORDS_FILE if directory is not None else None
+        self.memory_bytes = memory_bytes
         self._lock = threading.Lock()
-        self._memory: dict[str, dict[str, Any]] = {}
+        self._memory: OrderedDict[str, str] = OrderedDict()  # id -> the record's JSON
+        self._memory_size = 0
         self._places: dict[str, tuple[int, int]] = {}  # id -> (offset, length) in the file
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,8 +79,13 @@ class EpisodeStore:
         """Keep a finished episode (``entry["id"]`` names it); on disk when this returns."""
         episode_id = str(entry["id"])
         if self.path is None:
+            text = dumps(entry)
             with self._lock:
-                self._memory[episode_id] = json.loads(dumps(entry))  # a copy, as the file gives
+                self._memory_size -= len(self._memory.pop(episode_id, ""))
+                self._memory[episode_id] = text
+                self._memory_size += len(text)
+                while self._memory_size > self.memory_bytes and len(self._memory) > 1:
+                    self._memory_size -= len(self._memory.popitem(last=False)[1])
             return
         # A lone surrogate (a client's JSON "\ud800") has no UTF-8 form: it is written
         # as its JSON escape, which reads back as the same text (as the run directory does).
@@ -81,8 +100,9 @@ class EpisodeStore:
     def get(self, episode_id: str) -> dict[str, Any] | None:
         """The finished episode ``episode_id``, or None."""
         if self.path is None:
-            entry = self._memory.get(episode_id)
-            return json.loads(dumps(entry)) if entry is not None else None
+            with self._lock:
+                text = self._memory.get(episode_id)
+            return json.loads(text) if text is not None else None
         place = self._places.get(episode_id)
         if place is None:
             return None

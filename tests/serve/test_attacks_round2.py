@@ -73,3 +73,22 @@ def test_ended_episodes_do_not_keep_their_environments_in_memory():
             # what late clients need is still there
             health = httpx.get(f"{url}/health").json()
             assert health["running"] == 0 and health["recorded"] == 12
+
+
+def test_records_kept_in_memory_are_bounded():
+    """Without --records every record stayed in memory, unbounded: the same
+    client grew the server by about 15 MiB per debate of 1 MiB actions."""
+    from llm_envs.serve.store import EpisodeStore
+
+    store = EpisodeStore(memory_bytes=8 << 20)
+    for number in range(40):
+        store.append({"id": f"e{number}", "record": {"text": BIG}})
+    kept = [number for number in range(40) if f"e{number}" in store]
+    assert kept == list(range(40 - len(kept), 40)) and 1 <= len(kept) <= 8  # the latest
+    assert store.get("e39") == {"id": "e39", "record": {"text": BIG}}
+    assert store.get("e0") is None and len(store) == len(kept)
+    store.append({"id": "huge", "record": {"text": BIG * 20}})  # over the budget alone: kept
+    assert store.get("huge") is not None and len(store) == 1
+    # text of any code point still reads back as it was
+    store.append({"id": "s", "record": {"text": "\ud800\x00"}})
+    assert store.get("s") == {"id": "s", "record": {"text": "\ud800\x00"}}
