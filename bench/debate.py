@@ -7,16 +7,32 @@ alone (the baseline: the work no environment can avoid), with and without
 shuffled labels (and against the number of agents), and the reward functions
 on large vote lists.
 
-    python bench/debate.py
+Then one hostile (or merely long) action of 10k, 100k and 1M characters: the
+seconds of ``env.step`` and of every prompt after it (with shuffled labels,
+each answer is relabelled for each reader), per character (flat when linear),
+side by side with the parser the step used before issue 45
+(``tests/parsing/reference_parsers.py``: its comparison parser and label
+rename), where that is affordable (10k to 40k characters: it is quadratic).
+
+    python bench/debate.py              # everything
+    python bench/debate.py --actions    # the long actions only
 """
 
 from __future__ import annotations
 
 import random
+import sys
 import time
+from pathlib import Path
 
 from llm_envs.debate import DebateEnv, format_answer, parse_response
+from llm_envs.debate import labels as debate_labels
+from llm_envs.debate import protocol as debate_protocol
+from llm_envs.debate.protocol import format_response
 from llm_envs.debate.rewards import Vote, win_minus_loss, win_rate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the old parsers, in tests/
+from tests.parsing import reference_parsers as before
 
 
 def scripted_answers(num_agents: int, count: int, seed: int = 0) -> list[str]:
@@ -64,7 +80,91 @@ def time_parse_only(num_agents: int, turns: int) -> float:
     return time.perf_counter() - start
 
 
+# One action's comparison line, or a whole answer: the shapes that were quadratic
+# (a run of emphasis, "Agent 1" then a run) and two normal answers padded to size.
+ACTION_SHAPES = {
+    "stars": lambda size: format_response(solution="4", comparison="*" * size),
+    "underscores": lambda size: format_response(solution="4", comparison="_" * size),
+    "backticks": lambda size: format_response(solution="4", comparison="`" * size),
+    "agent+stars": lambda size: format_response(solution="4", comparison="Agent 1" + "*" * size),
+    "votes": lambda size: format_response(
+        solution="4", comparison=("Agent 0 > Agent 2\n" * (size // 18 + 1))[:size]
+    ),
+    "long answer": lambda size: format_answer(
+        ("The answer is 391 because 17 * 23 = 17 * 20 + 17 * 3 = 340 + 51. " * (size // 64 + 1))[
+            :size
+        ],
+        "Agent 1 made an arithmetic slip.",
+        ["Agent 0 > Agent 1", "Agent 1 = Agent 2"],
+    ),
+}
+
+
+def time_action(action: str) -> tuple[float, float]:
+    """Seconds of one env.step on ``action``, and of every prompt after it (shuffled labels)."""
+    debate = DebateEnv(num_agents=3, max_rounds=2, shuffle_labels=True)
+    debate.reset(seed=0)
+    start = time.perf_counter()
+    debate.step(action)
+    step = time.perf_counter() - start
+    start = time.perf_counter()
+    for agent in debate.possible_agents:
+        debate.observe(agent)
+    return step, time.perf_counter() - start
+
+
+class _Now:
+    parse_comparisons = staticmethod(debate_protocol.parse_comparisons)
+    relabel_mentions = staticmethod(debate_labels.relabel_mentions)
+
+
+labels_and_protocol = _Now()
+
+
+def time_parsers(action: str, parsers: object) -> tuple[float, float]:
+    """Seconds of the comparison parser and of two readers' relabels, by ``parsers``' functions."""
+    comparison = parse_response(action, 0).comparison_text
+    start = time.perf_counter()
+    parsers.parse_comparisons(comparison, 0)  # type: ignore[attr-defined]
+    parse = time.perf_counter() - start
+    start = time.perf_counter()
+    for rename in ([1, 0, 2], [2, 1, 0]):
+        parsers.relabel_mentions(action, rename)  # type: ignore[attr-defined]
+    return parse, time.perf_counter() - start
+
+
+def actions() -> None:
+    print(
+        "\none action of N characters (3 agents, shuffled labels): the step and every prompt"
+        "\nafter it (s, ns per character), and the two parsers on it, now and before issue 45"
+    )
+    print(
+        f"{'shape':>12} {'chars':>9} | {'step s':>7} {'ns/ch':>5} {'prompts s':>9} {'ns/ch':>5}"
+        f" | {'comparisons s':>13} {'before':>7} {'ratio':>6} | {'relabel s':>9} {'before':>7}"
+        f" {'ratio':>6}"
+    )
+    for shape, make in ACTION_SHAPES.items():
+        for size in (10_000, 20_000, 40_000, 100_000, 1_000_000):
+            action = make(size)
+            step, prompts = min(time_action(action) for _ in range(3))
+            parse, relabel = min(time_parsers(action, labels_and_protocol) for _ in range(3))
+            row = (
+                f"{shape:>12} {len(action):9,} | {step:7.4f} {1e9 * step / len(action):5.0f}"
+                f" {prompts:9.4f} {1e9 * prompts / len(action):5.0f} | {parse:13.4f}"
+            )
+            if size <= 40_000:  # quadratic before: 1M characters would take an hour
+                parse_before, relabel_before = time_parsers(action, before)
+                row += f" {parse_before:7.3f} {parse_before / parse:5.0f}x | {relabel:9.4f}"
+                row += f" {relabel_before:7.3f} {relabel_before / relabel:5.0f}x"
+            else:
+                row += f" {'':7} {'':6} | {relabel:9.4f}"
+            print(row, flush=True)
+
+
 def main() -> None:
+    if "--actions" in sys.argv[1:]:
+        actions()
+        return
     num_agents, max_rounds, episodes = 3, 3, 400
     print(f"debate env: {num_agents} agents x {max_rounds} rounds x {episodes} episodes")
     print(f"{'':>12} {'turns/s':>12} {'us/turn':>10} {'vs parse only':>14}")
@@ -108,6 +208,8 @@ def main() -> None:
             fn(votes, n)
         seconds = (time.perf_counter() - start) / repeats
         print(f"{fn.__name__:>15}: {seconds * 1e3:7.1f} ms  ({len(votes) / seconds:,.0f} votes/s)")
+
+    actions()
 
 
 if __name__ == "__main__":

@@ -133,6 +133,9 @@ _OP = r"[ \t]*+(==|=|>|<|&gt;|&lt;)[ \t]*+"
 _PAIR = re.compile(rf"(?<![A-Za-z0-9]){_AGENT_NUMBER}{_OP}{_AGENT}", _FLAGS)
 _LINK = re.compile(rf"{_OP}{_AGENT}", _FLAGS)
 _NO_COMPARISON = re.compile(r"[^A-Za-z0-9]*+(?:n/a|n\.a\.|na|none)(?![A-Za-z0-9])", _FLAGS)
+# A letter or digit in any script (str.isalnum), found at C speed: a line of 1M
+# characters took 0.6 s to check one character at a time in Python.
+_ALPHANUMERIC = re.compile(r"[^\W_]")
 _CONSENSUS = re.compile(r"""[*_`"']*+(yes|no)[*_`"']*+[.!]?[*_`"']*+""", _FLAGS)
 _MIRRORED_OPS = frozenset({"<", "&lt;"})
 _TIE_OPS = frozenset({"=", "=="})
@@ -362,7 +365,7 @@ def parse_comparisons(text: str, author: int | None = None) -> ParsedComparisons
         line = raw_line.strip()
         match = _PAIR.search(line)
         if match is None:
-            if any(ch.isalnum() for ch in line) and _NO_COMPARISON.match(line) is None:
+            if _ALPHANUMERIC.search(line) and _NO_COMPARISON.match(line) is None:
                 unparsed += 1
             continue
         ids = [int(match.group(1)), int(match.group(3))]
