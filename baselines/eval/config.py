@@ -136,8 +136,8 @@ class EvalConfig:
     """the intervals' coverage."""
     meter_samples: NonNegativeInt = 16
     """texts sampled from each model at each point the family's meter measures (Kuhn Poker: its 12
-    information sets; an ``exploitability`` column, ``docs/envs/textarena.md``), kept in
-    ``meter.json``; 0: none. Families without a meter ignore it.
+    information sets; an ``exploitability`` column, see the family's page under ``docs/envs``),
+    kept in ``meter.json``; 0: none. Families without a meter ignore it.
     """
     prior_wins: PositiveFloat = 1.0
     """debate ratings: virtual wins each way per pair of models (see :mod:`baselines.eval.ratings`).

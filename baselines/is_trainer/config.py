@@ -221,7 +221,8 @@ class ISTrainerConfig(TrainerConfig):
     eval_meter_samples: NonNegativeInt = 16
     """texts sampled from the trained policy at each point the family's meter measures, at every
     evaluation (Kuhn Poker: each of the 12 information sets, ``eval/exploitability`` with its
-    interval; ``docs/envs/textarena.md``); 0: no meter. Families without a meter ignore it.
+    interval; see the family's page under ``docs/envs``); 0: no meter. Families without a meter
+    ignore it.
     """
     eval_opponent: str | None = None
     """debate evaluation only: the fixed policy playing the other roles: None for the initial model,
