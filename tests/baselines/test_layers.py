@@ -20,7 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "rollouts", "report"}),
     frozenset({"env_families", "training"}),
     frozenset({"eval"}),
-    frozenset({"league"}),
+    frozenset({"league", "check"}),
     frozenset({"is_trainer", "grpo", "magrpo", "verl"}),
     frozenset({"commands"}),
 )
