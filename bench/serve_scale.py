@@ -343,12 +343,17 @@ class Session:
 
 
 async def openenv_session(ws_url: str, timeout: float) -> Session:
-    """OpenEnv's session: connect, reset, one step, close (its client's messages)."""
+    """OpenEnv's session: connect, reset, one step, close (its client's messages).
+
+    ``timeout`` bounds the whole session, the handshake included (as OpenEnv's
+    client sets ``open_timeout``): websockets' own 10 s for a handshake would
+    fail sessions a busy server accepts late.
+    """
     session = Session()
     began = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            async with connect(ws_url, max_size=None, ping_interval=None) as ws:
+            async with connect(ws_url, max_size=None, ping_interval=None, open_timeout=None) as ws:
                 session.connect = time.perf_counter() - began
                 mark = time.perf_counter()
                 await ws.send(json.dumps({"type": "reset", "data": {}}))
@@ -377,7 +382,7 @@ async def seat_session(ws_url: str, began: float, created: float) -> Session:
     """One seat on its own socket until its ``end``; ``began``: when its episode was asked for."""
     session = Session(reset=created)
     mark = time.perf_counter()
-    async with connect(ws_url, max_size=None, ping_interval=None) as ws:
+    async with connect(ws_url, max_size=None, ping_interval=None, open_timeout=None) as ws:
         session.connect = time.perf_counter() - mark
         async for raw in ws:
             message = json.loads(raw)
