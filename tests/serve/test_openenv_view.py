@@ -129,7 +129,8 @@ def test_openenv_client_plays_a_one_seat_family_alone(debate_server):
         ({"colour": "red"}, "colour: Extra inputs are not permitted"),
         (
             {"env": "code_collab"},
-            "env 'code_collab' cannot fill the other seats: --env code_collab has no",
+            "env 'code_collab' cannot fill the other seats: --env code_collab's reference players "
+            "write each problem",
         ),
     ],
 )

@@ -142,7 +142,7 @@ def test_the_dataset_is_one_row_per_problem_that_every_copy_replays():
 def test_other_players_and_one_seat_families():
     from llm_envs.textarena.players import RandomKuhnPokerPlayer
 
-    # A game without reference players, against players you give (fresh each episode).
+    # Against players you give rather than the game's reference players (fresh each episode).
     poker = SeatEnvironmentFactory(
         "textarena",
         {"game": "KuhnPoker-v0"},
@@ -185,9 +185,9 @@ class _HintedSolver(FamilyBase):
         (lambda: SeatEnvironmentFactory(**DEBATE, seat="agent_7"), ValueError, "agent_7"),
         (lambda: SeatEnvironmentFactory("debate", {"num_agents": 3}), ValueError, "reference"),
         (
-            lambda: SeatEnvironmentFactory("textarena", {"game": "KuhnPoker-v0"}),
+            lambda: SeatEnvironmentFactory("textarena", {"game": "ConnectFour-v0"}),
             ValueError,
-            "TicTacToe only",
+            "reference players for TicTacToe and KuhnPoker only",
         ),
         (lambda: SeatEnvironmentFactory(**TICTACTOE).dataset(0), ValueError, "num_problems >= 1"),
         (

@@ -112,7 +112,7 @@ def test_misuse_and_bad_settings_are_refused_with_the_fix(server):
         RemoteSeatEnvironmentFactory(server, seat="agent_7").dataset(1)
     with pytest.raises(RuntimeError, match="reference"):
         RemoteSeatEnvironmentFactory(
-            server, env="textarena", env_kwargs={"game": "KuhnPoker-v0"}
+            server, env="textarena", env_kwargs={"game": "ConnectFour-v0"}
         ).dataset(1)
     factory.close()
 
