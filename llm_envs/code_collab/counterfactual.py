@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from llm_envs.sandbox import TestReport
 
@@ -231,7 +231,7 @@ def fits_channel(value: object) -> bool:
                 visit(end, level + 1) for end in (x.start, x.stop, x.step)
             )
         if decimal is not None and kind is decimal:
-            sign, digits, exponent = x.as_tuple()
+            _, digits, exponent = x.as_tuple()
             budget[1] -= 32 + len(digits)
             hashable.append(x)
             return (type(exponent) is not int or abs(exponent) <= 50_000) and budget[1] >= 0
@@ -252,7 +252,7 @@ def fits_channel(value: object) -> bool:
         if not visit(value, 0):
             return False
         if len(hashable) > 1000:
-            classes = {}
+            classes: dict[int, set[Any]] = {}
             for item in hashable:
                 try:
                     members = classes.setdefault(hash(item), set())
