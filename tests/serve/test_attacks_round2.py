@@ -36,7 +36,8 @@ def rss_mib() -> float:
 
 
 async def _seat(url: str, episode: str, seat: str) -> str:
-    async with connect(f"{url.replace('http', 'ws')}/episodes/{episode}/seats/{seat}/ws", max_size=None) as ws:
+    socket = f"{url.replace('http', 'ws')}/episodes/{episode}/seats/{seat}/ws"
+    async with connect(socket, max_size=None) as ws:
         async for raw in ws:
             message = json.loads(raw)
             if message["type"] == "turn":
@@ -76,8 +77,10 @@ def test_ended_episodes_do_not_keep_their_environments_in_memory():
 
 
 def test_records_kept_in_memory_are_bounded():
-    """Without --records every record stayed in memory, unbounded: the same
-    client grew the server by about 15 MiB per debate of 1 MiB actions."""
+    """Without --records every record stayed in memory, unbounded.
+
+    The same client grew the server by about 15 MiB per debate of 1 MiB actions.
+    """
     from llm_envs.serve.store import EpisodeStore
 
     store = EpisodeStore(memory_bytes=8 << 20)
