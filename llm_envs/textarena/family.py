@@ -11,6 +11,8 @@
 * Reference players: :class:`~llm_envs.textarena.players.MinimaxTicTacToePlayer`
   in every seat of Tic Tac Toe, a Nash equilibrium
   (:func:`~llm_envs.textarena.players.kuhn_player`) in Kuhn Poker; other games have none.
+* A warm-start teacher in Kuhn Poker (:meth:`TextArenaFamily.demonstrations`):
+  a Nash player that makes mistakes at ``mistake_rate``.
 * The meter (:meth:`TextArenaFamily.measure`): Kuhn Poker's exploitability
   (:mod:`llm_envs.textarena.kuhn_meter`), under the payoff the game pays
   (``env_kwargs["payoff"]``: ``game``, TextArena's win or loss, or ``chips``).
@@ -29,12 +31,20 @@ from llm_envs.client_settings import ClientSettings, OneOf, Whole
 from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler, derive_seed
 from llm_envs.textarena.config import PAYOFFS
 from llm_envs.textarena.env import env, raw_env
-from llm_envs.textarena.players import game_name, kuhn_player, random_player, strong_player
+from llm_envs.textarena.kuhn import nash_policy
+from llm_envs.textarena.players import (
+    KuhnPolicyPlayer,
+    game_name,
+    kuhn_player,
+    random_player,
+    strong_player,
+)
 
 __all__ = ["TextArenaFamily"]
 
 # Seeds the reference players' draws apart from the deal (the rule of Family.scripted_players).
 _REFERENCE_SALT = 0x4B55
+_TEACHER_SALT = 0x7EAC
 
 
 class TextArenaFamily(FamilyBase):
@@ -63,6 +73,8 @@ class TextArenaFamily(FamilyBase):
     tasks: ClassVar[tuple[str, ...]] = ("default",)
     headline_metrics: ClassVar[tuple[str, ...]] = ("win", "draw", "loss", "invalid_moves")
     fixed_opponent: ClassVar[bool] = True
+    # Kuhn Poker's teacher (a Nash player) takes mistake_rate; other games have none and say so.
+    teacher_options: ClassVar[tuple[str, ...] | None] = ("mistake_rate",)
     # TextArena's set_winner / set_draw pay +1, -1 and 0 (the games the docs name);
     # a game that pays otherwise shows as a failed range in `llm-envs check`.
     reward_range: tuple[float, float] | None = (-1.0, 1.0)
@@ -146,6 +158,39 @@ class TextArenaFamily(FamilyBase):
     def eval_episode(self, problem: int, seed: int) -> tuple[Any, int, dict[str, Any]]:
         """A fresh game, reset with ``seed`` (the evaluator derives it from the problem)."""
         return env(**self.env_kwargs), seed, {}
+
+    def demonstrations(
+        self,
+        group_indices: Sequence[int],
+        seed: int,
+        mistake_rate: float = 0.25,
+        broken_rate: float = 0.0,
+    ) -> tuple[EpisodePlan, dict[str, Agent]]:
+        """Kuhn Poker: training games and a teacher per seat, for a warm start in the format.
+
+        The teacher is a Nash equilibrium (alpha 1/6) that, with probability
+        ``mistake_rate``, plays a move of the uniform policy instead: it bets
+        or calls with ``(1 - m) nash + m / 2`` at each information set, so its
+        games hold every move a model must learn to write.
+
+        Raises:
+            ValueError: another game (it has no teacher), or ``mistake_rate``
+                outside [0, 1].
+        """
+        if not self.kuhn:
+            raise ValueError(
+                f"--env textarena has a warm-start teacher for Kuhn Poker only, and the game is "
+                f"{self.game!r}; use --warm-start-steps 0"
+            )
+        if not 0 <= mistake_rate <= 1:
+            raise ValueError(f"mistake_rate must be in [0, 1], got {mistake_rate}")
+        nash = nash_policy(1 / 6)
+        bets = {name: (1 - mistake_rate) * m.bet + mistake_rate / 2 for name, m in nash.items()}
+        teachers: dict[str, Agent] = {
+            agent: KuhnPolicyPlayer(bets, derive_seed(seed, _TEACHER_SALT, i))
+            for i, agent in enumerate(self.agents)
+        }
+        return self.training(group_indices, seed), teachers
 
     def default_seating(self, num_models: int) -> str:
         """``rotations`` for several models (each plays every seat), ``self`` for one."""

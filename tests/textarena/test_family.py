@@ -9,6 +9,7 @@ from llm_envs.registration import family_class, family_names, make_family
 from llm_envs.testing.conformance import play_aec
 from llm_envs.textarena import METRICS, TextArenaEnv
 from llm_envs.textarena.family import TextArenaFamily
+from llm_envs.textarena.kuhn import nash_policy
 from llm_envs.textarena.players import (
     KuhnPolicyPlayer,
     MinimaxTicTacToePlayer,
@@ -78,9 +79,21 @@ def test_reference_players_for_tictactoe_and_kuhn_poker_only():
         TextArenaFamily({"game": "SimpleNegotiation-v0"}, seed=0).reference_players()
 
 
-def test_no_teacher_for_a_warm_start():
+def test_a_warm_start_teacher_for_kuhn_poker_only():
     with pytest.raises(ValueError, match="--warm-start-steps 0"):
         TextArenaFamily({}, task="default", seed=0).demonstrations([0], seed=0)
+    family = TextArenaFamily({"game": "KuhnPoker-v0"}, task="default", seed=0)
+    plan, teachers = family.demonstrations([0, 1, 2], seed=5, mistake_rate=0.0)
+    assert len(plan) == 3 and set(teachers) == set(AGENTS)
+    nash = {name: m.bet for name, m in nash_policy(1 / 6).items()}
+    assert all(t.bets == nash for t in teachers.values())  # no mistakes: the Nash player
+    for arena, seed in zip(plan.envs, plan.seeds, strict=True):
+        play_aec(arena, lambda agent, obs, info: teachers[agent](obs, info), seed=seed)
+        assert sum(arena.unwrapped.record()["summary"]["invalid_moves"].values()) == 0
+    _, sloppy = family.demonstrations([0], seed=5, mistake_rate=1.0)
+    assert set(sloppy["agent_0"].bets.values()) == {0.5}  # all mistakes: uniform play
+    with pytest.raises(ValueError, match="mistake_rate must be in"):
+        family.demonstrations([0], seed=5, mistake_rate=1.5)
 
 
 @pytest.mark.parametrize(

@@ -56,3 +56,17 @@ def test_no_meter_with_zero_samples(tmp_path, tiny_model_dir):
     config = kuhn_config(tmp_path, tiny_model_dir, eval_meter_samples=0, num_iterations=1)
     rows = read_metrics(train(config))
     assert not any(k.startswith("eval/exploitability") for r in rows for k in r)
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_a_warm_start_on_the_kuhn_teacher_runs(tmp_path, tiny_model_dir):
+    from baselines.is_trainer.trainer import train
+
+    config = kuhn_config(
+        tmp_path, tiny_model_dir, eval_every=0, warm_start_steps=2, warm_start_groups=4
+    )
+    rows = read_metrics(train(config))
+    warm = next(r for r in rows if "warm_start/loss_first" in r)
+    # Every teacher move is a legal one: each game's two to three moves are imitated.
+    assert warm["warm_start/datums"] >= 8 and warm["warm_start/steps"] == 2
