@@ -338,8 +338,9 @@ class EvalSummary:
         if decided:
             notes.append(
                 f"The lower-numbered seat won {lower} of the {decided} decided games "
-                f"({lower / decided:.0%}); far from half, the seat has an advantage (moving "
-                "first), which every model shares when it sits in every seat equally often."
+                f"({lower / decided:.0%}); far from half, one seat has the advantage (moving "
+                "first, or second), which every model shares when it sits in every seat "
+                "equally often."
             )
         unmet = unjudged_pairs(board.models, board.comparison_counts)
         if unmet:
@@ -605,8 +606,9 @@ def _game_tournament(
     judgements: list[Judgement] = []
     first_seat = [0, 0]  # decided pairings the first of the two seats won, and all decided
     for line in lines:
-        acted = {a: r for a, r in line["returns"].items() if line.get("turns_taken", {}).get(a, 1)}
-        found = judgements_from_returns(acted, line["seats"], debate=line["episode_id"])
+        # Every seat, whether it acted or not: a game that the first mover lost with an
+        # invalid move is the other seat's win.
+        found = judgements_from_returns(line["returns"], line["seats"], debate=line["episode_id"])
         judgements.extend(found)
         for j in found:
             if j.first != j.second and j.outcome != TIE:

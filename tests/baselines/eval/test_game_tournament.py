@@ -88,6 +88,18 @@ def test_a_two_seat_game_gets_ratings_and_its_cross_play_matrix():
     assert out["judged_by"] == "outcomes" and out["rated_models"] == ["a", "b"]
 
 
+def test_a_game_lost_before_the_other_seat_acted_is_its_win():
+    # The first mover's invalid move ends the game: the second seat never acted, and won.
+    line = _line(0, "agent_1", ("a", "b"))
+    line["turns_taken"] = {"agent_0": 1, "agent_1": 0}
+    summary = summarize([line], ["a", "b"], env="textarena", num_bootstrap=0)
+    assert summary.tournament is not None
+    assert [(r.model, r.wins, r.losses) for r in summary.tournament.rows] == [
+        ("b", 1, 0),
+        ("a", 0, 1),
+    ]
+
+
 def test_self_play_and_a_team_are_not_a_tournament():
     alone = [_line(0, "agent_0", ("a", "a"))]
     assert summarize(alone, ["a"], env="textarena", num_bootstrap=0).tournament is None
