@@ -274,7 +274,7 @@ def test_the_meter_counts_a_quadratic_search() -> None:
     assert steps[0] >= 200 * 200 / 2
     assert steps[1] >= 3.9 * steps[0]
     meter = work(lambda text: protocol.parse_comparisons(text), "*" * 400, budget=10**6)
-    assert meter.regex_steps <= 4 * 400 + 10
+    assert meter.regex_steps <= 10 * 400  # the fixed parser: a few steps per character
 
 
 @settings(max_examples=30)
