@@ -96,6 +96,7 @@ from llm_envs.factories import aec_factories
 from llm_envs.records import EpisodeRecord, turn_record
 from llm_envs.spaces import SAMPLE_FRAGMENTS
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
+from llm_envs.textarena.bounded import game_text, harden
 from llm_envs.textarena.config import TextArenaConfig
 from llm_envs.textarena.game import PrivateRandom, check_game, textarena
 from llm_envs.textarena.kuhn import CARDS, ChipLedger, KuhnRules
@@ -274,6 +275,7 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
                 "arguments of its constructor"
             ) from error
         self.game, self._base = game, _unwrapped(game)
+        harden(self._base)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -310,7 +312,7 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         flagged = bool(state.game_info.get(player, {}).get("invalid_move", False))
         deal = self._kuhn_deal() if self._chips is not None else None
         with self._random.active():
-            done, _ = self.game.step(action=text)
+            done, _ = self.game.step(action=game_text(text))  # the record keeps all of it
             done = bool(done) or bool(getattr(self._base.state, "done", False))
             closed = self.game.close() if done else None
         received = self._collect()
