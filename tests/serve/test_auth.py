@@ -175,8 +175,9 @@ def test_beyond_loopback_the_server_needs_a_token(host, capsys, monkeypatch):
         main(["--host", host, "--env", "debate"], prog="llm-envs serve")
     assert exited.value.code == 2
     assert f"--host {host} listens beyond this machine" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="give clients a secret with --token"), serving(
-        ServeSettings(), host=host
+    with (
+        pytest.raises(ValueError, match="give clients a secret with --token"),
+        serving(ServeSettings(), host=host),
     ):
         pass
     check_exposure(host, TOKEN)  # with one it may
