@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -597,7 +598,7 @@ _TINY_MAGRPO = (
     " --num-threads 1"
 )
 _TINY_EXAMPLE = " --model tiny --iterations 1 --groups 1 --max-tokens 8 --eval-groups 0"
-_TINY_BENCH = " --model tiny --seeds 0 --iterations 1 --games 2 --eval-groups 1 --max-tokens 8"
+_TINY_BENCH = " --model tiny --seeds 0 --iterations 1 --games 4 --eval-groups 1 --max-tokens 8"
 _SMOLLM2 = (("smollm2-135m-instruct", "tiny"),)
 _TINY_WHY = "the tiny random model and one short step: the same code in seconds"
 
@@ -745,8 +746,11 @@ RUNS: dict[tuple[str, str], Run] = {
         timeout=400,
     ),
     ("docs/league.md", "bench/league_vs_mirror.py"): Run(
-        replace=(("--seeds 0 1 2", ""), ("--out runs/kuhn", "--out runs/kuhn" + _TINY_BENCH)),
-        why=_TINY_WHY + "; one seed",
+        replace=(
+            ("--seeds 0 1 2", ""),
+            ("--out runs/kuhn", "--out runs/kuhn --meter-samples 1" + _TINY_BENCH),
+        ),
+        why=_TINY_WHY + "; one seed, one text per information set of the meter",
         training=True,
         timeout=400,
     ),
@@ -754,7 +758,16 @@ RUNS: dict[tuple[str, str], Run] = {
         after=("docs/league.md", "--eval-every 2 --output-dir runs/tictactoe_league"),
         replace=(("--problems 16", "--problems 2 --max-tokens 8 --num-threads 1"),),
         why="two problems, short answers (the snapshots are the tiny model's)",
-        check=_rated("runs/tictactoe_league/league/eval/summary.json"),
+        check=_rated("runs/tictactoe_league/league/eval/summary.json")
+        + (
+            # The run's own report shows the rating in its league section (docs/league.md).
+            "import subprocess, sys\n"
+            "subprocess.run([sys.executable, '-m', 'baselines.report', 'runs/tictactoe_league'],"
+            " check=True, capture_output=True)\n"
+            "html = pathlib.Path('runs/tictactoe_league/report/index.html').read_text()\n"
+            "league = html[html.index('Cross-play of the snapshots') :]\n"
+            "assert 'Cross-play matrix' in league and 'Tournament: leaderboard' in league\n"
+        ),
         slow=True,
         timeout=300,
     ),
@@ -903,7 +916,7 @@ RUNS: dict[tuple[str, str], Run] = {
     ("docs/trainer.md", "vllm serve /path/to/model"): Run(skip=_VLLM),
     ("docs/trainer.md", "--model /path/to/model"): Run(skip=_VLLM + " on other machines"),
     # ---- docs/trl_grpo.md
-    ("docs/trl_grpo.md", "python -m baselines.grpo --env debate"): Run(
+    ("docs/trl_grpo.md", "--env debate --output-dir runs/grpo_debate"): Run(
         replace=(("--env debate", "--env debate" + _TINY_GRPO),),
         why=_TINY_WHY,
         training=True,
@@ -1171,6 +1184,12 @@ def _session(folder: Path) -> Shell:
     return Shell(folder, env)
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the processes this one started and waited for, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_block(block: Block, shell: Shell) -> list[str]:
     """Run the block's commands in ``shell``; return what each one skipped or printed last."""
     said = []
@@ -1192,7 +1211,7 @@ def run_block(block: Block, shell: Shell) -> list[str]:
             shell.serve(text.replace("{port}", str(port)), port, run.timeout)
             said.append(f"{command.id} served on port {port}")
             continue
-        started = time.monotonic()
+        started, cpu = time.monotonic(), _children_cpu()
         result = shell.run(text, run.timeout)
         assert result.returncode == 0, (
             f"{command.id} exited with status {result.returncode}: `{text}`\n"
@@ -1212,7 +1231,8 @@ def run_block(block: Block, shell: Shell) -> list[str]:
                 f"--- the command printed:\n{_tail(result.stdout, 30)}"
             )
         last = (result.stdout.strip().splitlines() or [""])[-1]
-        said.append(f"{command.id} ({time.monotonic() - started:.0f} s): {last[:160]}")
+        took = f"{time.monotonic() - started:.0f} s, {_children_cpu() - cpu:.0f} s CPU"
+        said.append(f"{command.id} ({took}): {last[:160]}")
     return said
 
 
@@ -1292,3 +1312,49 @@ def test_a_shell_carries_its_folder_and_variables(tmp_path: Path) -> None:
     assert shell.run("cd sub && export GREETING=hello", timeout=30).returncode == 0
     result = shell.run('echo "$GREETING from $(basename "$PWD")"', timeout=30)
     assert result.stdout.strip() == "hello from sub"
+
+
+# What the commands that write a run write, and where by default.
+_WRITERS = (
+    (re.compile(r"-m baselines\.is_trainer\b|llm-envs train\b"), "runs/is_trainer"),
+    (re.compile(r"-m baselines\.grpo\b"), "runs/grpo"),
+    (re.compile(r"-m baselines\.magrpo\b|llm-envs magrpo\b"), "runs/magrpo"),
+    (re.compile(r"-m baselines\.eval\b|llm-envs eval\b"), "runs/eval"),
+    (re.compile(r"examples/debate_self_play\.py"), "runs/debate_self_play"),
+    (re.compile(r"bench/league_vs_mirror\.py"), "runs/league_vs_mirror"),
+)
+
+
+def output_folder(text: str) -> str | None:
+    """The folder a command writes its run to (None: it writes no run).
+
+    Example:
+        >>> output_folder("python -m baselines.eval --models tiny"), output_folder("ls")
+        ('runs/eval', None)
+        >>> output_folder("llm-envs train --env debate --output-dir runs/x --model tiny")
+        'runs/x'
+    """
+    for program, default in _WRITERS:
+        if program.search(text) and "--help" not in text:
+            given = re.search(r"--(?:output-dir|out)[ =](\S+)", text)
+            return given.group(1) if given else default
+    return None
+
+
+def test_the_commands_of_a_page_write_apart() -> None:
+    """A reader who runs a page's commands in order is never refused a folder.
+
+    A trainer or the evaluator refuses a folder that holds a run with other
+    settings; two commands of one page that run here (the same text aside)
+    write different folders.
+    """
+    for page in sorted({c.page for c in COMMANDS}):
+        writers: dict[str, Command] = {}
+        for command in (c for c in COMMANDS if c.page == page and not run_of(c).skip):
+            folder = output_folder(command.text)
+            if folder is None:
+                continue
+            first = writers.setdefault(folder, command)
+            assert first.text == command.text, (
+                f"{first.id} and {command.id} both write {folder}: give one its own --output-dir"
+            )
