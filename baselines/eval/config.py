@@ -95,8 +95,8 @@ class EvalConfig:
     """who plays which agent (see :mod:`baselines.eval.seating`): ``self`` (each model plays every
     agent of its own episodes), ``rotations`` (models mixed in every episode, each model equally
     often in each seat and every two models together at least once per problem),
-    ``permutations`` (every mixed assignment) or ``auto`` (``rotations`` for a debate of several
-    models, else ``self``).
+    ``permutations`` (every mixed assignment) or ``auto`` (the family's: ``rotations`` for
+    several models in a debate or a game, else ``self``).
     """
     max_tokens: PositiveInt = 256
     """most tokens sampled per turn (a model spec may override it)."""
