@@ -145,6 +145,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         app = build_app(settings)
     except ServeError as exc:
         parser.error(str(exc))
+    _most_descriptors()
     uvicorn.run(
         app,
         host=args.host,
@@ -153,6 +154,21 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         **uvicorn_limits(settings.max_body_bytes),
     )
     return 0
+
+
+def _most_descriptors() -> None:
+    """Raise the soft limit of open files to the hard one: every connection holds one.
+
+    A common soft limit is 1,024: that many idle connections left the server
+    unable to answer anyone or to open its records file.
+    """
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""A connection that sends no request head in time is closed: idle sockets cannot hold the server.
+
+Attack round 3 opened 1,100 connections that sent nothing, or a head a byte at a
+time: the server kept every one, ran out of file descriptors at a soft limit of
+1,024, answered nobody and lost a finished episode's record.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from urllib.parse import urlparse
+
+import httpx
+
+from llm_envs.serve import heads
+from llm_envs.serve.app import ServeSettings, serving
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1024) == b""
+    except TimeoutError:
+        return False
+
+
+def test_silent_and_slow_heads_are_closed_and_honest_clients_served(monkeypatch):
+    monkeypatch.setattr(heads, "HEAD_SECONDS", 0.5)
+    with serving(ServeSettings()) as url:
+        address = urlparse(url)
+        silent = socket.create_connection((address.hostname, address.port))
+        slow = socket.create_connection((address.hostname, address.port))
+        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        started = time.monotonic()
+        assert _closed_by_server(silent, within=10.0)
+        assert _closed_by_server(slow, within=10.0)
+        assert time.monotonic() - started < 10.0
+        assert httpx.get(f"{url}/health").status_code == 200  # a prompt client is served
+        with httpx.Client() as client:  # and a kept-alive one too, request after request
+            for _ in range(3):
+                assert client.get(f"{url}/health").status_code == 200
+        silent.close()
+        slow.close()
