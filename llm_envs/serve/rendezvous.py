@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
 
 __all__ = [
+    "MAX_OPEN",
     "Coordinator",
     "InProcessCoordinator",
     "Meeting",
@@ -152,6 +153,12 @@ class _Open:
     taken: set[str] = field(default_factory=set)
 
 
+MAX_OPEN = 2048
+"""Episodes a rendezvous keeps for seats still to meet them: the hub's running episodes (1,024
+at most by default) and as many finished ones. Round 3 of the attacks found 65,536 finished
+episodes kept, about 19 KB each, so a flood of keys held over a GiB."""
+
+
 class Rendezvous:
     """Keys to episodes on one hub: the seats naming a key meet in its episodes, in order.
 
@@ -162,7 +169,7 @@ class Rendezvous:
             starts a new episode).
     """
 
-    def __init__(self, hub: Hub, *, max_open: int = 65536) -> None:
+    def __init__(self, hub: Hub, *, max_open: int = MAX_OPEN) -> None:
         if max_open < 1:
             raise ValueError(f"max_open must be >= 1, got {max_open}")
         self.hub = hub
