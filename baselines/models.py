@@ -128,6 +128,7 @@ def tiny_checkpoint(
         vocab_size=vocab_size,
         special_tokens=special,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,  # its progress goes to stdout, where a server announces its URL
     )
     bpe.train_from_iterator(_tiny_corpus(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(

@@ -30,6 +30,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,12 +129,19 @@ def model_server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             text=True,
         )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+
+    def read() -> None:  # every line: a library may print before the server's own line
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
-        try:
-            url = lines.get(timeout=240).strip()
-        except queue.Empty:
-            url = ""
+        url, deadline = "", time.monotonic() + 240
+        while not url.startswith("http://127.0.0.1:") and time.monotonic() < deadline:
+            try:
+                url = lines.get(timeout=max(0.0, deadline - time.monotonic())).strip()
+            except queue.Empty:
+                break
         if not url.startswith("http://127.0.0.1:"):
             pytest.fail(f"the model server did not start:\n{errors.read_text()[-3000:]}")
         yield url, log
