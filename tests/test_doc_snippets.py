@@ -643,8 +643,8 @@ RUNS: dict[tuple[str, str], Run] = {
     ("docs/baselines.md", "pip uninstall"): Run(skip="uninstalls packages of this install"),
     # ---- docs/check.md
     ("docs/check.md", "check textarena --model tiny"): Run(
-        replace=(("--model tiny", "--model tiny --max-tokens 8"),),
-        why="short answers (the tiny model writes its 256 tokens of noise otherwise)",
+        replace=(("--model tiny", "--model tiny --max-tokens 8 --groups 2"),),
+        why="short answers (the tiny model writes 256 tokens of noise otherwise), two groups",
         slow=True,
         timeout=300,
     ),
@@ -747,10 +747,13 @@ RUNS: dict[tuple[str, str], Run] = {
     ),
     ("docs/league.md", "bench/league_vs_mirror.py"): Run(
         replace=(
-            ("--seeds 0 1 2", ""),
+            ("--arms mirror random league --seeds 0 1 2", "--arms league"),
             ("--out runs/kuhn", "--out runs/kuhn --meter-samples 1" + _TINY_BENCH),
         ),
-        why=_TINY_WHY + "; one seed, one text per information set of the meter",
+        why=(
+            _TINY_WHY + "; one seed, one text per information set of the meter, the league's "
+            "arm (results.md's commands run the mirror and league arms)"
+        ),
         training=True,
         timeout=400,
     ),
@@ -801,8 +804,8 @@ RUNS: dict[tuple[str, str], Run] = {
         same_as=("README.md", "examples/debate_self_play.py")
     ),
     ("docs/results.md", "--seeds 0 1 2 --iterations 4 --games 8"): Run(
-        replace=(("--seeds 0 1 2 --iterations 4 --games 8", _TINY_BENCH),),
-        why=_TINY_WHY + "; one seed",
+        replace=(("--seeds 0 1 2 --iterations 4 --games 8", "--arms mirror" + _TINY_BENCH),),
+        why=_TINY_WHY + "; one seed, the mirror arm (the command below runs the league's)",
         training=True,
         timeout=400,
     ),
@@ -810,9 +813,12 @@ RUNS: dict[tuple[str, str], Run] = {
         replace=(
             ("--model Qwen/Qwen2.5-0.5B-Instruct --seeds 0 1 2 --iterations 40 --games 64", ""),
             ("--eval-every 5 --eval-groups 16", "--eval-every 1"),
-            ("--learning-rate 1e-5", "--learning-rate 1e-5" + _TINY_BENCH),
+            ("--learning-rate 1e-5", "--learning-rate 1e-5 --arms league" + _TINY_BENCH),
         ),
-        why=_TINY_WHY + " for Qwen2.5-0.5B (not on the test machine: the network), one seed",
+        why=(
+            _TINY_WHY + " for Qwen2.5-0.5B (not on the test machine: the network), one seed, "
+            "the league's arm (the command above runs the mirror's)"
+        ),
         training=True,
         timeout=400,
     ),
