@@ -486,7 +486,7 @@ def test_the_parser_reads_fences_as_markdown_does() -> None:
 # Every command of a ```bash block runs too (tiny settings substituted where a flag
 # says so); see the section "Shell commands" of the module docstring.
 
-_SHELL_INFO = re.compile(r"^(?:\{code-block\}\s+)?(?:bash|sh|shell|console)\b", re.IGNORECASE)
+_SHELL_INFO = re.compile(r"^(?:\{code-block\}\s+)?(?:bash|sh|shell)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
