@@ -10,7 +10,7 @@ Each case builds real episodes of a family and seats its players (the
 reference players, every named scripted set: a league's anchors and the
 trainer's ``--eval-scripted`` opponents, the warm-start teachers, and the
 players of the family's agents/players module) next to seats that write texts
-drawn by hypothesis, three ways:
+drawn by hypothesis, two ways:
 
 * *opponents and anchors*: the family's training and evaluation episodes played
   to the end with every seat given, hostile or scripted;
