@@ -57,8 +57,8 @@ class OfferPattern:
     no ``[``: the offer is that text without the optional colon, the leading
     whitespace, an ``I give`` or ``I offer`` and the trailing whitespace and
     dots. The game strips the offer it reads, so where the pattern would
-    backtrack to a one-character offer of whitespace or a colon (an offer of
-    nothing but those), this one gives the empty offer: both parse to none.
+    backtrack to a one-character offer of whitespace, a dot or a colon (an offer
+    of nothing but those), this one gives the empty offer: both parse to none.
     Each ``[Offer`` looks only up to its ``]``, and those spans never overlap
     past a ``[``, so the search reads each character a bounded number of times.
 
