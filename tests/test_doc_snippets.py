@@ -822,6 +822,9 @@ RUNS: dict[tuple[str, str], Run] = {
         training=True,
         timeout=400,
     ),
+    ("docs/results.md", "bench/serve_scale.py"): Run(
+        same_as=("docs/serve.md", "bench/serve_scale.py")
+    ),
     ("docs/results.md", "check debate --task arithmetic"): Run(
         same_as=("docs/check.md", "check debate --task arithmetic")
     ),
@@ -888,6 +891,12 @@ RUNS: dict[tuple[str, str], Run] = {
     ("docs/serve.md", "/join"): Run(skip="needs the server above and the $ID it answered"),
     ("docs/serve.md", "/turn?wait=30"): Run(skip="needs the server above and its $ID, $TOKEN"),
     ("docs/serve.md", "/act"): Run(skip="needs the server above and its $ID, $TOKEN"),
+    ("docs/serve.md", "bench/serve_scale.py"): Run(
+        replace=(("--cap 4096", "--cap 4096 --start 4 --cap 4 --sleep 0.05"),),
+        why="N = 4 and a 50 ms step: every target in seconds, not minutes of thousands of sockets",
+        slow=True,  # two servers start (OpenEnv's imports): 10 to 20 s on 2 cores
+        timeout=300,
+    ),
     # ---- docs/trainer.md
     ("docs/trainer.md", "python -m baselines.is_trainer --env debate"): Run(
         replace=(("--env debate", "--env debate" + _TINY_IS),),
