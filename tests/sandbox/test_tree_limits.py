@@ -117,10 +117,13 @@ def _neighbour_changes_nothing(pool: Sandbox) -> None:
     # The honest run's limit: three times what it takes alone (at least 2 s), so a
     # loaded machine slows it without changing its verdict, but spinners that take
     # its CPU (6 to 13 times slower before the fix, on 2 CPUs) do.
-    calibration = pool.run_tests_many([SandboxJob(HONEST, HONEST_TESTS)])[0]
-    timeout = max(2.0, 3 * calibration.duration)
-    honest = SandboxJob(HONEST, HONEST_TESTS, timeout=timeout)
-    alone = pool.run_tests_many([honest])[0]
+    for _ in range(3):  # a load spike on a shared machine can time the lone run out: measure again
+        calibration = pool.run_tests_many([SandboxJob(HONEST, HONEST_TESTS)])[0]
+        timeout = max(2.0, 3 * calibration.duration)
+        honest = SandboxJob(HONEST, HONEST_TESTS, timeout=timeout)
+        alone = pool.run_tests_many([honest])[0]
+        if alone.all_passed:
+            break
     assert alone.all_passed, alone
     spinners = SandboxJob(SPINNERS, ADD_TESTS, timeout=timeout + 1)
     beside = pool.run_tests_many([spinners, honest])
