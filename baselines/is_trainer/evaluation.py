@@ -127,7 +127,7 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
     if indices:
         opponent = trainer.eval_policies.opponent() if family.fixed_opponent else None
         rows = _rows(trainer, family.evaluation(indices, seed), learner, opponent)
-    metrics = eval_metrics(trainer._gather(rows), "eval", "eval/opponent")
+    metrics = eval_metrics(trainer.gather(rows), "eval", "eval/opponent")
     metrics.update(measured(trainer, learner))
     if config.eval_scripted:
         from baselines.policies.scripted import ScriptedPolicy
@@ -136,7 +136,7 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
             scripted = ScriptedPolicy(players, trainer.tokenizer)
             plan = family.evaluation(indices, seed)
             rows = _rows(trainer, plan, learner, scripted) if indices else []
-            metrics.update(eval_metrics(trainer._gather(rows), f"eval/scripted:{name}", None))
+            metrics.update(eval_metrics(trainer.gather(rows), f"eval/scripted:{name}", None))
     return metrics
 
 

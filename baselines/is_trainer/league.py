@@ -127,10 +127,10 @@ class LeaguePlay:
             groups = plan.to_groups(results)
             games = plan.games(results)
             trainer._save_episodes(iteration, plan.batch.envs)
-        games = trainer._gather(games)
+        games = trainer.gather(games)
         self.league.record(games)
         metrics.update(self.league.metrics(assigned, games))
-        return trainer._gather(groups), metrics
+        return trainer.gather(groups), metrics
 
     def state(self) -> dict[str, Any]:
         """The league, for the checkpoint."""

@@ -195,7 +195,7 @@ class ISTrainer(TrainingRun):
 
     # -------------------------------------------------------------- utilities
 
-    def _gather(self, items: list[Any]) -> list[Any]:
+    def gather(self, items: list[Any]) -> list[Any]:
         """Every process's list, concatenated in rank order, on every process."""
         return gather_lists(items, self.world)
 
@@ -233,7 +233,7 @@ class ISTrainer(TrainingRun):
             results = self._play(batch, self.sampler.policy, iteration, "sample")
             groups = batch.to_groups(results)
             self._save_episodes(iteration, batch.envs)
-        return self._gather(groups)
+        return self.gather(groups)
 
     def _play(
         self, batch: EpisodeBatch, policy: PolicyAssignment, seed: int, phase: str
@@ -352,10 +352,10 @@ class ISTrainer(TrainingRun):
         timings["time/optimizer_step"] += time.perf_counter() - start
         if refresh:
             timings["time/refresh"] += self._refresh_sampler()
-        loss = sum(self._gather([local_loss])) / denominator
+        loss = sum(self.gather([local_loss])) / denominator
         training_D = {
             i: torch.from_numpy(lp)
-            for part in self._gather([local_logprobs])
+            for part in self.gather([local_logprobs])
             for i, lp in part.items()
         }
         return loss, norm, training_D

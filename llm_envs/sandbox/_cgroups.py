@@ -108,6 +108,15 @@ class GroupSpec(NamedTuple):
     runs: dict[str, str]
     created: list[str]
 
+    def as_config(self) -> dict[str, Any]:
+        """The groups as the plain dict a worker's JSON configuration carries."""
+        return {
+            "version": self.version,
+            "worker": self.worker,
+            "runs": self.runs,
+            "created": self.created,
+        }
+
 
 # --- finding where groups can go (the pool's side) ------------------------------------------
 

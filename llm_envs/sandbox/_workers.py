@@ -87,7 +87,7 @@ def try_control_groups(support: _cgroups.Support) -> str:
     try:
         root = str(Path(__file__).resolve().parents[2])
         tried = subprocess.run(
-            [sys.executable, "-P", "-s", "-S", "-c", _TRIAL, root, json.dumps(probe._asdict())],
+            [sys.executable, "-P", "-s", "-S", "-c", _TRIAL, root, json.dumps(probe.as_config())],
             capture_output=True,
             env=WORKER_ENVIRONMENT,
             cwd="/",
@@ -128,7 +128,7 @@ class WorkerProcess:
             except OSError:
                 shutil.rmtree(self.scratch, ignore_errors=True)
                 raise
-            config["cgroups"] = self.groups._asdict()
+            config["cgroups"] = self.groups.as_config()
         root = str(Path(__file__).resolve().parents[2])
         flags = ["-P", "-s"] if config["site_packages"] else ["-P", "-s", "-S"]
         try:

@@ -281,7 +281,7 @@ class ServerCoordinator:
             body["family_seed"] = family_seed
         from llm_envs.serve.rendezvous import Meeting  # it imports this module
 
-        reply = await self._request("POST", "/rendezvous", json=body)
+        reply = await self.request("POST", "/rendezvous", json=body)
         meeting = Meeting(
             reply["episode"], reply["seat"], reply["token"], tuple(reply["seats"]), reply["message"]
         )
@@ -291,7 +291,8 @@ class ServerCoordinator:
         """Close the connections."""
         await self.client.aclose()
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Message:
+    async def request(self, method: str, path: str, **kwargs: Any) -> Message:
+        """One request to the server; its JSON reply, or the server's refusal as a ServeError."""
         response = await self.client.request(method, path, **kwargs)
         detail = _detail(response.text, response.status_code)
         if response.status_code == 404 and path == "/rendezvous" and detail == "Not Found":
@@ -326,7 +327,7 @@ class _ServerSession(_Session):
         headers = {"X-Seat-Token": token}
         while True:
             try:
-                message = await self.coordinator._request(
+                message = await self.coordinator.request(
                     "GET", f"{self._path}/turn", params={"wait": _POLL_SECONDS}, headers=headers
                 )
             except ServeError as exc:
@@ -340,7 +341,7 @@ class _ServerSession(_Session):
                 await asyncio.sleep(1.0)
 
     async def _recorded_end(self) -> Message:
-        entry = await self.coordinator._request("GET", f"/episodes/{self.episode}")
+        entry = await self.coordinator.request("GET", f"/episodes/{self.episode}")
         if entry.get("status") != "finished" or self.seat not in entry.get("returns", {}):
             detail = entry.get("error") or f"episode {self.episode} is {entry.get('status')}"
             return {"type": "error", "status": 500, "detail": detail}
@@ -359,7 +360,7 @@ class _ServerSession(_Session):
 
     async def act(self, text: str, turn: int) -> None:
         headers = {"X-Seat-Token": self.meeting.token or ""}
-        await self.coordinator._request(
+        await self.coordinator.request(
             "POST", f"{self._path}/act", json={"text": text, "turn": turn}, headers=headers
         )
 
