@@ -42,7 +42,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from baselines.eval.ratings import (
     FIRST_WINS,
@@ -550,11 +550,11 @@ def summarize(
         )
     tournament = None
     mixed = any(len(set(line["seats"].values())) > 1 for line in lines)
-    rate = _tournament if any("votes" in line for line in lines) else _game_tournament
+    voted = any("votes" in line for line in lines)
     # A family that records votes (a debate), or one whose seats play against each other.
-    if mixed and (rate is _tournament or _seats_compete(env)):
-        tournament = rate(
-            lines,
+    if mixed and (voted or _seats_compete(env)):
+        tournament = _tournament(
+            _judged_by_votes(lines) if voted else _judged_by_outcomes(lines),
             scores,
             num_bootstrap=num_bootstrap,
             confidence=confidence,
@@ -593,16 +593,18 @@ def _seats_compete(env: str) -> bool:
     return is_family(env) and not family_class(env).team_reward
 
 
-def _game_tournament(
-    lines: Sequence[Mapping[str, Any]],
-    scores: Sequence[ModelScore],
-    *,
-    num_bootstrap: int,
-    confidence: float,
-    prior_wins: float,
-    seed: int,
-) -> Tournament:
-    """A tournament of a game without votes: each two seats of a game, the higher return wins."""
+class _Judged(NamedTuple):
+    """What a tournament's lines say: its judgements, who voted, and the seat-order counts."""
+
+    judgements: list[Judgement]
+    votes_cast: dict[str, int]
+    votes_total: int
+    seat_order: tuple[int, int]
+    judged_by: str
+
+
+def _judged_by_outcomes(lines: Sequence[Mapping[str, Any]]) -> _Judged:
+    """A game without votes: each two seats of a game, the higher return wins."""
     judgements: list[Judgement] = []
     first_seat = [0, 0]  # decided pairings the first of the two seats won, and all decided
     for line in lines:
@@ -614,26 +616,11 @@ def _game_tournament(
             if j.first != j.second and j.outcome != TIE:
                 first_seat[0] += j.outcome == FIRST_WINS
                 first_seat[1] += 1
-    board = rate_models(
-        judgements,
-        prior_wins=prior_wins,
-        num_bootstrap=num_bootstrap,
-        confidence=confidence,
-        seed=seed,
-    )
-    rows, ranks = _rows(board, scores, defaultdict(int))
-    return Tournament(rows, ranks, board, 0, (first_seat[0], first_seat[1]), judged_by="outcomes")
+    return _Judged(judgements, defaultdict(int), 0, (first_seat[0], first_seat[1]), "outcomes")
 
 
-def _tournament(
-    lines: Sequence[Mapping[str, Any]],
-    scores: Sequence[ModelScore],
-    *,
-    num_bootstrap: int,
-    confidence: float,
-    prior_wins: float,
-    seed: int,
-) -> Tournament:
+def _judged_by_votes(lines: Sequence[Mapping[str, Any]]) -> _Judged:
+    """A debate: every valid vote is a judgement between the two seats it compares."""
     judgements: list[Judgement] = []
     votes_cast: dict[str, int] = defaultdict(int)
     votes_total = 0
@@ -650,15 +637,29 @@ def _tournament(
         lower, strict = lower_seat_wins(votes, len(seats))
         seat_order[0] += lower
         seat_order[1] += strict
+    return _Judged(judgements, votes_cast, votes_total, (seat_order[0], seat_order[1]), "votes")
+
+
+def _tournament(
+    judged: _Judged,
+    scores: Sequence[ModelScore],
+    *,
+    num_bootstrap: int,
+    confidence: float,
+    prior_wins: float,
+    seed: int,
+) -> Tournament:
     board = rate_models(
-        judgements,
+        judged.judgements,
         prior_wins=prior_wins,
         num_bootstrap=num_bootstrap,
         confidence=confidence,
         seed=seed,
     )
-    rows, ranks = _rows(board, scores, votes_cast)
-    return Tournament(rows, ranks, board, votes_total, (seat_order[0], seat_order[1]))
+    rows, ranks = _rows(board, scores, judged.votes_cast)
+    return Tournament(
+        rows, ranks, board, judged.votes_total, judged.seat_order, judged_by=judged.judged_by
+    )
 
 
 def _rows(
