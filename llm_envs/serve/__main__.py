@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from llm_envs.command_line import CommandParser
 
 __all__ = ["build_parser", "main"]
 
@@ -40,25 +43,37 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    """Seconds: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from exc
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return value
 
 
-def _whole(text: str) -> int:
+def _whole(text: str, low: int = 1, high: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"from {low} to {high}"
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
     return value
 
 
-def build_parser(prog: str) -> argparse.ArgumentParser:
-    """The command line's flags."""
-    parser = argparse.ArgumentParser(
+def _port(text: str) -> int:
+    return _whole(text, 0, 65535)
+
+
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def build_parser(prog: str) -> CommandParser:
+    """The command line's flags, with the project's one error style (:class:`CommandParser`)."""
+    parser = CommandParser(
         prog=prog,
         description="Serve llm-envs episodes over HTTP and WebSocket, one client per seat, and "
         "single seats (reference players in the others) to OpenEnv clients under /openenv.",
@@ -69,7 +84,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--task-kwargs", type=_json_object, default={}, help="the task's settings")
     parser.add_argument("--seed", type=int, default=0, help="the families' seed: which problems")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
+    parser.add_argument("--port", type=_port, default=8000, help="the port (0: any free one)")
     parser.add_argument("--records", help="directory of episodes.jsonl (default: memory only)")
     parser.add_argument(
         "--seat-timeout",
@@ -78,10 +93,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="seconds a seat has to act; then the server plays '' for it (default 300)",
     )
     parser.add_argument(
-        "--max-episodes", type=int, default=1024, help="multi-seat episodes at once"
+        "--max-episodes", type=_whole, default=1024, help="multi-seat episodes at once"
     )
-    parser.add_argument("--max-sessions", type=int, default=64, help="OpenEnv sessions at once")
-    parser.add_argument("--workers", type=int, help="threads running env steps (default: Python's)")
+    parser.add_argument("--max-sessions", type=_whole, default=64, help="OpenEnv sessions at once")
+    parser.add_argument(
+        "--workers", type=_whole, help="threads running env steps (default: Python's)"
+    )
     parser.add_argument(
         "--token",
         help="the secret every request must carry (Authorization: Bearer); required beyond "
@@ -100,7 +117,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="seconds one environment step may run; then the episode ends for the seat as a "
         "timeout (default 60)",
     )
-    parser.add_argument("--log-level", default="info", help="uvicorn's log level")
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=_LOG_LEVELS,
+        default="info",
+        help="uvicorn's log level",
+    )
     return parser
 
 

@@ -28,15 +28,28 @@ from llm_envs.serve.__main__ import main
         ),
         (["--env-kwargs", "{num_agents: 3}"], "--env-kwargs: not JSON"),
         (["--env-kwargs", "[3]"], "needs a JSON object like '{\"num_agents\": 3}'"),
-        (["--seat-timeout", "0"], "--seat-timeout: must be > 0, got 0"),
+        (["--seat-timeout", "0"], "--seat-timeout: must be a finite number > 0, got 0"),
+        (["--step-deadline", "nan"], "--step-deadline: must be a finite number > 0, got nan"),
+        (["--seat-timeout", "soon"], "--seat-timeout: must be a number of seconds, got 'soon'"),
+        (["--max-episodes", "0"], "--max-episodes: must be >= 1, got 0"),
+        (["--max-sessions", "-2"], "--max-sessions: must be >= 1, got -2"),
+        (["--workers", "0"], "--workers: must be >= 1, got 0"),
+        (["--port", "70000"], "--port: must be from 0 to 65535, got 70000"),
+        (["--log-level", "loud"], "--log-level: invalid choice: 'loud'"),
+        (
+            ["--max_episodes", "3"],
+            "--max_episodes: flags are spelled with dashes here: --max-episodes",
+        ),
     ],
 )
 def test_bad_flags_exit_2_with_the_fix(capsys, argv, message):
+    """The project's one error style (CommandParser): one line naming the flag and the fix."""
     with pytest.raises(SystemExit) as exited:
         main(argv, prog="llm-envs serve")
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: llm-envs serve") and message in err
+    assert err.startswith("llm-envs serve: error: ") and message in err
+    assert "usage:" not in err and err.rstrip().endswith("(llm-envs serve --help lists every flag)")
 
 
 def test_the_command_serves_until_stopped(tmp_path):
