@@ -1,7 +1,7 @@
 """Python code in agent text: parsing without raising, compiling, finding functions and imports.
 
 Cleaning and extraction are specified with the team reward in
-tests/rewards/test_code_reward.py; these are the small helpers around them.
+tests/code_collab/test_team_reward.py; these are the small helpers around them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Attack rounds written against the trees of sessions 14 and 16, kept as tests.
+"""Programs that tamper with the judge, outlive their run, or poison the next one.
 
-Programs no earlier corpus held: a wrong ``add`` that tries to pass by
+A wrong ``add`` that tries to pass by
 rebinding what the judge might call (``bool``, ``isinstance``, ``exec``,
 ``compile``, ``__import__``, the excepthook, the trace hook, the judge's own
 globals found through ``gc``), by exiting 0 from a signal handler or an
@@ -11,7 +11,7 @@ that never ends); and
 runs that try to change the next verdict (a ``sitecustomize.py`` on every
 path they can reach, ``PYTHONSTARTUP`` and ``PYTHONPATH``).
 
-Session 16 added a wrong ``add`` that reaches for the judge through the kernel
+Further, a wrong ``add`` that reaches for the judge through the kernel
 (``ptrace`` of its parent, ``process_vm_writev`` into it, a write to
 ``/proc/PPID/mem``, ``io_uring``, whose operations seccomp never sees), patches
 the small ints in its own memory, prints a passing report from a finalizer,
@@ -21,9 +21,9 @@ runs that try to outlive themselves through a child subreaper and a renamed
 grandchild, ``setsid -f`` from a forked child, or ``systemd-run``, ``at`` and
 ``nohup``.
 
-Session 17's round is in ``test_attacks_session17.py``; it found that the
-``SLEEPER`` here (``exec -a``) never started under dash, so the escapes above
-tried nothing there: it now runs under any ``/bin/sh``.
+The ``SLEEPER`` here must start under any ``/bin/sh`` (``exec -a`` does not
+under dash): ``test_kernel_reach_and_shared_files.py`` checks that each escape
+really started.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ CHEATS = {
         "builtins.exec = lambda *a, **k: None\n"
         "builtins.compile = lambda *a, **k: compile('pass', '<x>', 'exec')\n"
     ),
-    # The round of session 16.
+    # Through the kernel, the interpreter's own state, or a finalizer.
     # write the judge's (parent's) memory through the kernel: ptrace POKEDATA, process_vm_writev
     "ptrace_attach_parent": LIBC
     + "r = libc.ptrace(16, os.getppid(), 0, 0)\nprint('ptrace', r, ctypes.get_errno())\n",
@@ -174,7 +174,7 @@ ESCAPES = {
         "    signal.signal(signal.SIGHUP, signal.SIG_IGN)\n    os.setsid()\n"
         f"    os.execvp('sh', ['sh', '-c', {SLEEPER!r}])\n"
     ),
-    # The round of session 16.
+    # Through a subreaper, a renamed grandchild, or a service manager.
     "subreaper_double_fork_renamed": LIBC
     + textwrap.dedent(f"""
       libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER

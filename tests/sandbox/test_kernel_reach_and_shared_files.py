@@ -1,30 +1,25 @@
-"""The attack round of session 17, kept as tests (earlier rounds: ``test_fresh_attacks.py``).
+"""Programs that reach the judge through the kernel or leave state in shared files.
 
-Session 17 added a wrong ``add`` that reaches for the judge's and the
-spawner's descriptors (``pidfd_getfd`` on its parent and on the namespace's
-init, ``/proc/PID/fd/N`` of every other process) or writes a ``faulthandler``
-dump into its channel; runs that try to outlive themselves from a user and PID
-namespace of their own (with a fork bomb inside it), through
-``multiprocessing``'s ``spawn`` and ``fork`` start methods, a fork storm still
-raging when the run is torn down, and ``posix_spawn`` into a new process group
-with the terminating signals blocked; and runs that try to change the next
-verdict through the output files every run shares (seals, ``flock``, leases,
-``F_SETOWN``, ``O_ASYNC``, ``fallocate``), the scheduling and I/O priority of
-their parent and their uid, and ``.pth``, ``usercustomize``, ``json.py`` and
-poisoned ``.pyc`` files on every path they can write. Each escape also checks
-that its process really started (the ``SLEEPER`` of the earlier rounds never
-did under dash), and each cross-run case judges the next run on the same worker.
+Simpler tampering is in ``test_judge_tampering_and_escapes.py``. Here a wrong
+``add`` reaches for the judge's and the spawner's descriptors (``pidfd_getfd``
+on its parent and on the namespace's init, ``/proc/PID/fd/N`` of every other
+process) or writes a ``faulthandler`` dump into its channel; runs try to outlive
+themselves from a user and PID namespace of their own (with a fork bomb inside
+it), through ``multiprocessing``'s ``spawn`` and ``fork`` start methods, a fork
+storm still raging when the run is torn down, and ``posix_spawn`` into a new
+process group with the terminating signals blocked; and runs try to change the
+next verdict through the output files every run shares (seals, ``flock``,
+leases, ``F_SETOWN``, ``O_ASYNC``, ``fallocate``), the scheduling and I/O
+priority of their parent and their uid, and ``.pth``, ``usercustomize``,
+``json.py`` and poisoned ``.pyc`` files on every path they can write. Each
+escape checks that its process really started, and each cross-run case judges
+the next run on the same worker.
 
-Two things the round found were closed in the sandbox, each with a test here that
-fails without the fix: a run could make an unprivileged user namespace
-(``unshare``, ``clone`` with ``CLONE_NEWUSER``; the seccomp filter now refuses
-every new or joined namespace), and ``O_NONBLOCK``/``O_ASYNC`` set on the shared
-stdin reached the next run (the worker now clears stdin's flags and every shared
-file's ``flock`` before each run). Neither changed a verdict. A last round against
-the tree with both fixes tried their edges: the raw ``unshare`` system call, one
-from a forked child, ``clone3`` with the namespace flags, ``O_NONBLOCK`` set by
-``ioctl(FIONBIO)`` instead of ``fcntl``, and open-file-description locks; each held
-(the first two and the ioctl fail on the tree before the fixes).
+Two protections are pinned here: the seccomp filter refuses every new or joined
+namespace (``unshare``, ``clone``/``clone3`` with ``CLONE_NEWUSER``, from the
+run or a forked child), and the worker clears stdin's flags (``O_NONBLOCK`` by
+``fcntl`` or ``ioctl(FIONBIO)``, ``O_ASYNC``) and every shared file's ``flock``
+and open-file-description locks before each run.
 """
 
 from __future__ import annotations
@@ -37,7 +32,15 @@ from collections.abc import Iterator
 import pytest
 
 from llm_envs.sandbox import ProgramStatus, Sandbox, TestStatus
-from tests.sandbox.test_fresh_attacks import ESCAPES, LIBC, MARK, RIGHT, SLEEPER, TESTS, WRONG
+from tests.sandbox.test_judge_tampering_and_escapes import (
+    ESCAPES,
+    LIBC,
+    MARK,
+    RIGHT,
+    SLEEPER,
+    TESTS,
+    WRONG,
+)
 
 # Whether a process whose command line holds MARK runs in the run (its /proc
 # shows the whole PID namespace): an escape that never started proves nothing.

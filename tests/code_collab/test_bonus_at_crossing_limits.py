@@ -1,11 +1,12 @@
-"""Round 2 attacks on the strict collaboration bonus (issue 45).
+"""The strict collaboration bonus at the sandbox's crossing limits.
 
 A main that ignores aux's values (``_ = aux(n)``) must get no bonus whatever
 the helper returns. The variation changes a value's size (a sequence and a
 string grow by one, ``~x`` of ``2**k - 1`` has one more bit), so a helper that
 returns a value just under one of the sandbox's crossing limits (a range of
-1,000,000 items, an int of 300,000 bits) made only the varied run's call fail:
-every test "won" by aux's values, the full bonus for a value-independent main.
+1,000,000 items, an int of 300,000 bits) could make only the varied run's call
+fail: every test would "win" by aux's values, the full bonus for a
+value-independent main.
 """
 
 from __future__ import annotations

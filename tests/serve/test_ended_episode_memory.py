@@ -1,11 +1,10 @@
-"""Round 2 attacks on the episode server (issue 45), written from the docs alone.
+"""An ended episode's memory: the server keeps its record, not its environment.
 
 An ended episode is kept in memory so late clients still get their end (the
-latest 1,024 of them, docs/serve.md), but it kept its whole environment: a
-debate played with 1 MiB actions (the body cap) held about 13 MiB (3 agents,
-2 rounds) to 87 MiB (8 agents, 5 rounds) after it ended, so one client playing
-episodes one after another grew the server by that much per episode, up to
-1,024 x 87 MiB: far past what any limit says, until the machine runs out.
+latest 1,024 of them, docs/serve.md), but without its environment: a debate
+played with 1 MiB actions (the body cap) holds 13 MiB (3 agents, 2 rounds) to
+87 MiB (8 agents, 5 rounds) while it runs, and one client playing episodes one
+after another must not grow the server by that much per ended episode.
 """
 
 from __future__ import annotations
