@@ -4,14 +4,23 @@ Subclasses say what to answer in :meth:`LoopbackServer.respond`; the server
 reads each request's JSON body, sends the answer with its length, keeps the
 test output free of access logs, and serves on a daemon thread while the
 ``with`` block runs.
+
+A server a test starts as another process announces its URL with
+:func:`announce` (a file, written whole) and the test waits with
+:func:`wait_for_announcement`: stdout is never the protocol, since any library
+the server imports may print there first.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -65,3 +74,23 @@ class LoopbackServer:
 
 JSON = {"Content-Type": "application/json"}
 """The header of a JSON answer."""
+
+
+def announce(url: str, path: Path) -> None:
+    """Publish ``url`` in ``path`` once the server listens: written beside it, then renamed.
+
+    A reader polling for ``path`` sees no file or the whole URL, never a part.
+    """
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    partial.write_text(url, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def wait_for_announcement(process: subprocess.Popen[Any], path: Path, timeout: float) -> str | None:
+    """The URL ``process`` announced in ``path``; None once it exits or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            return path.read_text(encoding="utf-8") if path.exists() else None
+        time.sleep(0.05)
+    return path.read_text(encoding="utf-8")

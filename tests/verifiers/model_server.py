@@ -1,12 +1,13 @@
 """A tiny random model behind an OpenAI-compatible chat endpoint on 127.0.0.1, for tests.
 
-``python -m tests.verifiers.model_server LOG`` (from the repository root, with
-torch and transformers) builds the tiny Qwen2-style model of
+``python -m tests.verifiers.model_server LOG READY`` (from the repository root,
+with torch and transformers) builds the tiny Qwen2-style model of
 :func:`baselines.models.tiny_checkpoint`, serves ``POST /v1/chat/completions``
 with ``transformers``' ``generate`` (sampled, seeded per request, so the
-texts are real generations), prints its ``/v1`` URL on one line, and appends
-every request's messages and the text it answered to ``LOG`` (JSON lines).
-It serves until it is terminated.
+texts are real generations), writes its ``/v1`` URL to the file ``READY``
+once it listens (:func:`tests.loopback.announce`: no print can pose as it),
+and appends every request's messages and the text it answered to ``LOG``
+(JSON lines). It serves until it is terminated.
 
 Imports are lazy so that collecting this module (doctests) needs neither torch
 nor transformers: the verifiers tests run it with another interpreter.
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.loopback import JSON, LoopbackServer
+from tests.loopback import JSON, LoopbackServer, announce
 
 
 class TinyChatServer(LoopbackServer):
@@ -95,8 +96,8 @@ def _text(content: Any) -> str:
     return "\n".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
 
 
-def main(log: str) -> None:
-    """Serve the tiny model until terminated; print the ``/v1`` URL once it listens."""
+def main(log: str, ready: str) -> None:
+    """Serve the tiny model until terminated; announce the ``/v1`` URL in ``ready``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -108,9 +109,9 @@ def main(log: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     with TinyChatServer(model, tokenizer, Path(log)) as server:
-        print(server.url, flush=True)
+        announce(server.url, Path(ready))
         threading.Event().wait()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -26,11 +26,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +45,7 @@ from llm_envs.adapters.verifiers_env import PLUGIN, REWARD, write_plugin  # noqa
 from llm_envs.family import derive_seed  # noqa: E402
 from llm_envs.registration import make_family  # noqa: E402
 from llm_envs.seats import family_seat  # noqa: E402
+from tests.loopback import wait_for_announcement  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 3
@@ -117,33 +115,20 @@ def model_server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             )
         python = sys.executable
     folder = tmp_path_factory.mktemp("model_server")
-    log, errors = folder / "exchanges.jsonl", folder / "stderr.txt"
+    log, ready, output = folder / "exchanges.jsonl", folder / "url", folder / "output.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    with errors.open("w") as stderr:
+    with output.open("w") as out:
         proc = subprocess.Popen(
-            [python, "-m", "tests.verifiers.model_server", str(log)],
+            [python, "-m", "tests.verifiers.model_server", str(log), str(ready)],
             cwd=ROOT,
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:  # every line: a library may print before the server's own line
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=read, daemon=True).start()
     try:
-        url, deadline = "", time.monotonic() + 240
-        while not url.startswith("http://127.0.0.1:") and time.monotonic() < deadline:
-            try:
-                url = lines.get(timeout=max(0.0, deadline - time.monotonic())).strip()
-            except queue.Empty:
-                break
-        if not url.startswith("http://127.0.0.1:"):
-            pytest.fail(f"the model server did not start:\n{errors.read_text()[-3000:]}")
+        url = wait_for_announcement(proc, ready, timeout=240)
+        if url is None:
+            pytest.fail(f"the model server did not start:\n{output.read_text()[-3000:]}")
         yield url, log
     finally:
         proc.terminate()
