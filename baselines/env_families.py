@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.policies.base import Policy
 from baselines.rollouts import EpisodeResult, group_by
+from baselines.samplers.base import Policy
 from baselines.types import TrajectoryGroup
-from llm_envs.family import EpisodePlan, derive_seed
+from llm_envs.family import EpisodePlan
+from llm_envs.seeding import derive_seed
 
 __all__ = ["EpisodeBatch", "batch_of", "derive_seed", "one_per_setting"]
 

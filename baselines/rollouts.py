@@ -50,8 +50,8 @@ from typing import Any
 from pettingzoo import AECEnv, ParallelEnv
 
 from baselines.data.episode_metrics import numeric_info, warn_reserved_info_keys
-from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
 from baselines.progress import phase
+from baselines.samplers.base import Completion, Policy, SampleRequest, SamplingParams
 from baselines.types import Trajectory, TrajectoryGroup, Transition
 from llm_envs.contract import CONTEXT_KEYS, STRATEGY
 

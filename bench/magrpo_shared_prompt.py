@@ -27,7 +27,7 @@ import torch
 
 from baselines.magrpo.passes import completion_datum
 from baselines.models import resolve_model
-from baselines.policies.base import Completion
+from baselines.samplers.base import Completion
 from baselines.training.forward import forward_logprobs, shared_prompt_logprobs
 from baselines.training.losses import reinforce_loss
 

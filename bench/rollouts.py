@@ -24,8 +24,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from baselines.models import resolve_model
-from baselines.policies import SampleRequest, SamplingParams, TransformersPolicy
 from baselines.rollouts import rollout
+from baselines.samplers import SampleRequest, SamplingParams, TransformersPolicy
 from llm_envs.debate import env as debate_env
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     samplers = {"transformers": TransformersPolicy(model, tokenizer, batch_size=64)}
     if not args.no_vllm:
         try:
-            from baselines.policies import VLLMPolicy
+            from baselines.samplers import VLLMPolicy
 
             samplers["vllm"] = VLLMPolicy(path, tokenizer, dtype=args.dtype, max_model_len=4096)
         except ImportError as exc:

@@ -6,9 +6,9 @@ Run from the repository root::
     python bench/servers.py --model tiny --requests 8 --max-tokens 16   # a quick check
 
 It starts ``vllm serve`` on loopback, samples ``--requests`` chat requests
-through :class:`~baselines.policies.OpenAIPolicy` (token prompts, token ids and
+through :class:`~baselines.samplers.OpenAIPolicy` (token prompts, token ids and
 logprobs back, as the trainer samples), stops the server, then does the same
-with two servers behind a :class:`~baselines.policies.server_pool.ServerPool`.
+with two servers behind a :class:`~baselines.samplers.server_pool.ServerPool`.
 Both setups get the same requests, seeds and number of requests in flight
 (``--concurrency``), and the same CPU cores: the single server is bound to all
 of ``--cores``, each of the two to one half (``VLLM_CPU_OMP_THREADS_BIND``).
@@ -39,8 +39,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from baselines.models import resolve_model
-from baselines.policies import OpenAIPolicy, Policy, SampleRequest, SamplingParams
-from baselines.policies.server_pool import ServerPool, split_urls
+from baselines.samplers import OpenAIPolicy, Policy, SampleRequest, SamplingParams
+from baselines.samplers.server_pool import ServerPool, split_urls
 
 
 def requests_of(count: int) -> list[SampleRequest]:

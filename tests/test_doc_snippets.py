@@ -206,8 +206,8 @@ ADAPT: dict[tuple[str, str], Adapt] = {
     ("docs/envs/expert_iteration.md", "plan_groups(ArithmeticTask(64"): Adapt(
         # A training step's `step`, its policy and its renderer: scripted ones, byte tokens.
         prelude=(
-            "from baselines.policies import ScriptedPolicy\n"
-            "from baselines.policies.scripted import byte_render as renderer\n"
+            "from baselines.samplers import ScriptedPolicy\n"
+            "from baselines.samplers.scripted import byte_render as renderer\n"
             "from llm_envs.expert_iteration import ScriptedMathSolver\n"
             "step = 0\n"
             "policy = ScriptedPolicy({'solver': ScriptedMathSolver()})\n"

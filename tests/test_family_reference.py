@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.policies.scripted import ScriptedPolicy
 from baselines.rollouts import rollout
+from baselines.samplers.scripted import ScriptedPolicy
 from llm_envs.family import FamilyBase
 from llm_envs.registration import make_family
 

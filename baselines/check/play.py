@@ -2,8 +2,8 @@
 
 Episodes are played by :func:`baselines.rollouts.rollout`, the trainers' own
 rollout, so returns add up as a trainer adds them: each turn's step reward plus
-the final reward. Scripted players are :class:`~baselines.policies.scripted.ScriptedPolicy`
-samplers; a model is any :class:`~baselines.policies.base.Policy`.
+the final reward. Scripted players are :class:`~baselines.samplers.scripted.ScriptedPolicy`
+samplers; a model is any :class:`~baselines.samplers.base.Policy`.
 
 :func:`play_loaded` replays episodes all at once, each in a thread of its own,
 beside processes that burn every core: what a loaded batch of a trainer
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baselines.check.players import PlayerSet
-from baselines.policies.base import Policy, SamplingParams
-from baselines.policies.scripted import ScriptedPolicy
 from baselines.rollouts import EpisodeResult, rollout
+from baselines.samplers.base import Policy, SamplingParams
+from baselines.samplers.scripted import ScriptedPolicy
 from llm_envs.family import EpisodePlan
 
 __all__ = ["Episode", "Play", "Seating", "burning_cores", "play", "play_loaded"]

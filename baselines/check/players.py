@@ -1,10 +1,10 @@
 """Who plays the checked family's episodes: its own scripted players, and two that fail on purpose.
 
 * The family's players, asked through the registry's family object alone: its
-  reference players (:meth:`~llm_envs.family.Family.reference_players`), its
-  named scripted sets (:meth:`~llm_envs.family.Family.scripted_players`) and,
+  reference players (:meth:`~llm_envs.capabilities.ReferencePlayers.reference_players`), its
+  named scripted sets (:meth:`~llm_envs.capabilities.ScriptedPlayers.scripted_players`) and,
   where it has one, the teacher of a warm start
-  (:meth:`~llm_envs.family.Family.demonstrations`).
+  (:meth:`~llm_envs.capabilities.Teacher.demonstrations`).
 * :func:`empty_answer`: the empty string, every turn.
 * :class:`RandomText`: words of random letters, drawn from a seed and the
   observation (so a replay draws the same words).
@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.capabilities import Teacher, provides
 from llm_envs.family import Agent
 
 __all__ = [
@@ -47,7 +48,7 @@ TEACHER = "teacher"
 
 PlayerSet = Agent | Mapping[str, Agent]
 """One player for every seat, or a player per seat
-(what :class:`~baselines.policies.scripted.ScriptedPolicy` takes)."""
+(what :class:`~baselines.samplers.scripted.ScriptedPolicy` takes)."""
 
 _LETTERS = string.ascii_letters + string.digits + "<>/=.,!?"
 
@@ -127,7 +128,7 @@ def player_sets(family: Any, seed: int, groups: Sequence[int]) -> dict[str, Play
     scripted = getattr(family, "scripted_players", None)
     if callable(scripted):
         sets.update({str(name): players for name, players in scripted(seed).items()})
-    if getattr(family, "teacher_options", None) is not None:
+    if provides(family, Teacher):
         try:
             _, teachers = family.demonstrations(list(groups), seed)
         except ValueError:

@@ -56,9 +56,10 @@ from baselines.check.players import (
     player_sets,
     reference_players,
 )
-from baselines.policies.base import Policy, SamplingParams
-from llm_envs.family import Family, derive_seed
+from baselines.samplers.base import Policy, SamplingParams
+from llm_envs.family import Family
 from llm_envs.registration import entries, make_family
+from llm_envs.seeding import derive_seed
 
 __all__ = ["CheckReport", "run_checks"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from baselines.eval.config import parse_eval_args
-from baselines.policies.openai_policy import ServerError
+from baselines.samplers.openai_policy import ServerError
 
 __all__ = ["main"]
 

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from baselines.eval.seating import SeatingMode
-from baselines.policies.base import Policy
+from baselines.samplers.base import Policy
+from llm_envs.capabilities import ReferencePlayers, ScriptedPlayers, require
 from llm_envs.family import Family
 from llm_envs.registration import make_family
 
@@ -27,6 +28,9 @@ __all__ = ["Arena", "Episode", "make_arena"]
 
 Episode = tuple[Any, int, dict[str, Any]]
 """A fresh environment, its reset seed and its reset options."""
+
+
+_NAME = "name a model for every seat"
 
 
 class Arena:
@@ -60,26 +64,28 @@ class Arena:
         Raises:
             ValueError: where the family has none (its message names the fix).
         """
-        from baselines.policies.scripted import ScriptedPolicy
+        from baselines.samplers.scripted import ScriptedPolicy
 
-        return ScriptedPolicy(self.family.reference_players())
+        family = require(self.family, ReferencePlayers, by="the reference entrant", otherwise=_NAME)
+        return ScriptedPolicy(family.reference_players())
 
     def scripted(self, model: str, seed: int = 0) -> Policy:
         """The sampler of a scripted entrant: ``reference``, or ``scripted:SET``.
 
         ``scripted:SET`` is a set of the family's scripted players
-        (:meth:`~llm_envs.family.Family.scripted_players`, seeded with
+        (:meth:`~llm_envs.capabilities.ScriptedPlayers.scripted_players`, seeded with
         ``seed``), such as a game's random player, ``scripted:random``.
 
         Raises:
             ValueError: a set the family does not have (the message lists them).
         """
-        from baselines.policies.scripted import ScriptedPolicy
+        from baselines.samplers.scripted import ScriptedPolicy
 
         if model == "reference":
             return self.reference()
         name = model.removeprefix("scripted:")
-        sets = self.family.scripted_players(seed)
+        family = require(self.family, ScriptedPlayers, by=f"model {model!r}", otherwise=_NAME)
+        sets = family.scripted_players(seed)
         if name not in sets:
             raise ValueError(
                 f"model {model!r}: --env {self.name} has scripted players "

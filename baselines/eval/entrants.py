@@ -13,7 +13,7 @@ one model the server lists), ``reference`` (:data:`REFERENCE`): the
 family's reference players (a debate: a scripted debater that knows each
 question's answer and votes by it; TicTacToe: the minimax player), no model
 at all, or ``scripted:SET``, a set of the family's scripted players
-(:meth:`llm_envs.family.Family.scripted_players`; a game's random player:
+(:meth:`llm_envs.capabilities.ScriptedPlayers.scripted_players`; a game's random player:
 ``scripted:random``).
 ``KEY=VALUE`` pairs override the evaluation's sampling settings for this
 entrant: ``temperature``, ``top_p``, ``max_tokens``. ``NAME`` names it in
@@ -25,7 +25,7 @@ temperatures is two entrants::
 Parsing is pure (:func:`parse_entrant`); :func:`build_policies` loads the
 models: a local model once per folder, shared by the entrants that differ only
 in sampling settings (transformers' ``generate``, CPU or GPU); a server
-through :class:`~baselines.policies.openai_policy.OpenAIPolicy` (text only),
+through :class:`~baselines.samplers.openai_policy.OpenAIPolicy` (text only),
 with the API key read from the environment variable the caller names, never
 from the spec, so it is never written to a results file.
 """
@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from baselines.env_families import derive_seed
-from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
+from baselines.samplers.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
     "REFERENCE",
@@ -290,8 +290,8 @@ def build_policies(
 def _endpoint_policy(
     entrant: Entrant, *, api_key: str | None, concurrency: int, retries: int, timeout: float
 ) -> Policy:
-    from baselines.policies.build import served_model_name
-    from baselines.policies.openai_policy import OpenAIPolicy
+    from baselines.samplers.build import served_model_name
+    from baselines.samplers.openai_policy import OpenAIPolicy
 
     served = entrant.served_model or served_model_name(entrant.model, "")
     if not served:
@@ -310,7 +310,7 @@ def _endpoint_policy(
 
 
 def _local_policy(path: str, device: str) -> Any:
-    from baselines.policies.transformers_policy import TransformersPolicy
+    from baselines.samplers.transformers_policy import TransformersPolicy
 
     policy = TransformersPolicy.from_pretrained(path, device=device)
     policy.model.requires_grad_(False)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from baselines.eval.summary import EvalSummary
-from baselines.policies.base import Policy, SampleRequest, SamplingParams
+from baselines.samplers.base import Policy, SampleRequest, SamplingParams
 from llm_envs.family import Sampler
 
 __all__ = ["METER_FILE", "measure_entrants", "sampler_of", "with_meter"]

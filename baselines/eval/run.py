@@ -39,10 +39,10 @@ from baselines.eval.meter import measure_entrants, with_meter
 from baselines.eval.results import RESULTS_FILE, EpisodeLog, episode_line
 from baselines.eval.seating import seatings
 from baselines.eval.summary import EvalSummary, summarize
-from baselines.policies.base import Policy, SamplingParams
 from baselines.progress import phase, say
 from baselines.rollouts import rollout
 from baselines.run_directory import RUN_FILE, SUMMARY_FILE, RunDirectory
+from baselines.samplers.base import Policy, SamplingParams
 
 __all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]
 

@@ -43,13 +43,13 @@ from baselines.data.episode_metrics import numeric_info
 from baselines.grpo.assembly import AssembledCompletion, SampledTurn, assemble_completion
 from baselines.grpo.reward import env_reward
 from baselines.grpo.sampling import RecordingPolicy, SeenTurn, trainer_policy
-from baselines.policies.base import (
+from baselines.rollouts import rollout
+from baselines.run_directory import RunDirectory
+from baselines.samplers.base import (
     ChatRenderer,
     Policy,
     SamplingParams,
 )
-from baselines.rollouts import rollout
-from baselines.run_directory import RunDirectory
 from baselines.types import Tokens, Trajectory, TrajectoryGroup
 from llm_envs.contract import TRAINING_MESSAGES
 

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from baselines.policies.base import ChatRenderer, StopReason
+from baselines.samplers.base import ChatRenderer, StopReason
 from baselines.types import Tokens, as_tokens
 
 __all__ = [
@@ -206,7 +206,7 @@ def env_tokens_between(
         next_messages: the agent's next observation (its ``messages``).
         next_prompt_ids: ``next_messages`` rendered with the chat template.
         eos_token_ids: tokens that end a sample; defaults to the sampler's
-            (:attr:`baselines.policies.ChatRenderer.eos_token_ids`).
+            (:attr:`baselines.samplers.ChatRenderer.eos_token_ids`).
 
     Returns:
         The tokens to append after ``turn.action_ids`` and the method that found them.

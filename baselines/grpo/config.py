@@ -24,10 +24,11 @@ from baselines.config import (
     PositiveInt,
     RunConfig,
     UnitFraction,
+    check_nccl_transfer,
 )
 from baselines.data.credit import CreditName
-from baselines.policies.server_pool import Routing, split_urls
-from baselines.policies.server_weights import WeightTransfer
+from baselines.samplers.server_pool import Routing, split_urls
+from baselines.samplers.server_weights import WeightTransfer
 from llm_envs.registration import family_class
 
 __all__ = [
@@ -206,13 +207,4 @@ class GRPORunConfig(RunConfig):
                 f"({self.sampler_url!r}); drop sampler_url, or set vllm='off' (or 'auto')"
             )
         if self.sampler_weight_transfer == "nccl":
-            if self.sampler_weights_dir is not None:
-                raise ValueError(
-                    "sampler_weights_dir is for sampler_weight_transfer='folder'; with 'nccl' "
-                    "the weights go GPU to GPU: drop sampler_weights_dir"
-                )
-            if self.device == "cpu":
-                raise ValueError(
-                    "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
-                    "sampler_weight_transfer='folder' with sampler_weights_dir"
-                )
+            check_nccl_transfer(self.sampler_weights_dir, self.device)

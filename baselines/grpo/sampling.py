@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.grpo.config import GRPORunConfig
-from baselines.policies.base import (
+from baselines.samplers.base import (
     ChatRenderer,
     Completion,
     Policy,
@@ -23,8 +23,8 @@ from baselines.policies.base import (
     SamplingParams,
     StopReason,
 )
-from baselines.policies.build import TrainerSampler, build_sampler
-from baselines.policies.vllm_policy import VLLMPolicy
+from baselines.samplers.build import TrainerSampler, build_sampler
+from baselines.samplers.vllm_policy import VLLMPolicy
 from baselines.training.weights import gather_full_state, is_sharded
 from baselines.types import Tokens
 
@@ -51,7 +51,7 @@ class ServerSampling:
 
     Attributes:
         sampler: the policy over this process's servers and its weight push
-            (:func:`baselines.policies.build.build_sampler`); ``refresh`` is None
+            (:func:`baselines.samplers.build.build_sampler`); ``refresh`` is None
             when the servers keep their weights (no ``sampler_weights_dir``).
         pushed_step: the optimizer step whose weights the servers hold (0: the
             initial model they were started with).
@@ -84,10 +84,10 @@ def use_servers(trainer: Any, settings: GRPORunConfig, *, model_path: str) -> Se
     The servers, routing and weight transfer come from ``settings``
     (``sampler_url``, ``sampler_routing``, ``sampler_weight_transfer``,
     ``sampler_weights_dir``), through the importance-sampling trainer's
-    :func:`~baselines.policies.build.build_sampler`: this process's share of the
-    URLs, one :class:`~baselines.policies.OpenAIPolicy` each (the served model
+    :func:`~baselines.samplers.build.build_sampler`: this process's share of the
+    URLs, one :class:`~baselines.samplers.OpenAIPolicy` each (the served model
     name asked from the server, else ``model_path``), a
-    :class:`~baselines.policies.server_pool.ServerPool` over several.
+    :class:`~baselines.samplers.server_pool.ServerPool` over several.
 
     Args:
         trainer: a ``trl.GRPOTrainer`` with ``use_vllm=False``.
@@ -129,13 +129,13 @@ def use_servers(trainer: Any, settings: GRPORunConfig, *, model_path: str) -> Se
 def trainer_policy(trainer: Any, *, batch_size: int = 32) -> Iterator[Policy]:
     """A sampler with the trainer's current weights, for the duration of one rollout.
 
-    * Without vLLM: a :class:`~baselines.policies.TransformersPolicy` over the
+    * Without vLLM: a :class:`~baselines.samplers.TransformersPolicy` over the
       trainer's model, unwrapped by TRL's ``unwrap_model_for_generation`` (which
       gathers DeepSpeed ZeRO-3 weights and pauses gradient checkpointing), with
       ``trainer.processing_class`` as tokenizer.
     * With ``use_vllm=True, vllm_mode="colocate"``: TRL's own engine
       (``trainer.vllm_generation.llm``), whose weights TRL syncs before it calls
-      the rollout function, sampled through :class:`~baselines.policies.VLLMPolicy`'s
+      the rollout function, sampled through :class:`~baselines.samplers.VLLMPolicy`'s
       request logic (processed logprobs, stop strings, token prompts).
     * After :func:`use_servers`: the ``vllm serve`` servers of ``sampler_url``
       (:meth:`ServerSampling.policy`: the trainer's weights pushed to them once
@@ -175,7 +175,7 @@ def trainer_policy(trainer: Any, *, batch_size: int = 32) -> Iterator[Policy]:
         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
         gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
     ) as model:
-        from baselines.policies.transformers_policy import TransformersPolicy
+        from baselines.samplers.transformers_policy import TransformersPolicy
 
         yield TransformersPolicy(model, tokenizer, batch_size=batch_size)
 

@@ -12,7 +12,7 @@ Importing it does not import torch.
 from __future__ import annotations
 
 from dataclasses import field, fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import Interval
 from pydantic.dataclasses import dataclass
@@ -29,13 +29,15 @@ from baselines.config import (
     Probability,
     TrainerConfig,
     UnitFraction,
+    check_nccl_transfer,
 )
 from baselines.data.credit import CreditName
 from baselines.league.matchmaking import Matchmaking, PFSPWeighting
 from baselines.league.pool import parse_anchor
-from baselines.policies.server_pool import Routing
-from baselines.policies.server_weights import WeightTransfer
 from baselines.precision import EvalPrecision
+from baselines.samplers.server_pool import Routing
+from baselines.samplers.server_weights import WeightTransfer
+from llm_envs.capabilities import Teacher, require
 from llm_envs.registration import family_class, family_names
 
 __all__ = [
@@ -74,7 +76,165 @@ TEACHER_FIELDS = (
     ("warm_start_broken_rate", "broken_rate", "a teacher that breaks a seat's answers"),
     ("warm_start_mistake_rate", "mistake_rate", "a teacher that answers wrong at a rate"),
 )
-"""Warm-start settings a family's teacher may take: (field, ``teacher_options`` name, what)."""
+"""Warm-start settings a family's teacher may take: (flag name, ``teacher_options`` name and
+:class:`WarmStartSettings` field, what)."""
+
+
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
+class SamplerSettings:
+    """The sampler of the training episodes: its backend, its servers, its vLLM engine's memory."""
+
+    FLAG_PREFIX: ClassVar[str] = ""
+
+    sampler: SamplerName = "auto"
+    """``auto`` (vLLM when importable, else transformers), ``vllm`` (an in-process engine refreshed
+    with the new weights after every optimizer step), ``transformers`` (``generate`` on the trained
+    model itself: always current), or ``openai`` (remote OpenAI-compatible vLLM servers at
+    ``sampler_url``; see docs/trainer.md for refreshing them).
+    """
+    sampler_url: str | None = None
+    """base URL of the remote sampler, e.g. ``http://10.0.0.2:8000/v1``, or several separated by
+    commas. Each process spreads its requests over its share of them (see ``sampler_routing``): with
+    ``P`` processes, process ``i`` gets URLs ``i, i + P, ...``; with fewer URLs than processes, URL
+    ``i mod count``.
+    """
+    sampler_routing: Routing = "round_robin"
+    """with ``sampler=openai`` and several servers for one process: ``round_robin`` (request after
+    request, server after server) or ``least_loaded`` (the server with the fewest of this process's
+    requests in flight).
+    """
+    sampler_weight_transfer: WeightTransfer = "folder"
+    """with ``sampler=openai``: how the new weights reach the servers after every optimizer step:
+    ``folder`` (written once into ``sampler_weights_dir`` and reloaded by every server; without a
+    folder the servers keep their weights) or ``nccl`` (vLLM's weight-transfer API, GPU to GPU; CUDA
+    only, servers started with ``--weight-transfer-config '{"backend": "nccl"}'``).
+    """
+    sampler_weights_dir: str | None = None
+    """with ``sampler=openai``: a folder the trainer and the servers all see; after every optimizer
+    step the trainer writes the weights there and asks the servers (started with
+    ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the servers' weights alone (off-policy
+    sampling; the KL metrics show by how much).
+    """
+    vllm_gpu_memory_utilization: UnitFraction = 0.3
+    """with vLLM on GPU: the fraction of GPU memory each engine may take (the trainer needs the
+    rest).
+    """
+    vllm_kv_cache_gib: PositiveFloat = 0.5
+    """with vLLM on CPU: the KV-cache size of each engine."""
+
+    def __post_init__(self) -> None:
+        if self.sampler == "openai" and not self.sampler_url:
+            raise ValueError("sampler='openai' needs sampler_url (the server's /v1 base URL)")
+        if self.sampler_weights_dir is not None and self.sampler != "openai":
+            raise ValueError("sampler_weights_dir is for sampler='openai' only")
+        if self.sampler_weight_transfer == "nccl" and self.sampler != "openai":
+            raise ValueError(
+                "sampler_weight_transfer='nccl' sends weights to vLLM servers, for "
+                f"sampler='openai' only, got sampler={self.sampler!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
+class EvalSettings:
+    """The evaluation of the trained policy (every ``eval_every`` iterations)."""
+
+    FLAG_PREFIX: ClassVar[str] = "eval_"
+
+    groups: NonNegativeInt = 2
+    """questions (debate: each played ``num_agents`` times, the trained model in each role once) or
+    problems (expert iteration, ``iid`` strategy) per evaluation.
+    """
+    meter_samples: NonNegativeInt = 16
+    """texts sampled from the trained policy at each point the family's meter measures, at every
+    evaluation (Kuhn Poker: each of the 12 information sets, ``eval/exploitability`` with its
+    interval; see the family's page under ``docs/envs``); 0: no meter. Families without a meter
+    ignore it.
+    """
+    opponent: str | None = None
+    """debate evaluation only: the fixed policy playing the other roles: None for the initial model,
+    a Hugging Face id or folder, or the URL of an OpenAI-compatible server.
+    """
+    opponent_model: str | None = None
+    """the model name to request from an ``eval_opponent`` server; None uses ``model``."""
+    precision: EvalPrecision = "auto"
+    """with vLLM: the precision of the engines that play evaluation episodes. ``sampler``: the
+    training sampler's (fp32 on a CPU, so its logprobs are the trainer's); ``bf16``; ``auto``: bf16
+    on a CPU with bf16 arithmetic, where a call takes about half the time (evaluation needs samples,
+    not logprobs), else the sampler's. In a precision other than the sampler's, the trained
+    policy's evaluation turns run on an engine of their own, given the trained weights before each
+    evaluation.
+    """
+    scripted: bool = False
+    """also evaluate against each set of the family's scripted players (``eval/scripted:SET/...``,
+    e.g. the random and minimax players of TicTacToe), as fixed opponents in the other seats.
+    """
+
+
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
+class WarmStartSettings:
+    """The warm start: imitation of a family's scripted teacher before the first iteration."""
+
+    steps: NonNegativeInt = 0
+    """before the first iteration, this many optimizer steps of supervised fine-tuning on episodes
+    played by a scripted teacher (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which
+    needs questions with reference answers, e.g. ``--task arithmetic``), so a model that never
+    writes the output contract has something to improve on; 0 skips it (see
+    :mod:`baselines.training.warm_start`).
+    """
+    groups: PositiveInt = 8
+    """teacher episodes (debates) played for the warm start."""
+    datums: PositiveInt = 8
+    """teacher Datums (one agent's answers in one debate) per warm-start step."""
+    learning_rate: PositiveFloat = 1e-4
+    """the learning rate of the warm start."""
+    broken_rate: Probability = 0.0
+    """debate only: the share of teacher debates in which one seat breaks the answer contract (its
+    turns masked, not imitated), so the teachers' votes show real answers above broken ones; 0 keeps
+    every seat well-formed.
+    """
+    mistake_rate: Probability = 0.25
+    """debate only: the chance that a teacher answers the reference answer plus one instead of the
+    reference answer (per seat and question), so its debates hold answers that differ and votes
+    that are not ties; at 0.5 two seats differ in half the debates.
+    """
+
+
+@dataclass(frozen=True, kw_only=True, config=VALIDATION)
+class LeagueSettings:
+    """League play (``--opponents league``): the pool, its matchmaking and its ratings."""
+
+    matchmaking: Matchmaking = "pfsp"
+    """league only: how a group's opponent is drawn: ``pfsp`` (prioritized fictitious self-play, by
+    the learner's online win probability against each), ``uniform``, ``latest`` (the current
+    policy: mirror play, one seat trained) or ``anchors`` (the anchors alone: a fixed opponent).
+    """
+    pfsp_weighting: PFSPWeighting = "hard"
+    """league only: PFSP's weight of an opponent beaten with probability p: ``hard``, (1 - p)^2 (the
+    ones the learner still loses to), or ``variance``, p (1 - p) (the even ones).
+    """
+    anchors: tuple[str, ...] | None = None
+    """league only: fixed opponents, ``scripted:SET`` (a set of the family's scripted players, such
+    as ``scripted:random``) or ``[NAME=]http(s)://URL[#model]`` (an OpenAI-compatible server); None
+    for every scripted set the family has.
+    """
+    snapshot_every: NonNegativeInt = 2
+    """league only: iterations between snapshots of the trained policy added to the pool (one before
+    iteration 0: the initial model); 0 adds none.
+    """
+    max_snapshots: NonNegativeInt = 8
+    """league only: snapshots kept in the pool, the newest."""
+    group_size: PositiveInt = 4
+    """league only: episodes per group: one training episode played this many times with the learner
+    in one seat (the seats in turn over the groups) against one opponent.
+    """
+    rating_decay: RatingDecay = 0.9
+    """league only: what the learner's win tallies are multiplied by each iteration before its
+    games are added (1 counts every game alike; lower follows a changing learner).
+    """
+
+    def __post_init__(self) -> None:
+        for anchor in self.anchors or ():
+            parse_anchor(anchor)  # a bad spec names both forms
 
 
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)
@@ -163,35 +323,8 @@ class ISTrainerConfig(TrainerConfig):
     mean and std in the group, Dr. MAS) or ``agent_turn_groups`` (each turn compared with the same
     seat's same turn in the group, AT-GRPO).
     """
-    sampler: SamplerName = "auto"
-    """``auto`` (vLLM when importable, else transformers), ``vllm`` (an in-process engine refreshed
-    with the new weights after every optimizer step), ``transformers`` (``generate`` on the trained
-    model itself: always current), or ``openai`` (remote OpenAI-compatible vLLM servers at
-    ``sampler_url``; see docs/trainer.md for refreshing them).
-    """
-    sampler_url: str | None = None
-    """base URL of the remote sampler, e.g. ``http://10.0.0.2:8000/v1``, or several separated by
-    commas. Each process spreads its requests over its share of them (see ``sampler_routing``): with
-    ``P`` processes, process ``i`` gets URLs ``i, i + P, ...``; with fewer URLs than processes, URL
-    ``i mod count``.
-    """
-    sampler_routing: Routing = "round_robin"
-    """with ``sampler=openai`` and several servers for one process: ``round_robin`` (request after
-    request, server after server) or ``least_loaded`` (the server with the fewest of this process's
-    requests in flight).
-    """
-    sampler_weight_transfer: WeightTransfer = "folder"
-    """with ``sampler=openai``: how the new weights reach the servers after every optimizer step:
-    ``folder`` (written once into ``sampler_weights_dir`` and reloaded by every server; without a
-    folder the servers keep their weights) or ``nccl`` (vLLM's weight-transfer API, GPU to GPU; CUDA
-    only, servers started with ``--weight-transfer-config '{"backend": "nccl"}'``).
-    """
-    sampler_weights_dir: str | None = None
-    """with ``sampler=openai``: a folder the trainer and the servers all see; after every optimizer
-    step the trainer writes the weights there and asks the servers (started with
-    ``VLLM_SERVER_DEV_MODE=1``) to reload them. None leaves the servers' weights alone (off-policy
-    sampling; the KL metrics show by how much).
-    """
+    sampling: SamplerSettings = field(default_factory=SamplerSettings)
+    """the sampler of the training episodes (the ``--sampler`` and ``--vllm-*`` flags)."""
     packing: Packing = "auto"
     """``auto`` (packed rows when the model's attention can skip the blocks between Datums and a
     start-up probe finds the packed forward equal to separate forwards and not slower; else padded),
@@ -208,59 +341,10 @@ class ISTrainerConfig(TrainerConfig):
     uses the model's own logits. Models it cannot run this way (a bias, logit soft-capping, a DDP
     wrapper) use their own logits.
     """
-    vllm_gpu_memory_utilization: UnitFraction = 0.3
-    """with vLLM on GPU: the fraction of GPU memory each engine may take (the trainer needs the
-    rest).
-    """
-    vllm_kv_cache_gib: PositiveFloat = 0.5
-    """with vLLM on CPU: the KV-cache size of each engine."""
-    eval_groups: NonNegativeInt = 2
-    """questions (debate: each played ``num_agents`` times, the trained model in each role once) or
-    problems (expert iteration, ``iid`` strategy) per evaluation.
-    """
-    eval_meter_samples: NonNegativeInt = 16
-    """texts sampled from the trained policy at each point the family's meter measures, at every
-    evaluation (Kuhn Poker: each of the 12 information sets, ``eval/exploitability`` with its
-    interval; see the family's page under ``docs/envs``); 0: no meter. Families without a meter
-    ignore it.
-    """
-    eval_opponent: str | None = None
-    """debate evaluation only: the fixed policy playing the other roles: None for the initial model,
-    a Hugging Face id or folder, or the URL of an OpenAI-compatible server.
-    """
-    eval_opponent_model: str | None = None
-    """the model name to request from an ``eval_opponent`` server; None uses ``model``."""
-    eval_precision: EvalPrecision = "auto"
-    """with vLLM: the precision of the engines that play evaluation episodes. ``sampler``: the
-    training sampler's (fp32 on a CPU, so its logprobs are the trainer's); ``bf16``; ``auto``: bf16
-    on a CPU with bf16 arithmetic, where a call takes about half the time (evaluation needs samples,
-    not logprobs), else the sampler's. In a precision other than the sampler's, the trained
-    policy's evaluation turns run on an engine of their own, given the trained weights before each
-    evaluation.
-    """
-    warm_start_steps: NonNegativeInt = 0
-    """before the first iteration, this many optimizer steps of supervised fine-tuning on episodes
-    played by a scripted teacher (debate: :class:`llm_envs.debate.agents.JudgingDebater`, which
-    needs questions with reference answers, e.g. ``--task arithmetic``), so a model that never
-    writes the output contract has something to improve on; 0 skips it (see
-    :mod:`baselines.training.warm_start`).
-    """
-    warm_start_groups: PositiveInt = 8
-    """teacher episodes (debates) played for the warm start."""
-    warm_start_datums: PositiveInt = 8
-    """teacher Datums (one agent's answers in one debate) per warm-start step."""
-    warm_start_learning_rate: PositiveFloat = 1e-4
-    """the learning rate of the warm start."""
-    warm_start_broken_rate: Probability = 0.0
-    """debate only: the share of teacher debates in which one seat breaks the answer contract (its
-    turns masked, not imitated), so the teachers' votes show real answers above broken ones; 0 keeps
-    every seat well-formed.
-    """
-    warm_start_mistake_rate: Probability = 0.25
-    """debate only: the chance that a teacher answers the reference answer plus one instead of the
-    reference answer (per seat and question), so its debates hold answers that differ and votes
-    that are not ties; at 0.5 two seats differ in half the debates.
-    """
+    evaluation: EvalSettings = field(default_factory=EvalSettings)
+    """how the trained policy is evaluated (the ``--eval-*`` flags)."""
+    warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
+    """the imitation of a scripted teacher before the first iteration (``--warm-start-*``)."""
 
     opponents: Opponents = "mirror"
     """who plays the seats the learner does not (docs/league.md): ``mirror`` (self-play: the current
@@ -268,87 +352,45 @@ class ISTrainerConfig(TrainerConfig):
     in one seat, trained, and one opponent from the pool in the others: the current policy, the
     ``league_anchors`` and snapshots of the trained policy).
     """
-    league_matchmaking: Matchmaking = "pfsp"
-    """league only: how a group's opponent is drawn: ``pfsp`` (prioritized fictitious self-play, by
-    the learner's online win probability against each), ``uniform``, ``latest`` (the current
-    policy: mirror play, one seat trained) or ``anchors`` (the anchors alone: a fixed opponent).
-    """
-    league_pfsp_weighting: PFSPWeighting = "hard"
-    """league only: PFSP's weight of an opponent beaten with probability p: ``hard``, (1 - p)^2 (the
-    ones the learner still loses to), or ``variance``, p (1 - p) (the even ones).
-    """
-    league_anchors: tuple[str, ...] | None = None
-    """league only: fixed opponents, ``scripted:SET`` (a set of the family's scripted players, such
-    as ``scripted:random``) or ``[NAME=]http(s)://URL[#model]`` (an OpenAI-compatible server); None
-    for every scripted set the family has.
-    """
-    league_snapshot_every: NonNegativeInt = 2
-    """league only: iterations between snapshots of the trained policy added to the pool (one before
-    iteration 0: the initial model); 0 adds none.
-    """
-    league_max_snapshots: NonNegativeInt = 8
-    """league only: snapshots kept in the pool, the newest."""
-    league_group_size: PositiveInt = 4
-    """league only: episodes per group: one training episode played this many times with the learner
-    in one seat (the seats in turn over the groups) against one opponent.
-    """
-    league_rating_decay: RatingDecay = 0.9
-    """league only: what the learner's win tallies are multiplied by each iteration before its
-    games are added (1 counts every game alike; lower follows a changing learner).
-    """
-    eval_scripted: bool = False
-    """also evaluate against each set of the family's scripted players (``eval/scripted:SET/...``,
-    e.g. the random and minimax players of TicTacToe), as fixed opponents in the other seats.
-    """
+    league: LeagueSettings = field(default_factory=LeagueSettings)
+    """league play's settings (the ``--league-*`` flags; ``--opponents league``)."""
 
     def _check_rules(self) -> None:
-        league_fields = {f.name: f.default for f in fields(self) if f.name.startswith("league_")}
-        changed = [k for k, v in league_fields.items() if getattr(self, k) != v]
-        if self.opponents != "league" and changed:
+        if self.opponents != "league" and self.league != LeagueSettings():
+            default = LeagueSettings()
+            changed = [
+                f"league_{f.name}"
+                for f in fields(self.league)
+                if getattr(self.league, f.name) != getattr(default, f.name)
+            ]
             raise ValueError(
                 f"{', '.join(changed)} set with opponents={self.opponents!r}: the league_* "
                 "settings are for --opponents league"
             )
-        for anchor in self.league_anchors or ():
-            parse_anchor(anchor)  # a bad spec names both forms
         if self.normalize_advantages and self.credit in ("role_baseline", "per_agent_norm"):
             raise ValueError(
                 f"normalize_advantages is for credit 'group_mean' or 'agent_turn_groups'; "
                 f"credit={self.credit!r} decides the scale itself: drop normalize_advantages"
             )
-        if self.sampler == "openai" and not self.sampler_url:
-            raise ValueError("sampler='openai' needs sampler_url (the server's /v1 base URL)")
-        if self.sampler_weights_dir is not None and self.sampler != "openai":
-            raise ValueError("sampler_weights_dir is for sampler='openai' only")
-        if self.sampler_weight_transfer == "nccl":
-            if self.sampler != "openai":
-                raise ValueError(
-                    "sampler_weight_transfer='nccl' sends weights to vLLM servers, for "
-                    f"sampler='openai' only, got sampler={self.sampler!r}"
-                )
-            if self.sampler_weights_dir is not None:
-                raise ValueError(
-                    "sampler_weights_dir is for sampler_weight_transfer='folder'; with 'nccl' "
-                    "the weights go GPU to GPU: drop sampler_weights_dir"
-                )
-            if self.device == "cpu":
-                raise ValueError(
-                    "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
-                    "sampler_weight_transfer='folder' with sampler_weights_dir"
-                )
+        if self.sampling.sampler_weight_transfer == "nccl":
+            check_nccl_transfer(self.sampling.sampler_weights_dir, self.device)
         family = family_class(self.env)  # an unknown env names the registered ones
         if self.task not in family.tasks:
             raise ValueError(
                 f"--env {self.env} takes --task {' | '.join(family.tasks)}, got {self.task!r}"
             )
-        if self.warm_start_steps > 0 and family.teacher_options is None:
-            raise ValueError(
-                f"--env {self.env} has no scripted teacher for a warm start; "
-                "use --warm-start-steps 0"
+        if self.warm_start.steps > 0:
+            require(
+                family,
+                Teacher,
+                by="a warm start imitates a scripted teacher",
+                otherwise="use --warm-start-steps 0",
             )
         for name, option, what in TEACHER_FIELDS:
-            default = type(self).__dataclass_fields__[name].default
-            if getattr(self, name) == default or option in (family.teacher_options or ()):
+            default = getattr(WarmStartSettings(), option)
+            if getattr(self.warm_start, option) == default or option in (
+                family.teacher_options or ()
+            ):
                 continue
             takers = [
                 taker

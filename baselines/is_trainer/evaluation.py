@@ -2,7 +2,7 @@
 
 The episodes are the family's evaluation plan, the same at every evaluation
 (their seed does not depend on the iteration), so evaluations compare. A
-family with a fixed opponent (:attr:`~llm_envs.family.Family.fixed_opponent`)
+family with a fixed opponent (:attr:`~llm_envs.capabilities.EvaluationDetails.fixed_opponent`)
 plays the trained policy in some seats and the opponent
 (:meth:`EvaluationPolicies.opponent`: the initial model by default) in the
 others; ``eval/...`` are the trained seats' means, ``eval/opponent/...`` the
@@ -23,9 +23,9 @@ import numpy as np
 from baselines.data.advantages import trajectory_return
 from baselines.data.episode_metrics import numeric_info
 from baselines.env_families import batch_of, derive_seed, one_per_setting
-from baselines.policies.base import Policy, SampleRequest, SamplingParams
-from baselines.policies.build import build_fixed_policy
 from baselines.precision import cpu_flags, eval_dtype, sampler_dtype
+from baselines.samplers.base import Policy, SampleRequest, SamplingParams
+from baselines.samplers.build import build_fixed_policy
 from baselines.training.weights import gather_full_state
 from llm_envs.family import EpisodePlan
 
@@ -130,7 +130,7 @@ def evaluate(trainer: ISTrainer) -> dict[str, float]:
     metrics = eval_metrics(trainer.gather(rows), "eval", "eval/opponent")
     metrics.update(measured(trainer, learner))
     if config.eval_scripted:
-        from baselines.policies.scripted import ScriptedPolicy
+        from baselines.samplers.scripted import ScriptedPolicy
 
         for name, players in sorted(family.scripted_players(seed).items()):
             scripted = ScriptedPolicy(players, trainer.tokenizer)

@@ -8,13 +8,13 @@
   the league asks for, as model folders ``OUTPUT_DIR/league/snapshot_NNNNN``.
   In a LoRA run sampled with vLLM each snapshot also keeps its adapter
   (``snapshot_NNNNN/adapter``), and the snapshots are adapters side by side
-  on one engine of the base model (:class:`~baselines.policies.vllm_policy.VLLMAdapter`);
+  on one engine of the base model (:class:`~baselines.samplers.vllm_policy.VLLMAdapter`);
   otherwise each is a frozen transformers copy of the model, loaded once and
   kept while the snapshot is in the pool;
 * ``scripted:SET``: the family's scripted players
-  (:meth:`~llm_envs.family.Family.scripted_players`), built afresh each
+  (:meth:`~llm_envs.capabilities.ScriptedPlayers.scripted_players`), built afresh each
   iteration with a seed of the iteration (a resumed run plays the same moves);
-* endpoints: an OpenAI-compatible server (:class:`~baselines.policies.OpenAIPolicy`).
+* endpoints: an OpenAI-compatible server (:class:`~baselines.samplers.OpenAIPolicy`).
 
 The league's state (pool, ratings) is part of the checkpoint: a resumed run
 continues the same league.
@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 from baselines.env_families import derive_seed
 from baselines.league import League, Opponent, league_batch, parse_anchor
 from baselines.league.ratings import LeagueRatings
-from baselines.policies.base import Policy
+from baselines.samplers.base import Policy
 from baselines.types import TrajectoryGroup
+from llm_envs.capabilities import ScriptedPlayers, require
 
 if TYPE_CHECKING:
     from baselines.is_trainer.trainer import ISTrainer
-    from baselines.policies.vllm_policy import VLLMPolicy
+    from baselines.samplers.vllm_policy import VLLMPolicy
 
 __all__ = ["LeaguePlay", "new_league"]
 
@@ -59,6 +60,7 @@ def new_league(trainer_config: Any, family: Any) -> League:
         anchors = [Opponent(f"scripted:{name}", "scripted", name) for name in scripted]
     for anchor in anchors:
         if anchor.kind == "scripted" and anchor.source not in scripted:
+            require(family, ScriptedPlayers, by=f"league anchor {anchor.name!r} is scripted")
             raise ValueError(
                 f"league anchor {anchor.name!r}: --env {family.name} has scripted players "
                 f"{scripted or 'none'} for these settings"
@@ -153,7 +155,7 @@ class LeaguePlay:
         return self._snapshots[name]
 
     def _scripted_policies(self, iteration: int) -> dict[str, Policy]:
-        from baselines.policies.scripted import ScriptedPolicy
+        from baselines.samplers.scripted import ScriptedPolicy
 
         seed = derive_seed(self.trainer.config.seed, _MATCH_SEED, iteration, 1)
         sets = self.trainer.family.scripted_players(seed)
@@ -172,7 +174,7 @@ class LeaguePlay:
         """
         import shutil
 
-        from baselines.policies.server_weights import write_weights_folder
+        from baselines.samplers.server_weights import write_weights_folder
         from baselines.training.weights import gather_full_state
 
         trainer = self.trainer
@@ -195,7 +197,7 @@ class LeaguePlay:
             self._snapshots.pop(gone.name, None)
 
     def _load_snapshot(self, opponent: Opponent) -> Policy:
-        from baselines.policies import TransformersPolicy
+        from baselines.samplers import TransformersPolicy
 
         trainer = self.trainer
         path = Path(trainer.config.output_dir) / opponent.source
@@ -205,7 +207,7 @@ class LeaguePlay:
                 "them; start the run in a new output_dir"
             )
         if self.adapters:
-            from baselines.policies.vllm_policy import VLLMAdapter
+            from baselines.samplers.vllm_policy import VLLMAdapter
 
             assert opponent.iteration is not None
             engine = self._adapter_engine()
@@ -220,7 +222,7 @@ class LeaguePlay:
     def _adapter_engine(self) -> VLLMPolicy:
         """The one engine of the base model that the snapshots' adapters share."""
         if self._engine is None:
-            from baselines.policies.build import build_adapter_engine
+            from baselines.samplers.build import build_adapter_engine
 
             trainer = self.trainer
             self._engine = build_adapter_engine(
@@ -242,8 +244,8 @@ class LeaguePlay:
 
 
 def _endpoint(source: str, default_model: str) -> Policy:
-    from baselines.policies import OpenAIPolicy
-    from baselines.policies.build import served_model_name
+    from baselines.samplers import OpenAIPolicy
+    from baselines.samplers.build import served_model_name
 
     url, _, model = source.partition("#")
     return OpenAIPolicy(url, model or served_model_name(url, default_model))

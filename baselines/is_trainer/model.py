@@ -18,7 +18,7 @@ import torch
 
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.models import resolve_model
-from baselines.policies.base import ChatRenderer
+from baselines.samplers.base import ChatRenderer
 from baselines.training.checkpoints import save_adapters_only
 from baselines.training.forward import Layout, supports_logits_to_keep
 from baselines.training.layout import choose_layout

@@ -60,10 +60,10 @@ from baselines.is_trainer.evaluation import EvaluationPolicies, evaluate
 from baselines.is_trainer.league import LeaguePlay, new_league
 from baselines.is_trainer.model import load_policy_model, make_optimizer
 from baselines.is_trainer.warm_start import warm_start
-from baselines.policies.base import SamplingParams
-from baselines.policies.build import build_sampler, resolve_sampler_kind
 from baselines.progress import phase
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
+from baselines.samplers.base import SamplingParams
+from baselines.samplers.build import build_sampler, resolve_sampler_kind
 from baselines.training.checkpoints import (
     checkpoint_state,
     latest_checkpoint,

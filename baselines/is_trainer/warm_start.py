@@ -17,6 +17,7 @@ from baselines.env_families import batch_of, derive_seed
 from baselines.is_trainer.config import TEACHER_FIELDS
 from baselines.progress import phase, say
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
+from llm_envs.capabilities import Teacher, require
 
 if TYPE_CHECKING:
     from baselines.is_trainer.trainer import ISTrainer
@@ -41,7 +42,7 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
     ``warm_start_learning_rate``) on ``warm_start_groups`` episodes played
     by the teacher; see :mod:`baselines.training.warm_start`.
     """
-    from baselines.policies.scripted import ScriptedPolicy
+    from baselines.samplers.scripted import ScriptedPolicy
 
     config = trainer.config
     start = time.perf_counter()
@@ -54,11 +55,12 @@ def warm_start(trainer: ISTrainer) -> dict[str, float]:
     first = 1_000_000_000  # group indices of their own, far from the training ones
     indices = list(range(first, first + config.warm_start_groups))
     # A family's teacher takes the options it lists (the config refuses the others).
-    options = trainer.family.teacher_options or ()
+    family = require(trainer.family, Teacher, by="a warm start imitates a scripted teacher")
+    options = family.teacher_options
     asked = {
         option: getattr(config, name) for name, option, _ in TEACHER_FIELDS if option in options
     }
-    plan, teachers = trainer.family.demonstrations(
+    plan, teachers = family.demonstrations(
         indices, derive_seed(config.seed, first), **asked
     )
     batch = batch_of(plan)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from baselines.data.advantages import trajectory_return
 from baselines.env_families import EpisodeBatch
 from baselines.league.ratings import game_score
-from baselines.policies.base import Policy
 from baselines.rollouts import EpisodeResult, group_by
+from baselines.samplers.base import Policy
 from baselines.types import TrajectoryGroup
 from llm_envs.family import EpisodePlan, Family
 

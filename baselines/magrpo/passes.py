@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import torch
 
 from baselines.data.datums import trajectory_to_data
-from baselines.policies.base import Completion
+from baselines.samplers.base import Completion
 from baselines.training.forward import (
     forward_logprobs,
     shared_prompt_logprobs,

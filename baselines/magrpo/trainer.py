@@ -68,7 +68,7 @@ from baselines.magrpo.tree import (
     summarize_tree_values,
     tree_metric_values,
 )
-from baselines.policies.base import Completion, Policy, SamplingParams
+from baselines.samplers.base import Completion, Policy, SamplingParams
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     latest_checkpoint,
@@ -89,7 +89,8 @@ from baselines.training.run import (
     train_with,
 )
 from baselines.training.weights import loading_whole_models
-from llm_envs.family import EpisodePlan, Family, derive_seed
+from llm_envs.family import EpisodePlan, Family
+from llm_envs.seeding import derive_seed
 
 __all__ = ["MAGRPOConfig", "MAGRPOTrainer", "main", "train"]
 
@@ -110,7 +111,7 @@ class MAGRPOTrainer(TrainingRun):
             the one base model the agents share, given for every agent.
         tokenizer: the tokenizer (default: ``config.model``'s).
         samplers: a policy per agent (default: a
-            :class:`~baselines.policies.TransformersPolicy` on the agent's model,
+            :class:`~baselines.samplers.TransformersPolicy` on the agent's model,
             which always samples with the current weights; under FSDP or ZeRO-3,
             a copy of it refreshed after every step). A custom sampler must
             return the completion's prompt tokens as the agent's model reads
@@ -206,7 +207,7 @@ class MAGRPOTrainer(TrainingRun):
         the agent's steps (:meth:`_refresh`). With LoRA each agent samples with
         its own adapter switched on.
         """
-        from baselines.policies.transformers_policy import TransformersPolicy
+        from baselines.samplers.transformers_policy import TransformersPolicy
 
         self._copies: dict[str, TransformersPolicy] = {}
         if given is None:

@@ -61,7 +61,7 @@ from baselines.magrpo.credit import (
     joint_indices,
     should_expand,
 )
-from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
+from baselines.samplers.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
     "TREE_METRICS",

@@ -1,54 +1,38 @@
-"""Samplers: chat observations in, sampled tokens, logprobs and text out.
+"""Deprecated: the samplers moved to :mod:`baselines.samplers`; removed in the next release.
 
-:class:`TransformersPolicy` and :class:`VLLMPolicy` import their backends only
-when built, so importing this package needs neither.
+``import baselines.policies`` and ``from baselines.policies.<module> import X``
+keep working (each submodule is the same module object as its
+``baselines.samplers`` counterpart), with one :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+import sys
+import warnings
 
-from baselines.policies.base import (
-    ChatRenderer,
-    Completion,
-    Policy,
-    SampleRequest,
-    SamplingParams,
-    StopReason,
-    cut_at_stop,
+import baselines.samplers
+from baselines.samplers import *  # noqa: F403
+from baselines.samplers import __all__ as __all__
+
+warnings.warn(
+    "baselines.policies is deprecated: import from baselines.samplers instead",
+    DeprecationWarning,
+    stacklevel=2,
 )
 
-if TYPE_CHECKING:
-    from baselines.policies.openai_policy import OpenAIPolicy
-    from baselines.policies.scripted import ScriptedPolicy
-    from baselines.policies.transformers_policy import TransformersPolicy
-    from baselines.policies.vllm_policy import VLLMPolicy
-
-__all__ = [
-    "ChatRenderer",
-    "Completion",
-    "OpenAIPolicy",
-    "Policy",
-    "SampleRequest",
-    "SamplingParams",
-    "ScriptedPolicy",
-    "StopReason",
-    "TransformersPolicy",
-    "VLLMPolicy",
-    "cut_at_stop",
-]
-
-_LAZY = {
-    "OpenAIPolicy": "baselines.policies.openai_policy",
-    "ScriptedPolicy": "baselines.policies.scripted",
-    "TransformersPolicy": "baselines.policies.transformers_policy",
-    "VLLMPolicy": "baselines.policies.vllm_policy",
-}
+for _name in (
+    "base",
+    "build",
+    "openai_policy",
+    "scripted",
+    "server_pool",
+    "server_weights",
+    "transformers_policy",
+    "vllm_policy",
+):
+    sys.modules[f"{__name__}.{_name}"] = importlib.import_module(f"baselines.samplers.{_name}")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    return getattr(baselines.samplers, name)

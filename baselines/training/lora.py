@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
+from baselines.samplers.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
     "ADAPTER_DIR",

@@ -29,8 +29,8 @@ def test_baselines_never_names_the_family():
 def test_the_evaluator_and_the_report_take_it(tmp_path):
     from baselines.eval.config import EvalConfig
     from baselines.eval.run import Evaluation
-    from baselines.policies.scripted import ScriptedPolicy
     from baselines.report import write_report
+    from baselines.samplers.scripted import ScriptedPolicy
     from llm_envs.textarena.players import random_player
 
     config = EvalConfig(

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2] / "baselines"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"library_logs", "precision", "progress", "threads"}),
     frozenset({"types", "models", "run_directory"}),
-    frozenset({"config", "data", "policies"}),
-    frozenset({"cli", "rollouts", "report"}),
+    frozenset({"config", "data", "samplers"}),
+    frozenset({"cli", "rollouts", "report", "policies"}),  # policies: samplers' deprecated alias
     frozenset({"env_families", "training"}),
     frozenset({"eval"}),
     frozenset({"league", "check"}),

@@ -20,8 +20,8 @@ from baselines.grpo.adapters import completion_metrics
 from baselines.grpo.assembly import AssembledCompletion
 from baselines.is_trainer.evaluation import eval_metrics
 from baselines.magrpo.tree import TREE_METRICS, grow_trees
-from baselines.policies import SamplingParams, ScriptedPolicy
 from baselines.rollouts import rollout
+from baselines.samplers import SamplingParams, ScriptedPolicy
 from baselines.types import Trajectory, TrajectoryGroup, Transition
 from llm_envs.contract import RESERVED_INFO_KEYS, STOP, Observation
 from llm_envs.factories import aec_factories

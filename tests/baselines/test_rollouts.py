@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pettingzoo import ParallelEnv
 
 from baselines.data.datums import assemble_training_data
-from baselines.policies import SampleRequest, SamplingParams, ScriptedPolicy
-from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, group_episodes, rollout
+from baselines.samplers import SampleRequest, SamplingParams, ScriptedPolicy
+from baselines.samplers.scripted import byte_render
 from llm_envs.debate import MalformedDebater, format_answer, scripted_debaters
 from llm_envs.debate import env as debate_env
 from llm_envs.debate.agents import ScriptedDebater
@@ -246,7 +246,7 @@ def test_a_request_needs_a_chat_observation():
 
 @pytest.mark.slow
 def test_tiny_model_debate_rollout_end_to_end(tiny_model):
-    from baselines.policies import TransformersPolicy
+    from baselines.samplers import TransformersPolicy
 
     model, tokenizer = tiny_model
     policy = TransformersPolicy(model, tokenizer)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from baselines.data.datums import trajectory_to_data
-from baselines.policies import ScriptedPolicy
 from baselines.rollouts import rollout
+from baselines.samplers import ScriptedPolicy
 from llm_envs.code_collab import ScriptedCoder, env, parallel_env
 from tests.code_collab.cases import IS_BIG, IS_PRIME, USES_AUX
 

@@ -16,9 +16,9 @@ from baselines.data.datums import (
     training_context_transform,
     trajectory_to_data,
 )
-from baselines.policies import ScriptedPolicy
-from baselines.policies.scripted import byte_render
 from baselines.rollouts import group_by, rollout
+from baselines.samplers import ScriptedPolicy
+from baselines.samplers.scripted import byte_render
 from llm_envs.expert_iteration import ScriptedCritic, ScriptedMathSolver, plan_groups
 from llm_envs.tasks import ArithmeticTask
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from baselines.eval.__main__ import main
-from baselines.policies import SampleRequest, SamplingParams
-from baselines.policies.openai_policy import OpenAIPolicy, ServerError
+from baselines.samplers import SampleRequest, SamplingParams
+from baselines.samplers.openai_policy import OpenAIPolicy, ServerError
 from llm_envs.debate import format_answer
 from tests.loopback import JSON, LoopbackServer
 

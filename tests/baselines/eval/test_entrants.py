@@ -11,7 +11,7 @@ from baselines.eval.entrants import (
     parse_entrant,
     parse_entrants,
 )
-from baselines.policies import Completion, SampleRequest, SamplingParams
+from baselines.samplers import Completion, SampleRequest, SamplingParams
 
 
 @pytest.mark.parametrize(

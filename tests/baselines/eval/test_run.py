@@ -13,8 +13,8 @@ from baselines.eval.arenas import make_arena
 from baselines.eval.config import EvalConfig
 from baselines.eval.run import Evaluation
 from baselines.eval.summary import summarize
-from baselines.policies.scripted import ScriptedPolicy
 from baselines.report import write_report
+from baselines.samplers.scripted import ScriptedPolicy
 from llm_envs.code_collab.agents import CanonicalCoder, GarbageCoder
 from llm_envs.debate import scripted_debaters
 from llm_envs.debate.agents import MalformedDebater

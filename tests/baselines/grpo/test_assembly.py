@@ -20,7 +20,7 @@ from baselines.grpo.assembly import (
     format_completion,
     mask_runs,
 )
-from baselines.policies import ChatRenderer
+from baselines.samplers import ChatRenderer
 
 pytest.importorskip("transformers")
 

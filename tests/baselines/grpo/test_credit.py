@@ -137,7 +137,7 @@ def test_env_reward_hands_trl_the_credit_and_logs_the_return():
 def test_a_scripted_debate_gets_role_baseline_rewards(tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from baselines.policies import ScriptedPolicy
+    from baselines.samplers import ScriptedPolicy
     from llm_envs.debate import scripted_debaters
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -179,7 +179,7 @@ def test_a_tiny_trl_run_trains_on_the_credit(tmp_path):
 
     from baselines.grpo.run import build_trainer
     from baselines.models import resolve_model
-    from baselines.policies import ScriptedPolicy
+    from baselines.samplers import ScriptedPolicy
     from llm_envs.expert_iteration import ScriptedMathSolver
 
     # A solver that is always right: every return is the same, so every advantage is 0.

@@ -14,8 +14,8 @@ import pytest
 
 from baselines.grpo.family_rollout import FamilyRollout
 from baselines.grpo.run import GRPORunConfig
-from baselines.policies import ScriptedPolicy
 from baselines.report import write_report
+from baselines.samplers import ScriptedPolicy
 from llm_envs.debate import scripted_debaters
 from llm_envs.expert_iteration import ScriptedMathSolver
 

@@ -141,7 +141,7 @@ def test_servers_turn_trls_vllm_off(vllm):
 
 def test_pushes_once_per_optimizer_step_not_per_rollout(tmp_path):
     from baselines.grpo.sampling import trainer_policy, use_servers
-    from baselines.policies.server_pool import ServerPool
+    from baselines.samplers.server_pool import ServerPool
 
     trainer = fake_trainer()
     with FakeVLLM() as a, FakeVLLM() as b:
@@ -196,7 +196,7 @@ def test_a_lora_model_pushes_its_merged_weights_under_the_base_names(tmp_path):
 
 def test_without_a_weights_folder_the_servers_keep_their_weights():
     from baselines.grpo.sampling import trainer_policy, use_servers
-    from baselines.policies import OpenAIPolicy
+    from baselines.samplers import OpenAIPolicy
 
     trainer = fake_trainer()
     with FakeVLLM() as server:
@@ -252,9 +252,9 @@ def test_two_grpo_steps_leave_the_server_with_the_weights_of_step_one(
     from transformers import TrainerCallback
 
     from baselines.grpo.run import build_rollout, build_trainer
-    from baselines.policies import OpenAIPolicy, SampleRequest, SamplingParams
-    from baselines.policies.server_weights import RemoteWeightSync
-    from tests.baselines.policies.test_two_servers import largest_gap
+    from baselines.samplers import OpenAIPolicy, SampleRequest, SamplingParams
+    from baselines.samplers.server_weights import RemoteWeightSync
+    from tests.baselines.samplers.test_two_servers import largest_gap
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tokenizer = tiny_model

@@ -16,7 +16,7 @@ import pytest
 
 from baselines.grpo.adapters import env_reward
 from baselines.grpo.family_rollout import FamilyRollout
-from baselines.policies import ScriptedPolicy
+from baselines.samplers import ScriptedPolicy
 from llm_envs.debate import scripted_debaters
 from llm_envs.expert_iteration import ScriptedMathSolver
 
@@ -288,7 +288,7 @@ def test_with_vllm_colocate_the_rollout_samples_through_trls_engine(tiny_model_d
 
     pytest.importorskip("vllm")
     from baselines.grpo.adapters import trainer_policy
-    from baselines.policies import VLLMPolicy
+    from baselines.samplers import VLLMPolicy
 
     engine = VLLMPolicy(str(tiny_model_dir), dtype="float32", max_model_len=2048)
     trainer = SimpleNamespace(

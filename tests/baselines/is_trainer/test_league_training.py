@@ -208,8 +208,8 @@ def test_a_lora_league_on_vllm_plays_its_snapshots_as_adapters_of_one_engine(
 ):
     pytest.importorskip("vllm")
     from baselines.is_trainer.trainer import ISTrainer
-    from baselines.policies.base import SampleRequest, SamplingParams
-    from baselines.policies.vllm_policy import VLLMAdapter
+    from baselines.samplers.base import SampleRequest, SamplingParams
+    from baselines.samplers.vllm_policy import VLLMAdapter
 
     config = league_config(
         tmp_path,

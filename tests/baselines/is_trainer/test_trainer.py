@@ -219,9 +219,9 @@ def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
 
 def play_teachers(batch, teachers):
     """The teachers' debates, played: the episode results and each debate's record."""
-    from baselines.policies.base import SamplingParams
-    from baselines.policies.scripted import ScriptedPolicy
     from baselines.rollouts import rollout
+    from baselines.samplers.base import SamplingParams
+    from baselines.samplers.scripted import ScriptedPolicy
 
     results = rollout(
         batch.envs,

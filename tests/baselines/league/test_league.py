@@ -22,8 +22,8 @@ from baselines.league import (
     parse_anchor,
     pfsp_weight,
 )
-from baselines.policies.scripted import ScriptedPolicy
 from baselines.rollouts import rollout
+from baselines.samplers.scripted import ScriptedPolicy
 from llm_envs.registration import make_family
 
 probability = st.floats(0.0, 1.0, allow_nan=False)

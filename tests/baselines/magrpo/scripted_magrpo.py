@@ -51,7 +51,7 @@ class ScriptedCompletions:
     def sample(self, requests: Sequence[Any], params: Any) -> list[Any]:
         import torch
 
-        from baselines.policies.base import Completion
+        from baselines.samplers.base import Completion
 
         if self.adapter is not None:
             self.adapter.model.set_adapter(self.adapter.adapter)

@@ -19,8 +19,8 @@ from baselines.magrpo.config import MAGRPOConfig
 from baselines.magrpo.credit import tree_credit
 from baselines.magrpo.roots import plan_roots, team_family
 from baselines.magrpo.tree import credit_node, grow_trees, tree_metrics
-from baselines.policies.base import SamplingParams
-from baselines.policies.scripted import ScriptedPolicy
+from baselines.samplers.base import SamplingParams
+from baselines.samplers.scripted import ScriptedPolicy
 from llm_envs import registration
 from llm_envs.code_collab import load_problems
 from tests.baselines.magrpo.team_game import AGENTS, ENTRIES, EVAL_TOPICS, TOPICS
@@ -182,7 +182,7 @@ def test_code_collab_takes_its_settings_from_env_kwargs_and_task():
 def test_magrpo_trains_both_agents_on_a_family_it_never_names(team_game, tmp_path, tiny_model_dir):
     torch = pytest.importorskip("torch")
     from baselines.magrpo.trainer import MAGRPOTrainer
-    from baselines.policies import TransformersPolicy
+    from baselines.samplers import TransformersPolicy
     from tests.baselines.magrpo.test_trainer import HalfSolved, fresh_models
 
     models, tokenizer = fresh_models(tiny_model_dir, agents=AGENTS)

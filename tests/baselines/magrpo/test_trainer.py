@@ -15,8 +15,8 @@ from baselines.magrpo.trainer import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
 )
-from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
 from baselines.report import write_report  # noqa: E402
+from baselines.samplers.base import Completion, SampleRequest, SamplingParams  # noqa: E402
 
 
 def fresh_models(tiny_model_dir, agents=("helper", "main")):
@@ -76,7 +76,7 @@ def make_config(tmp_path, **overrides):
 
 
 def build(tmp_path, tiny_model_dir, **overrides):
-    from baselines.policies import TransformersPolicy
+    from baselines.samplers import TransformersPolicy
 
     models, tokenizer = fresh_models(tiny_model_dir)
     samplers = {

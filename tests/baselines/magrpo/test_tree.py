@@ -22,8 +22,8 @@ from baselines.magrpo.tree import (
     path_record,
     tree_metrics,
 )
-from baselines.policies import ScriptedPolicy
-from baselines.policies.base import Completion, SampleRequest, SamplingParams
+from baselines.samplers import ScriptedPolicy
+from baselines.samplers.base import Completion, SampleRequest, SamplingParams
 from llm_envs.code_collab import parallel_env
 from llm_envs.spaces import UnicodeText, chat_observation_space
 from llm_envs.tasks import load_coophumaneval

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from baselines.magrpo.passes import completion_datum  # noqa: E402
-from baselines.policies.base import Completion, SampleRequest, SamplingParams  # noqa: E402
+from baselines.samplers.base import Completion, SampleRequest, SamplingParams  # noqa: E402
 from baselines.training.forward import (  # noqa: E402
     forward_logprobs,
     shared_prompt_logprobs,
@@ -27,7 +27,7 @@ def test_training_logprobs_match_the_samplers(tiny_model, actions_only):
     # The forward pass on prompt + sampled tokens must reproduce the sampler's logprobs
     # (temperature 1, top_p 1): the completion is aligned with its targets, never
     # re-tokenized, and padding changes nothing.
-    from baselines.policies import TransformersPolicy
+    from baselines.samplers import TransformersPolicy
 
     model, tokenizer = tiny_model
     policy = TransformersPolicy(model, tokenizer)

@@ -170,7 +170,7 @@ def test_vllm_sampler_gets_the_merged_weights_after_every_step(tmp_path, tiny_mo
 @pytest.mark.training
 def test_magrpo_agents_train_their_own_adapter_on_one_base_and_resume(tmp_path, tiny_model_dir):
     from baselines.magrpo.trainer import MAGRPOConfig, MAGRPOTrainer
-    from baselines.policies import TransformersPolicy
+    from baselines.samplers import TransformersPolicy
     from tests.baselines.magrpo.test_trainer import SOLUTION, HalfSolved, make_config
 
     def build(iterations: int) -> MAGRPOTrainer:

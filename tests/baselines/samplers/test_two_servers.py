@@ -14,8 +14,8 @@ import copy
 import pytest
 
 from baselines.is_trainer.config import ISTrainerConfig
-from baselines.policies import SampleRequest, SamplingParams
-from baselines.policies.server_pool import ServerPool
+from baselines.samplers import SampleRequest, SamplingParams
+from baselines.samplers.server_pool import ServerPool
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def greedy_gap(model, completions):
 
 
 def build(urls, routing, weights_dir, model, tokenizer, tiny_model_dir):
-    from baselines.policies.build import build_sampler
+    from baselines.samplers.build import build_sampler
 
     config = ISTrainerConfig(
         sampler="openai",

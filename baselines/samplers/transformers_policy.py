@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from baselines.policies.base import (
+from baselines.samplers.base import (
     ChatRenderer,
     Completion,
     SampleRequest,
@@ -25,7 +25,7 @@ __all__ = ["TransformersPolicy"]
 
 
 class TransformersPolicy:
-    """A :class:`~baselines.policies.base.Policy` over a transformers causal LM.
+    """A :class:`~baselines.samplers.base.Policy` over a transformers causal LM.
 
     Requests are grouped by their stop strings (``generate`` applies one set per
     call) and sampled in batches of ``batch_size`` rows with left padding.

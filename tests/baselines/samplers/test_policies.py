@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from baselines.policies import (
+from baselines.samplers import (
     ChatRenderer,
     Completion,
     SampleRequest,
@@ -78,7 +78,7 @@ def test_renderer_needs_a_chat_template(tiny_model):
 class TestTransformersPolicy:
     @pytest.fixture(scope="class")
     def policy(self, tiny_model):
-        from baselines.policies import TransformersPolicy
+        from baselines.samplers import TransformersPolicy
 
         model, tokenizer = tiny_model
         return TransformersPolicy(model, tokenizer, batch_size=2)
@@ -118,7 +118,7 @@ class TestVLLMPolicy:
     @pytest.fixture(scope="class")
     def policy(self, tiny_model_dir):
         pytest.importorskip("vllm")
-        from baselines.policies import VLLMPolicy
+        from baselines.samplers import VLLMPolicy
 
         return VLLMPolicy(str(tiny_model_dir), dtype="float32", max_model_len=512)
 

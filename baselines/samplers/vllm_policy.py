@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from baselines.policies.base import (
+from baselines.samplers.base import (
     ChatRenderer,
     Completion,
     SampleRequest,
@@ -39,7 +39,7 @@ def _on_cpu() -> bool:
 
 
 class VLLMPolicy:
-    """A :class:`~baselines.policies.base.Policy` over ``vllm.LLM``.
+    """A :class:`~baselines.samplers.base.Policy` over ``vllm.LLM``.
 
     Args:
         model: a Hugging Face id or local checkpoint folder.

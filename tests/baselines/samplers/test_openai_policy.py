@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from baselines.policies import SampleRequest, SamplingParams
-from baselines.policies.openai_policy import OpenAIPolicy, ServerError
+from baselines.samplers import SampleRequest, SamplingParams
+from baselines.samplers.openai_policy import OpenAIPolicy, ServerError
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

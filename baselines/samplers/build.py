@@ -11,13 +11,13 @@ metrics stay near zero:
                    no process holds the whole model, each process samples
                    with a copy of it, refreshed with the gathered weights.
 ``vllm``           an in-process engine: the state dict is copied in
-                   (:meth:`~baselines.policies.VLLMPolicy.update_weights`).
+                   (:meth:`~baselines.samplers.VLLMPolicy.update_weights`).
 ``openai``         one or several ``vllm serve`` processes (a
-                   :class:`~baselines.policies.server_pool.ServerPool` over
+                   :class:`~baselines.samplers.server_pool.ServerPool` over
                    this process's share of them): the weights are written
                    once into a shared folder and every server reloads them
                    (:class:`RemoteWeightSync`), or they are broadcast over
-                   NCCL (:class:`~baselines.policies.server_weights.NCCLWeightSync`,
+                   NCCL (:class:`~baselines.samplers.server_weights.NCCLWeightSync`,
                    GPUs); with neither, the servers keep their weights and
                    sampling drifts off-policy.
 =================  ==========================================================
@@ -39,14 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from baselines.policies.base import Policy
-from baselines.policies.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
-from baselines.policies.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
 from baselines.precision import sampler_dtype
 from baselines.progress import phase
+from baselines.samplers.base import Policy
+from baselines.samplers.server_pool import ServerPool, split_urls, urls_for_process, urls_to_push
+from baselines.samplers.server_weights import WEIGHT_TRANSFERS, NCCLWeightSync, RemoteWeightSync
 
 if TYPE_CHECKING:
-    from baselines.policies.vllm_policy import VLLMPolicy
+    from baselines.samplers.vllm_policy import VLLMPolicy
 
 __all__ = [
     "RemoteWeightSync",
@@ -88,7 +88,7 @@ def resolve_sampler_kind(requested: str, *, num_processes: int) -> SamplerKind:
     ``auto`` is vLLM when it is importable and the trainer runs as one process.
     Under ``accelerate launch`` every process would start its own in-process
     engine inside an initialized ``torch.distributed`` group, on the same GPU:
-    :class:`~baselines.policies.VLLMPolicy` does not set up vLLM's external
+    :class:`~baselines.samplers.VLLMPolicy` does not set up vLLM's external
     launcher for that, so ``auto`` falls back to transformers there.
     """
     has_vllm = importlib.util.find_spec("vllm") is not None
@@ -121,7 +121,7 @@ def _vllm_policy(
     memory: Any,
     **engine: Any,
 ) -> Policy:
-    from baselines.policies import VLLMPolicy
+    from baselines.samplers import VLLMPolicy
 
     return VLLMPolicy(
         model_path,
@@ -177,13 +177,13 @@ def build_sampler(
         sharded: whether the trained model's parameters are sharded across
             processes (FSDP, ZeRO-3): ``transformers`` then samples with a copy.
         num_processes: the trainer's process count, which splits ``sampler_url``
-            between processes (:func:`~baselines.policies.server_pool.urls_for_process`);
+            between processes (:func:`~baselines.samplers.server_pool.urls_for_process`);
             None reads it from ``torch.distributed`` (1 when it is not initialized).
         bf16: whether the trainer autocasts to bf16 (a vLLM engine then samples in
             bf16, else in fp32; :func:`~baselines.precision.sampler_dtype`); None: on CUDA.
     """
     if kind == "transformers":
-        from baselines.policies import TransformersPolicy
+        from baselines.samplers import TransformersPolicy
 
         if not sharded:
             return TrainerSampler(TransformersPolicy(model, tokenizer), kind, None)
@@ -235,7 +235,7 @@ def _server_sampler(
     config: Any,
 ) -> TrainerSampler:
     """The ``openai`` sampler: this process's share of the servers, and its weight push."""
-    from baselines.policies import OpenAIPolicy
+    from baselines.samplers import OpenAIPolicy
 
     transfer = config.sampler_weight_transfer
     if transfer not in WEIGHT_TRANSFERS:
@@ -309,7 +309,7 @@ def build_fixed_policy(
         dtype: a vLLM engine's precision (:func:`~baselines.precision.eval_dtype`).
     """
     from baselines.models import resolve_model
-    from baselines.policies import OpenAIPolicy, TransformersPolicy
+    from baselines.samplers import OpenAIPolicy, TransformersPolicy
 
     if spec is not None and spec.startswith(("http://", "https://")):
         return OpenAIPolicy(spec, served_name or served_model_name(spec, model_path))
@@ -348,7 +348,7 @@ def build_adapter_engine(
 
     For fixed opponents that are adapters of the run's own LoRA
     (``config.lora_r``): a league's snapshots, each a
-    :class:`~baselines.policies.vllm_policy.VLLMAdapter` on this one engine,
+    :class:`~baselines.samplers.vllm_policy.VLLMAdapter` on this one engine,
     in the training sampler's precision (``bf16``: the trainer's autocast).
     """
     rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora_r), config.lora_r)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from baselines.policies.base import ChatRenderer, Completion, SampleRequest, SamplingParams
+from baselines.samplers.base import ChatRenderer, Completion, SampleRequest, SamplingParams
 from llm_envs.family import Agent as TextAgent
 
 __all__ = ["ScriptedPolicy", "byte_render"]

@@ -11,8 +11,8 @@ import pytest
 
 from baselines.cli import parse_config
 from baselines.is_trainer.config import ISTrainerConfig
-from baselines.policies import Completion, SampleRequest, SamplingParams
-from baselines.policies.server_pool import (
+from baselines.samplers import Completion, SampleRequest, SamplingParams
+from baselines.samplers.server_pool import (
     ServerPool,
     pick_server,
     split_urls,
@@ -265,7 +265,7 @@ def test_server_settings_parse():
 
 
 def test_build_sampler_refuses_nccl_on_cpu():
-    from baselines.policies.build import build_sampler
+    from baselines.samplers.build import build_sampler
 
     config = SimpleNamespace(
         sampler_url="http://127.0.0.1:9/v1",

@@ -1,7 +1,7 @@
 """Several sampling servers behind one policy: which server gets the next request.
 
 A :class:`ServerPool` holds one policy per server (usually an
-:class:`~baselines.policies.OpenAIPolicy` per ``vllm serve``) and spreads
+:class:`~baselines.samplers.OpenAIPolicy` per ``vllm serve``) and spreads
 every request of a :meth:`~ServerPool.sample` call over them:
 
 ================  ============================================================
@@ -23,7 +23,7 @@ process sends the new weights to (each server exactly once). The load that
 is all of a server's load.
 
 This module routes requests; it never talks HTTP itself (the member policies
-do) and never changes weights (see :mod:`baselines.policies.server_weights`).
+do) and never changes weights (see :mod:`baselines.samplers.server_weights`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, get_args
 
-from baselines.policies.base import Completion, Policy, SampleRequest, SamplingParams
+from baselines.samplers.base import Completion, Policy, SampleRequest, SamplingParams
 
 __all__ = [
     "Routing",
@@ -158,10 +158,10 @@ def urls_to_push(urls: Sequence[str], process_index: int, num_processes: int) ->
 
 
 class ServerPool:
-    """A :class:`~baselines.policies.base.Policy` that spreads requests over several servers.
+    """A :class:`~baselines.samplers.base.Policy` that spreads requests over several servers.
 
     Args:
-        policies: one policy per server (e.g. :class:`~baselines.policies.OpenAIPolicy`
+        policies: one policy per server (e.g. :class:`~baselines.samplers.OpenAIPolicy`
             objects for the same model on different ``vllm serve`` processes).
         routing: ``round_robin`` or ``least_loaded`` (see the module docstring).
         max_concurrency: requests in flight at once over the whole pool; None
@@ -172,7 +172,7 @@ class ServerPool:
         served: requests each server has completed, in the order of ``policies``.
 
     Example:
-        >>> from baselines.policies import ScriptedPolicy
+        >>> from baselines.samplers import ScriptedPolicy
         >>> pool = ServerPool([ScriptedPolicy(lambda o, i: "a"), ScriptedPolicy(lambda o, i: "b")])
         >>> requests = [SampleRequest([{"role": "user", "content": "hi"}])] * 3
         >>> [c.text for c in pool.sample(requests, SamplingParams(max_tokens=4))]

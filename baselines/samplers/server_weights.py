@@ -41,8 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from baselines.policies.openai_policy import ServerError
-from baselines.policies.server_pool import split_urls
+from baselines.samplers.openai_policy import ServerError
+from baselines.samplers.server_pool import split_urls
 
 __all__ = [
     "WEIGHT_TRANSFERS",

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from baselines.policies.base import (
+from baselines.samplers.base import (
     ChatRenderer,
     Completion,
     SampleRequest,
@@ -69,7 +69,7 @@ def _token_id(token: str) -> int | None:
 
 
 class OpenAIPolicy:
-    """A :class:`~baselines.policies.base.Policy` over an OpenAI-compatible HTTP API.
+    """A :class:`~baselines.samplers.base.Policy` over an OpenAI-compatible HTTP API.
 
     Args:
         base_url: the API root, e.g. ``"http://127.0.0.1:8000/v1"``.

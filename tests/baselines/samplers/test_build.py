@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from baselines.policies import SampleRequest, SamplingParams
-from baselines.policies.build import RemoteWeightSync, resolve_sampler_kind
+from baselines.samplers import SampleRequest, SamplingParams
+from baselines.samplers.build import RemoteWeightSync, resolve_sampler_kind
 
 torch = pytest.importorskip("torch")
 
@@ -33,7 +33,7 @@ def forward_logprobs(model, prompt, tokens):
 def test_remote_weight_sync_makes_the_server_sample_the_new_weights(
     vllm_server, tiny_model, tmp_path
 ):
-    from baselines.policies import OpenAIPolicy
+    from baselines.samplers import OpenAIPolicy
 
     model, tokenizer = tiny_model
     policy = OpenAIPolicy(vllm_server, "tiny", tokenizer=tokenizer)

@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from baselines.policies.openai_policy import ServerError
-from baselines.policies.server_weights import NCCLWeightSync, RemoteWeightSync, server_root
+from baselines.samplers.openai_policy import ServerError
+from baselines.samplers.server_weights import NCCLWeightSync, RemoteWeightSync, server_root
 from tests.loopback import JSON, LoopbackServer
 
 torch = pytest.importorskip("torch")
@@ -121,7 +121,7 @@ def test_nccl_push_drives_the_weight_transfer_routes(monkeypatch):
     pytest.importorskip("vllm")
     from vllm.distributed.weight_transfer import nccl_engine
 
-    import baselines.policies.server_weights as server_weights
+    import baselines.samplers.server_weights as server_weights
 
     endpoints, broadcasts = [], []
 
