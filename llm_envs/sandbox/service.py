@@ -42,15 +42,16 @@ import contextlib
 import json
 import os
 import platform
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio.to_thread
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llm_envs.sandbox.pool import SandboxError
+from llm_envs.sandbox.service_fair import FairQueue, client_key
 from llm_envs.sandbox.service_scripts import (
     ScriptJob,
     ScriptResult,
@@ -75,6 +76,7 @@ from llm_envs.sandbox.service_submissions import (
     _test_cases,
     submission_program,
 )
+from llm_envs.serve.guard import Guard
 from llm_envs.tasks import CodeProblem
 
 __all__ = [
@@ -91,6 +93,8 @@ __all__ = [
 ]
 
 PROG = "python -m llm_envs.sandbox.service"
+POOL_ROUTES = frozenset({"/run_code", "/submit"})
+"""The routes that run a program in the pool: queued fairly, per client (:class:`FairQueue`)."""
 
 
 # --- the service -------------------------------------------------------------------------------
@@ -221,44 +225,42 @@ class _Service:
         return {"id": problem.task_id, "prompt": problem.prompt, "labels": labels}
 
 
-class _BodyLimit:
-    """Refuses request bodies over ``limit`` bytes (413) before they fill the memory."""
+class _Admission:
+    """Counts ``/run_code`` and ``/submit`` requests into the fair queue before reading a body.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    A refused request is answered here (429 or 503, ``Retry-After``), its body unread.
+    """
+
+    def __init__(self, app: ASGIApp, queue: FairQueue, max_body_bytes: int) -> None:
         self.app = app
-        self.limit = limit
+        self.queue = queue
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] not in POOL_ROUTES:
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+        client = client_key((scope.get("client") or ("", 0))[0])
+        declared = dict(scope["headers"]).get(b"content-length", b"").strip()
+        size = self.max_body_bytes
+        if declared.isdigit():
+            size = min(int(declared), size)
+        refusal = self.queue.admit(client, size)
+        if refusal is not None:
+            body = json.dumps({"detail": refusal.detail}).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+                (b"retry-after", b"%d" % refusal.retry_after),
+            ]
+            start = {"type": "http.response.start", "status": refusal.status, "headers": headers}
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
             return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise HTTPException(413, self._text())
-            return message
-
-        await self.app(scope, limited, send)
-
-    def _text(self) -> str:
-        return (
-            f"request body over {self.limit:,} bytes; send less, or start the service with a "
-            "larger --max-program-chars"
-        )
-
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": self._text()}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.queue.leave(client, size)
 
 
 def create_app(
@@ -273,14 +275,21 @@ def create_app(
             always uses the pool.
     """
     settings = settings or ServiceSettings()
+    # One slot per pool worker (the pool's own count: one per CPU this process may use).
+    slots = settings.pool_workers or len(os.sched_getaffinity(0))
+    queue = FairQueue(
+        slots,
+        max_per_client=settings.max_queued_per_client,
+        max_total=settings.max_queued,
+        max_bytes=settings.max_queued_bytes,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await anyio.to_thread.run_sync(_Service, settings, script_runner)
         app.state.service = service
-        # One thread per pool worker, taken in arrival order: more threads would only
-        # wait for a worker inside the pool, all woken at each release.
-        app.state.pool_threads = anyio.CapacityLimiter(service.pool.workers)
+        # The queue lets `slots` requests run at once: as many threads, no more.
+        app.state.pool_threads = anyio.CapacityLimiter(slots)
         try:
             yield
         finally:
@@ -295,18 +304,20 @@ def create_app(
     def service() -> _Service:
         return app.state.service
 
+    async def in_turn(request: Request, call: Callable[[Any], dict[str, Any]], body: Any) -> Any:
+        async with queue.turn(client_key(request.client.host if request.client else None)):
+            return await anyio.to_thread.run_sync(call, body, limiter=app.state.pool_threads)
+
     # The answers are plain JSON built by the service: sent as they are, unvalidated.
     @app.post("/run_code", tags=["sandbox"], response_class=JSONResponse)
-    async def run_code(request: RunCodeRequest) -> JSONResponse:
-        threads = app.state.pool_threads if script_runner is None else None
-        answer = await anyio.to_thread.run_sync(service().run_code, request, limiter=threads)
-        return JSONResponse(answer)
+    async def run_code(body: RunCodeRequest, request: Request) -> JSONResponse:
+        if script_runner is not None:  # the bench's subprocess baseline: no pool, no turns
+            return JSONResponse(await anyio.to_thread.run_sync(service().run_code, body))
+        return JSONResponse(await in_turn(request, service().run_code, body))
 
     @app.post("/submit", tags=["datasets"], response_class=JSONResponse)
-    async def submit(request: SubmitRequest) -> JSONResponse:
-        threads = app.state.pool_threads
-        answer = await anyio.to_thread.run_sync(service().submit, request, limiter=threads)
-        return JSONResponse(answer)
+    async def submit(body: SubmitRequest, request: Request) -> JSONResponse:
+        return JSONResponse(await in_turn(request, service().submit, body))
 
     @app.get("/list_datasets", tags=["datasets"])
     def list_datasets() -> list[str]:
@@ -331,8 +342,10 @@ def create_app(
     def ping() -> str:
         return "pong"
 
-    # JSON escapes make a body up to 6 bytes per character of the program.
-    app.add_middleware(_BodyLimit, limit=6 * settings.max_program_chars + (1 << 16))
+    # The guard reads a body, up to its cap, before any route parses it; admission,
+    # outside it, counts a request in before the guard reads a byte of its body.
+    app.add_middleware(Guard, token=None, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(_Admission, queue=queue, max_body_bytes=settings.max_body_bytes)
     return app
 
 

@@ -15,7 +15,6 @@ starts and stops it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
@@ -26,13 +25,15 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
-from typing import IO
+from typing import IO, Any
 
 import uvicorn
 from fastapi import FastAPI
 
+from llm_envs.command_line import CommandParser
 from llm_envs.sandbox.pool import SandboxError
 from llm_envs.sandbox.service import PROG, ScriptRunner, ServiceSettings, create_app
+from llm_envs.serve.guard import uvicorn_limits
 
 __all__ = ["ENVIRONMENT_VARIABLE", "app_from_environment", "main", "running_service"]
 
@@ -97,6 +98,15 @@ def app_from_environment() -> FastAPI:
     return create_app(settings)
 
 
+def _uvicorn_settings(settings: ServiceSettings) -> dict[str, Any]:
+    """The bounds on a request's head, and no proxy headers: a client is its socket's peer.
+
+    uvicorn trusts ``X-Forwarded-For`` from 127.0.0.1 by default; the fair queue
+    keys clients by address, which such a header would let a local client choose.
+    """
+    return {"proxy_headers": False, **uvicorn_limits(settings.max_body_bytes)}
+
+
 @contextlib.contextmanager
 def running_service(
     settings: ServiceSettings | None = None,
@@ -131,7 +141,10 @@ def running_service(
         ('Success', '42\n')
     """
     app = create_app(settings, script_runner=script_runner)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False,
+        **_uvicorn_settings(settings or ServiceSettings()),
+    )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="llm_envs.sandbox.service", daemon=True)
     thread.start()
@@ -153,8 +166,8 @@ def running_service(
 # --- the command ---------------------------------------------------------------------------
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(prog: str) -> CommandParser:
+    parser = CommandParser(
         prog=prog,
         description="Serve llm_envs.sandbox over HTTP with SandboxFusion's API (/run_code, "
         "/submit). Python only.",
@@ -174,7 +187,16 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     add("--output-limit", type=int, default=default.output_limit,
         help="bytes of stdout and of stderr kept per run")  # fmt: skip
     add("--max-program-chars", type=int, default=default.max_program_chars,
-        help="the largest script (with its stdin and files) a run takes")  # fmt: skip
+        help="the most characters of a request's program: /run_code's code, stdin and files "
+        "(paths and base64), /submit's completion (422 past it)")  # fmt: skip
+    add("--max-body-bytes", type=int, default=default.max_body_bytes,
+        help="the largest request body read (413 past it)")  # fmt: skip
+    add("--max-queued", type=int, default=default.max_queued,
+        help="requests queued or running at once per process (503 past it)")  # fmt: skip
+    add("--max-queued-per-client", type=int, default=default.max_queued_per_client,
+        help="requests of one client address queued or running (429 past it)")  # fmt: skip
+    add("--max-queued-bytes", type=int, default=default.max_queued_bytes,
+        help="bytes of the bodies of requests queued or running (503 past it)")  # fmt: skip
     add("--site-packages", action="store_true",
         help="let scripts import installed third-party packages")  # fmt: skip
     add("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -201,6 +223,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
             memory_mb=args.memory_mb,
             output_limit=args.output_limit,
             max_program_chars=args.max_program_chars,
+            max_body_bytes=args.max_body_bytes,
+            max_queued=args.max_queued,
+            max_queued_per_client=args.max_queued_per_client,
+            max_queued_bytes=args.max_queued_bytes,
             site_packages=args.site_packages,
         )
     except (TypeError, ValueError) as error:
@@ -212,6 +238,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         "log_level": args.log_level,
         "access_log": args.access_log,
         "timeout_graceful_shutdown": int(settings.max_timeout) + 10,
+        **_uvicorn_settings(settings),
     }
     if args.workers == 1:
         uvicorn.run(create_app(settings), **common)

@@ -44,8 +44,16 @@ class ServiceSettings:
         max_timeout: the longest ``run_timeout`` a request may ask for, in seconds.
         memory_mb: address-space limit of a run, in MiB.
         output_limit: bytes of stdout and of stderr kept per run.
-        max_program_chars: the longest program a run takes: a ``/run_code``
-            script with its stdin and files, base64 and all, must fit.
+        max_program_chars: the most characters of a request's own program: a
+            ``/run_code`` script's ``code``, ``stdin``, and each file's path and
+            base64 content, added up; a ``/submit`` ``completion``. Past it: 422.
+        max_body_bytes: the largest request body read (413 past it).
+        max_queued: requests queued or running at once, all clients together
+            (503 past it).
+        max_queued_per_client: requests of one client queued or running at once
+            (429 past it; a client is its address, see ``service_fair``).
+        max_queued_bytes: bodies of the requests queued or running, together
+            (503 past it).
         site_packages: let scripts import installed third-party packages (numpy).
         pin_cpus: keep each pool worker and its runs on one CPU (None: the pool
             decides, see :class:`~llm_envs.sandbox.Sandbox`).
@@ -56,7 +64,11 @@ class ServiceSettings:
     max_timeout: float = 300.0
     memory_mb: int = 1024
     output_limit: int = 1 << 20
-    max_program_chars: int = 16 << 20
+    max_program_chars: int = 4 << 20
+    max_body_bytes: int = 16 << 20
+    max_queued: int = 1024
+    max_queued_per_client: int = 256
+    max_queued_bytes: int = 1 << 30
     site_packages: bool = False
     pin_cpus: bool | None = None
 
@@ -72,6 +84,14 @@ class ServiceSettings:
         check_int("memory_mb", self.memory_mb, minimum=1)
         check_int("output_limit", self.output_limit, minimum=1, maximum=16 << 20)
         check_int("max_program_chars", self.max_program_chars, minimum=1 << 10, maximum=1 << 30)
+        check_int("max_body_bytes", self.max_body_bytes, minimum=1 << 10, maximum=1 << 31)
+        check_int("max_queued", self.max_queued, minimum=1, maximum=1 << 20)
+        check_int(
+            "max_queued_per_client", self.max_queued_per_client, minimum=1, maximum=self.max_queued
+        )
+        check_int(
+            "max_queued_bytes", self.max_queued_bytes, minimum=self.max_body_bytes, maximum=1 << 40
+        )
         check_bool("site_packages", self.site_packages)
         if self.pin_cpus is not None:
             check_bool("pin_cpus", self.pin_cpus)

@@ -205,7 +205,9 @@ def test_fetch_files_is_not_supported_and_says_so(url):
 
 
 def test_limits_oversized_scripts_bodies_and_outputs():
-    settings = ServiceSettings(pool_workers=1, max_program_chars=4096, output_limit=100)
+    settings = ServiceSettings(
+        pool_workers=1, max_program_chars=4096, output_limit=100, max_body_bytes=1 << 16
+    )
     with running_service(settings) as small:
         reply = requests.post(
             f"{small}/run_code", json={"code": "print('x' * 1000)", "language": "python"}
@@ -220,7 +222,7 @@ def test_limits_oversized_scripts_bodies_and_outputs():
         huge = {"code": "#" * 200_000, "language": "python"}
         refused = requests.post(f"{small}/run_code", json=huge, timeout=30)
         assert refused.status_code == 413
-        assert "larger --max-program-chars" in refused.json()["detail"]
+        assert "larger --max-body-bytes" in refused.json()["detail"]
         chunks = (b'{"code": "' + b"#" * 50_000 for _ in range(5))
         streamed = requests.post(f"{small}/run_code", data=chunks, timeout=30)
         assert streamed.status_code == 413
@@ -360,7 +362,8 @@ def test_a_bad_flag_exits_2_naming_it(argv, message, capsys):
         main(argv, prog="llm-envs sandbox-serve")
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
-    assert error.startswith("usage: llm-envs sandbox-serve") and message in error
+    assert error.startswith("llm-envs sandbox-serve: error: ") and message in error
+    assert "(llm-envs sandbox-serve --help lists every flag)" in error
 
 
 def test_llm_envs_and_its_sandbox_never_import_the_web_stack():

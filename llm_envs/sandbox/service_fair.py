@@ -1,0 +1,171 @@
+"""Turns at the sandbox service's pool, shared fairly between clients, and bounded.
+
+A **client** is the peer's network address as the service's own socket sees
+it (an IPv6 address by its /64 prefix, what one host is usually given), never
+a header: a header is whatever the sender writes, so declaring a thousand
+client ids would buy a thousand turns. The service runs uvicorn without proxy
+headers (``X-Forwarded-For`` is not read), so a client cannot choose its key
+by a header either. Behind a reverse proxy every request is the proxy's: run
+the service where clients reach it directly when they must be told apart.
+
+:class:`FairQueue` gives the pool's slots (one per pool worker) to waiting
+clients in turn: when a slot frees, the client that has waited longest since
+its last turn gets it, whatever number of requests each one has queued. A
+client flooding the service therefore delays another client's request by at
+most one run per other waiting client, not by its whole queue. Turns are
+counted, not timed: a client whose runs are long holds a slot longer per
+turn, up to the service's ``--max-timeout``.
+
+Admission is bounded before a request's body is read: past
+``max_per_client`` requests (queued or running) of one client the answer is
+429, past ``max_total`` of all clients, or ``max_bytes`` of their bodies
+together (a body's declared ``Content-Length``, or the body cap when it does
+not declare one), 503; both carry ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+__all__ = ["FairQueue", "Refusal", "client_key"]
+
+
+def client_key(host: str | None) -> str:
+    """The client a peer address counts as: the address, an IPv6 address's /64.
+
+    Example:
+        >>> client_key("127.0.0.1"), client_key("2001:db8::1"), client_key("2001:db8::2")
+        ('127.0.0.1', '2001:db8::/64', '2001:db8::/64')
+    """
+    if not host:
+        return "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a unix socket's path, a test client's name
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request is not queued: its HTTP status, the message, and ``Retry-After`` seconds."""
+
+    status: int
+    detail: str
+    retry_after: int
+
+
+class FairQueue:
+    """``slots`` turns at once, given round robin between clients; admission bounded.
+
+    Args:
+        slots: requests that run at once (the pool's workers).
+        max_per_client: requests of one client admitted at once (queued or running).
+        max_total: requests of all clients admitted at once.
+        max_bytes: request bodies admitted at once, in bytes.
+
+    All methods run on the event loop's thread; none blocks.
+    """
+
+    def __init__(self, slots: int, *, max_per_client: int, max_total: int, max_bytes: int) -> None:
+        self.slots = slots
+        self.max_per_client = max_per_client
+        self.max_total = max_total
+        self.max_bytes = max_bytes
+        self._free = slots
+        # Clients with a waiting request, in the order of their next turn; each
+        # one's waiters in arrival order.
+        self._ring: dict[str, deque[asyncio.Future[None]]] = {}
+        self._admitted: dict[str, int] = {}
+        self._total = 0
+        self._bytes = 0
+        self._mean_run = 1.0  # seconds a turn lasts, a running mean for Retry-After
+
+    def admit(self, client: str, size: int) -> Refusal | None:
+        """Count a request of ``size`` body bytes in, or say why not (it is then not counted)."""
+        held = self._admitted.get(client, 0)
+        if held >= self.max_per_client:
+            return Refusal(
+                429,
+                f"client {client} has {held} requests queued or running, the most one client "
+                f"may (--max-queued-per-client {self.max_per_client}); wait for their answers",
+                self._retry_after(self.max_per_client),
+            )
+        if self._total >= self.max_total or self._bytes + size > self.max_bytes:
+            return Refusal(
+                503,
+                f"the service holds {self._total} requests ({self._bytes:,} bytes of bodies), "
+                f"its limit (--max-queued {self.max_total}, --max-queued-bytes "
+                f"{self.max_bytes:,}); retry later",
+                self._retry_after(self._total),
+            )
+        self._admitted[client] = held + 1
+        self._total += 1
+        self._bytes += size
+        return None
+
+    def leave(self, client: str, size: int) -> None:
+        """Count out a request :meth:`admit` counted in (answered, failed or abandoned)."""
+        held = self._admitted.pop(client) - 1
+        if held:
+            self._admitted[client] = held
+        self._total -= 1
+        self._bytes -= size
+
+    @contextlib.asynccontextmanager
+    async def turn(self, client: str) -> AsyncIterator[None]:
+        """Hold one slot while the block runs, waiting for ``client``'s turn first."""
+        if self._free:
+            self._free -= 1
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._ring.setdefault(client, deque()).append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():  # given a slot as it was cancelled
+                    self._release()
+                else:
+                    self._forget(client, waiter)
+                raise
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._mean_run += 0.1 * (time.monotonic() - start - self._mean_run)
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the slot to the next client of the ring (then to the ring's back), or free it."""
+        while self._ring:
+            client = next(iter(self._ring))
+            waiters = self._ring.pop(client)
+            waiter = waiters.popleft()
+            if waiters:
+                self._ring[client] = waiters
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+    def _forget(self, client: str, waiter: asyncio.Future[None]) -> None:
+        waiters = self._ring.get(client)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                del self._ring[client]
+
+    def _retry_after(self, ahead: int) -> int:
+        """Whole seconds until about ``ahead`` requests have run (1 to 60)."""
+        return max(1, min(60, math.ceil(ahead * self._mean_run / self.slots)))

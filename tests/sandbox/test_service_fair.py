@@ -1,0 +1,227 @@
+"""One client cannot starve another: the service's turns go round the clients, and are bounded.
+
+The queue alone (no HTTP): turns in the order a table gives, round robin for
+any arrivals (hypothesis), admission past each bound, a cancelled waiter's
+turn passed on. Through HTTP: a client flooding ``/run_code`` from one
+loopback address beside a ``/submit`` from another, whose latency stays near
+its latency alone; 429 and 503 with ``Retry-After`` past the bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llm_envs.sandbox.service import ServiceSettings
+from llm_envs.sandbox.service_fair import FairQueue, client_key
+from llm_envs.sandbox.service_main import running_service
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
+
+
+def queue(slots: int = 1, per_client: int = 100, total: int = 100, size: int = 1 << 20):
+    return FairQueue(slots, max_per_client=per_client, max_total=total, max_bytes=size)
+
+
+async def grant_order(fair: FairQueue, arrivals: list[str]) -> list[str]:
+    """The clients in the order they get a turn, all having arrived while every slot was held."""
+    order: list[str] = []
+    hold = asyncio.Event()
+
+    async def holder() -> None:
+        async with fair.turn("holder"):
+            await hold.wait()
+
+    async def request(client: str) -> None:
+        async with fair.turn(client):
+            order.append(client)
+            await asyncio.sleep(0)
+
+    holders = [asyncio.create_task(holder()) for _ in range(fair.slots)]
+    await asyncio.sleep(0)
+    tasks = []
+    for client in arrivals:
+        tasks.append(asyncio.create_task(request(client)))
+        await asyncio.sleep(0)  # each waits in arrival order
+    hold.set()
+    await asyncio.gather(*holders, *tasks)
+    return order
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "order"),
+    [
+        ("aaaab", "abaaa"),  # b, arriving last, runs second
+        ("aaabbc", "abcabA"),
+        ("abab", "abab"),
+        ("aaaa", "aaaa"),
+    ],
+)
+def test_turns_go_round_the_clients(arrivals, order):
+    expected = [c.lower() for c in order]
+    assert asyncio.run(grant_order(queue(), list(arrivals))) == expected
+
+
+def round_robin(arrivals: list[str]) -> list[str]:
+    """One request of each waiting client in turn, clients in the order they first came."""
+    left = {client: arrivals.count(client) for client in dict.fromkeys(arrivals)}
+    order = []
+    while left:
+        for client in list(left):
+            order.append(client)
+            left[client] -= 1
+            if not left[client]:
+                del left[client]
+    return order
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from("abcd"), max_size=30), st.integers(1, 3))
+def test_any_arrivals_get_their_turns_round_robin(arrivals, slots):
+    assert asyncio.run(grant_order(queue(slots), arrivals)) == round_robin(arrivals)
+
+
+def test_admission_is_bounded_per_client_in_total_and_in_bytes():
+    fair = queue(per_client=2, total=3, size=100)
+    assert fair.admit("a", 10) is None and fair.admit("a", 10) is None
+    refused = fair.admit("a", 10)
+    assert refused is not None and refused.status == 429 and refused.retry_after >= 1
+    assert "--max-queued-per-client 2" in refused.detail
+    assert fair.admit("b", 10) is None
+    full = fair.admit("c", 10)
+    assert full is not None and full.status == 503 and "--max-queued 3" in full.detail
+    fair.leave("a", 10)
+    heavy = fair.admit("c", 81)  # 20 bytes held, 100 the most
+    assert heavy is not None and heavy.status == 503 and "--max-queued-bytes 100" in heavy.detail
+    assert fair.admit("c", 80) is None
+
+
+def test_a_cancelled_waiter_passes_its_turn_on():
+    async def scenario() -> list[str]:
+        fair, order = queue(), []
+        release = asyncio.Event()
+
+        async def run(client: str, wait: asyncio.Event | None = None) -> None:
+            async with fair.turn(client):
+                order.append(client)
+                if wait is not None:
+                    await wait.wait()
+
+        first = asyncio.create_task(run("a", release))
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(run("b"))
+        kept = asyncio.create_task(run("c"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        release.set()
+        await asyncio.gather(first, kept)
+        assert gone.cancelled()
+        return order
+
+    assert asyncio.run(scenario()) == ["a", "c"]
+
+
+def test_a_client_is_its_address_and_an_ipv6_host_its_prefix():
+    assert client_key("10.0.0.7") == "10.0.0.7"
+    assert client_key("::ffff:10.0.0.7") == "10.0.0.7"
+    assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:2:ffff::9")
+    assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
+
+
+# --- through HTTP ----------------------------------------------------------------------------
+
+
+def post_from(url: str, source: str, route: str, body: dict, timeout: float = 120.0):
+    """POST from the loopback address ``source``: another client, as the service counts them."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(
+        parts.hostname, parts.port, timeout=timeout, source_address=(source, 0)
+    )
+    try:
+        connection.request(
+            "POST", f"/{route}", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        reply = connection.getresponse()
+        return reply.status, dict(reply.getheaders()), reply.read()
+    finally:
+        connection.close()
+
+
+SLEEP = 0.5  # seconds each flooding script takes
+# A wrong completion that takes SLEEP seconds at load, as long as a flooding run.
+SUBMIT = {
+    "dataset": "humaneval",
+    "id": 0,
+    "completion": f"    return False\n\n\nimport time\ntime.sleep({SLEEP})\n",
+}
+
+
+def timed_submit(url: str) -> float:
+    start = time.monotonic()
+    status, _, body = post_from(url, "127.0.0.1", "submit", SUBMIT)
+    assert status == 200 and json.loads(body)["accepted"] is False
+    return time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_a_flood_from_one_client_leaves_another_clients_submit_near_its_time_alone():
+    flood = {"code": f"import time\ntime.sleep({SLEEP})", "language": "python"}
+    with running_service(ServiceSettings(pool_workers=2, max_timeout=60.0)) as url:
+        timed_submit(url)  # loads the data set
+        alone = min(timed_submit(url) for _ in range(3))
+        stop = threading.Event()
+        statuses: list[int] = []
+
+        def flooder() -> None:
+            while not stop.is_set():
+                statuses.append(post_from(url, "127.0.0.2", "run_code", flood)[0])
+
+        threads = [threading.Thread(target=flooder, daemon=True) for _ in range(32)]
+        for thread in threads:
+            thread.start()
+        time.sleep(4 * SLEEP)  # the flood's queue fills
+        flooded = [timed_submit(url) for _ in range(3)]
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert statuses and set(statuses) == {200}
+    # First come, first served, the submit waits behind ~30 runs: 15 x SLEEP on 2 workers,
+    # 16 times its time alone. In turn, behind the runs in progress and at most one more of
+    # the flood's (the flood's turn may come first): up to about twice its time alone.
+    assert max(flooded) < 4 * alone, (alone, flooded)
+
+
+def test_past_the_bounds_the_answer_is_429_or_503_with_retry_after():
+    settings = ServiceSettings(pool_workers=1, max_queued=3, max_queued_per_client=2)
+    slow = {"code": "import time\ntime.sleep(2)", "language": "python"}
+    with running_service(settings) as url:
+        results: list[tuple[int, dict]] = []
+
+        def send(source: str) -> None:
+            status, headers, _ = post_from(url, source, "run_code", slow)
+            results.append((status, headers))
+
+        held = [threading.Thread(target=send, args=(s,)) for s in ("127.0.0.2", "127.0.0.2")]
+        held.append(threading.Thread(target=send, args=("127.0.0.3",)))
+        for thread in held:
+            thread.start()
+        time.sleep(1.0)  # three admitted, one running
+        status, headers, body = post_from(url, "127.0.0.2", "run_code", slow)
+        assert status == 429 and int(headers["retry-after"]) >= 1
+        assert "--max-queued-per-client 2" in json.loads(body)["detail"]
+        status, headers, body = post_from(url, "127.0.0.4", "run_code", slow)
+        assert status == 503 and int(headers["retry-after"]) >= 1
+        assert "--max-queued 3" in json.loads(body)["detail"]
+        assert requests.get(f"{url}/v1/ping", timeout=30).json() == "pong"  # never queued
+        for thread in held:
+            thread.join()
+    assert sorted(status for status, _ in results) == [200, 200, 200]
