@@ -58,6 +58,7 @@ from llm_envs.sandbox.service_scripts import (
     ScriptRunner,
     _check_files,
     _run_result,
+    program_chars,
     script_program,
     script_result,
 )
@@ -111,7 +112,6 @@ class _Service:
     def __init__(self, settings: ServiceSettings, script_runner: ScriptRunner | None) -> None:
         self.settings = settings
         self.pool = settings.sandbox()
-        self.in_pool = script_runner is None
         self.run_script = script_runner or self._run_in_pool
         self.problems = _Problems()
         self.pod = _pod_name()
@@ -133,6 +133,15 @@ class _Service:
             )
         return float(value)
 
+    def _check_size(self, size: int, what: str) -> None:
+        if size > self.settings.max_program_chars:
+            raise HTTPException(
+                422,
+                f"{what} to {size:,} characters; this service takes at most "
+                f"{self.settings.max_program_chars:,} (--max-program-chars): send less, or start "
+                "the service with a larger --max-program-chars",
+            )
+
     def run_code(self, request: RunCodeRequest) -> dict[str, Any]:
         if request.language != "python":
             return _response(
@@ -149,16 +158,7 @@ class _Service:
             _check_files(request.files),
             self._timeout(request.run_timeout, "run_timeout"),
         )
-        if self.in_pool:
-            size = len(script_program(job))
-            if size > self.settings.max_program_chars:
-                return _response(
-                    "SandboxError",
-                    f"code, stdin and files come to {size:,} characters; this service runs at "
-                    f"most {self.settings.max_program_chars:,} (--max-program-chars)",
-                    None,
-                    self.pod,
-                )
+        self._check_size(program_chars(job), "code, stdin and files (paths and base64) come")
         try:
             result = self.run_script(job)
         except SandboxError as error:
@@ -184,6 +184,7 @@ class _Service:
         for name in ("custom_extract_logic", "provided_data"):
             if getattr(config, name) is not None:
                 raise HTTPException(400, f"config.{name} is not supported; leave it unset (null)")
+        self._check_size(len(request.completion), "the completion comes")
         problem = self.problems.get(request.dataset, request.id)
         timeout = self._timeout(config.run_timeout, "config.run_timeout")
         program, code, extracted = submission_program(problem, request.completion)

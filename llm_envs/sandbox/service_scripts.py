@@ -20,7 +20,14 @@ from fastapi import HTTPException
 from llm_envs.sandbox.report import ProgramStatus, TestReport
 from llm_envs.sandbox.service_shapes import CommandRunStatus
 
-__all__ = ["ScriptJob", "ScriptResult", "ScriptRunner", "script_program", "script_result"]
+__all__ = [
+    "ScriptJob",
+    "ScriptResult",
+    "ScriptRunner",
+    "program_chars",
+    "script_program",
+    "script_result",
+]
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,20 @@ def script_program(job: ScriptJob) -> str:
         '5\n'
     """
     return _SCRIPT % (repr(job.code), repr(job.stdin), repr(job.files))
+
+
+def program_chars(job: ScriptJob) -> int:
+    """The characters of a script that ``--max-program-chars`` counts: the request's own.
+
+    ``code``, ``stdin``, and each file's path and base64 content; not the
+    launcher :func:`script_program` wraps them in, nor the escapes of its literals.
+
+    Example:
+        >>> program_chars(ScriptJob("print(1)", "x\n", (("a.txt", "eA=="),)))
+        19
+    """
+    files = sum(len(path) + len(content) for path, content in job.files)
+    return len(job.code) + len(job.stdin or "") + files
 
 
 def script_result(report: TestReport) -> ScriptResult:

@@ -104,7 +104,10 @@ class ServiceSettings:
             memory_mb=self.memory_mb,
             output_limit=self.output_limit,
             site_packages=self.site_packages,
-            max_program_chars=self.max_program_chars,
+            # A backstop the service's own count (max_program_chars) always passes: the
+            # launcher (about 1.5 K) plus literals' escapes, at most 10 characters for
+            # one (repr's \U0010ffff) and a file's tuple punctuation.
+            max_program_chars=32 * self.max_program_chars + 4096,
             pin_cpus=self.pin_cpus,
         )
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -204,28 +206,71 @@ def test_fetch_files_is_not_supported_and_says_so(url):
     assert "['out.txt'] not fetched" in response.message
 
 
-def test_limits_oversized_scripts_bodies_and_outputs():
-    settings = ServiceSettings(
-        pool_workers=1, max_program_chars=4096, output_limit=100, max_body_bytes=1 << 16
-    )
-    with running_service(settings) as small:
+def test_output_past_the_limit_is_cut_and_says_so():
+    with running_service(ServiceSettings(pool_workers=1, output_limit=100)) as small:
         reply = requests.post(
             f"{small}/run_code", json={"code": "print('x' * 1000)", "language": "python"}
         ).json()
         assert reply["status"] == "Success" and reply["run_result"]["stdout"] == "x" * 100
         assert "stdout or stderr was cut to the service's output limit" in reply["message"]
-        reply = requests.post(
-            f"{small}/run_code", json={"code": "#" * 5000, "language": "python"}, timeout=30
-        ).json()
-        assert reply["status"] == "SandboxError"
-        assert "runs at most 4,096 (--max-program-chars)" in reply["message"]
-        huge = {"code": "#" * 200_000, "language": "python"}
-        refused = requests.post(f"{small}/run_code", json=huge, timeout=30)
-        assert refused.status_code == 413
-        assert "larger --max-body-bytes" in refused.json()["detail"]
-        chunks = (b'{"code": "' + b"#" * 50_000 for _ in range(5))
-        streamed = requests.post(f"{small}/run_code", data=chunks, timeout=30)
-        assert streamed.status_code == 413
+
+
+LIMIT = 4096  # --max-program-chars of `small`
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[str]:
+    settings = ServiceSettings(pool_workers=1, max_program_chars=LIMIT, max_body_bytes=1 << 16)
+    with running_service(settings) as base:
+        yield base
+
+
+def test_a_program_of_the_documented_size_runs(small):
+    code = "print(1)\n" + "#" * (LIMIT - 9)  # the service's launcher does not count
+    reply = requests.post(f"{small}/run_code", json={"code": code, "language": "python"})
+    assert reply.status_code == 200 and reply.json()["status"] == "Success"
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "size"),
+    [
+        ("run_code", {"code": "#" * (LIMIT + 1)}, LIMIT + 1),
+        ("run_code", {"code": "#" * 2000, "stdin": "1" * 2000, "files": {"ab": "eA=="}}, 4006),
+        ("run_code", {"code": "", "files": {"a": "eHh4" * 1024}}, LIMIT + 1),
+        ("submit", {"dataset": "humaneval", "id": 0, "completion": "#" * (LIMIT + 1)}, LIMIT + 1),
+    ],
+)
+def test_a_program_past_max_program_chars_is_422_naming_the_flag(small, route, body, size):
+    if route == "run_code":
+        body = {"language": "python", **body}
+    reply = requests.post(f"{small}/{route}", json=body, timeout=30)
+    if size <= LIMIT:  # counted per field: code, stdin, a file's path and content
+        assert reply.status_code == 200 and reply.json()["status"] == "Success"
+        return
+    assert reply.status_code == 422
+    detail = reply.json()["detail"]
+    assert f"to {size:,} characters" in detail and f"at most {LIMIT:,} (--max-program-chars)" in (
+        detail
+    )
+
+
+def test_a_body_past_max_body_bytes_is_413_before_it_is_read(small):
+    huge = {"code": "#" * 70_000, "language": "python"}
+    refused = requests.post(f"{small}/run_code", json=huge, timeout=30)
+    assert refused.status_code == 413
+    assert "limit of 65536 bytes" in refused.json()["detail"]
+    assert "larger --max-body-bytes" in refused.json()["detail"]
+    chunks = (b'{"code": "' + b"#" * 50_000 for _ in range(5))
+    assert requests.post(f"{small}/run_code", data=chunks, timeout=30).status_code == 413
+    # A body that says it is 64 MiB is refused on its word: no byte of it is awaited.
+    parts = urlsplit(small)
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as connection:
+        head = (
+            "POST /run_code HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {64 << 20}\r\n\r\n"
+        )
+        connection.sendall(head.encode() + b'{"code": "')
+        assert connection.recv(100).startswith(b"HTTP/1.1 413")
 
 
 # --- /submit and the data set routes ---------------------------------------------------------
