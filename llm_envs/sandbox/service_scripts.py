@@ -149,7 +149,7 @@ def script_program(job: ScriptJob) -> str:
 
 
 def program_chars(job: ScriptJob) -> int:
-    """The characters of a script that ``--max-program-chars`` counts: the request's own.
+    r"""The characters of a script that ``--max-program-chars`` counts: the request's own.
 
     ``code``, ``stdin``, and each file's path and base64 content; not the
     launcher :func:`script_program` wraps them in, nor the escapes of its literals.

@@ -28,7 +28,9 @@ from llm_envs.sandbox.service_main import running_service
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
 
 
-def queue(slots: int = 1, per_client: int = 100, total: int = 100, size: int = 1 << 20):
+def queue(
+    slots: int = 1, per_client: int = 100, total: int = 100, size: int = 1 << 20
+) -> FairQueue:
     return FairQueue(slots, max_per_client=per_client, max_total=total, max_bytes=size)
 
 
@@ -140,11 +142,13 @@ def test_a_client_is_its_address_and_an_ipv6_host_its_prefix():
 # --- through HTTP ----------------------------------------------------------------------------
 
 
-def post_from(url: str, source: str, route: str, body: dict, timeout: float = 120.0):
+def post_from(
+    url: str, source: str, route: str, body: dict, timeout: float = 120.0
+) -> tuple[int, dict[str, str], bytes]:
     """POST from the loopback address ``source``: another client, as the service counts them."""
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(
-        parts.hostname, parts.port, timeout=timeout, source_address=(source, 0)
+        parts.hostname or "127.0.0.1", parts.port, timeout=timeout, source_address=(source, 0)
     )
     try:
         connection.request(
