@@ -63,7 +63,7 @@ COMMANDS: dict[str, Command] = {
         extra="serve",
     ),
     "sandbox-serve": Command(
-        "llm_envs.sandbox.service_main",
+        "llm_envs.sandbox.service.server",
         "serve the sandbox over HTTP with SandboxFusion's API (/run_code, /submit)",
         extra="sandbox-service",
     ),

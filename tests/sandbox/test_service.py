@@ -35,7 +35,7 @@ from sandbox_fusion import (
 )
 
 from llm_envs.sandbox.service import ServiceSettings
-from llm_envs.sandbox.service_main import main, running_service
+from llm_envs.sandbox.service.server import main, running_service
 from llm_envs.tasks import load_humaneval
 
 # The data's code uses old string escapes; those warnings are not the service's.
@@ -419,3 +419,23 @@ def test_llm_envs_and_its_sandbox_never_import_the_web_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_old_module_names_warn_naming_the_new_ones_and_are_them():
+    moved = {"service_main": "server", "service_scripts": "scripts"}
+    moved |= {"service_shapes": "shapes", "service_submissions": "submissions"}
+    code = (
+        "import importlib, warnings\n"
+        f"for old, new in {moved!r}.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        module = importlib.import_module('llm_envs.sandbox.' + old)\n"
+        "    same = module is importlib.import_module('llm_envs.sandbox.service.' + new)\n"
+        "    notes = [str(w.message) for w in caught if old in str(w.message)]\n"
+        "    print(same, notes)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    for line, (old, new) in zip(lines, moved.items(), strict=True):
+        notice = f"llm_envs.sandbox.{old} is deprecated: import from llm_envs.sandbox.service.{new}"
+        assert line == f"True [{notice!r}]"

@@ -17,7 +17,7 @@ sandbox_fusion = pytest.importorskip("sandbox_fusion")
 from sandbox_fusion import RunCodeRequest, SubmitRequest, TestConfig  # noqa: E402
 
 from llm_envs.sandbox.service import ServiceSettings  # noqa: E402
-from llm_envs.sandbox.service_main import running_service  # noqa: E402
+from llm_envs.sandbox.service.server import running_service  # noqa: E402
 
 MARK = "atk" + uuid.uuid4().hex[:8]
 WRONG = {  # HumanEval/53 add(x, y): each is wrong and tries to pass anyway

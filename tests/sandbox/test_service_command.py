@@ -25,7 +25,7 @@ import requests
 from fastapi.testclient import TestClient
 
 from llm_envs.sandbox.service import ServiceSettings
-from llm_envs.sandbox.service_main import (
+from llm_envs.sandbox.service.server import (
     ENVIRONMENT_VARIABLE,
     _cpu_shares,
     app_from_environment,

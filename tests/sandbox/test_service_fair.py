@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_envs.sandbox.service import ServiceSettings
-from llm_envs.sandbox.service_fair import FairQueue, client_key
-from llm_envs.sandbox.service_main import running_service
+from llm_envs.sandbox.service.fair import FairQueue, client_key
+from llm_envs.sandbox.service.server import running_service
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
 

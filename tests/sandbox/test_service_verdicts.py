@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,12 +33,12 @@ import requests
 from llm_envs.expert_iteration.verifier import assemble_program, extract_code
 from llm_envs.sandbox import ProgramStatus, TestReport, default_sandbox, run_tests
 from llm_envs.sandbox.service import ScriptJob, ServiceSettings, script_program, script_result
-from llm_envs.sandbox.service_main import running_service
+from llm_envs.sandbox.service.server import running_service
 from llm_envs.tasks import load_humaneval
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")
 
-SHORT = 1.0  # seconds, for the programs that never end
+SHORT = 1.0  # seconds, for the programs that never end (at least: see calibrated)
 SERVICE_PID = os.getpid()  # the service runs in this process
 
 
@@ -58,6 +59,22 @@ def together(*calls: Callable[[], Any]) -> list[Any]:
     """Run the calls at once (the timeouts' seconds overlap); their results in order."""
     with ThreadPoolExecutor(len(calls)) as executor:
         return [future.result() for future in [executor.submit(call) for call in calls]]
+
+
+def calibrated(timeout: float | None, *calls: Callable[[], Any]) -> float | None:
+    """``timeout``, or for a program that never ends (``SHORT``) four times what ``calls`` take.
+
+    The runs of a program that never ends are compared where the deadline stops
+    them (what it printed first, whether loading or a test timed out), so each
+    must reach its sleep or loop in time. ``calls`` run the same kind of
+    program to its end, at once as the compared runs do, on the machine as
+    loaded as it is now: the deadline scales with the load, the verdicts do not.
+    """
+    if timeout != SHORT:
+        return timeout
+    started = time.perf_counter()
+    together(*calls)
+    return max(SHORT, 4 * (time.perf_counter() - started))
 
 
 def post(url: str, route: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -126,12 +143,16 @@ def outcomes(report: TestReport) -> list[tuple[str, str | None, str | None]]:
 @pytest.mark.parametrize(("completion", "timeout", "status"), SUBMISSIONS.values(), ids=SUBMISSIONS)
 def test_a_submission_gets_run_tests_verdict(url, port, completion, timeout, status):
     completion = completion.replace("{port}", str(port))
-    body = {
-        "dataset": "humaneval",
-        "id": PROBLEM.task_id,
-        "completion": completion,
-        "config": {"run_timeout": timeout},
-    }
+    right = PROBLEM.canonical_solution or ""
+    body = {"dataset": "humaneval", "id": PROBLEM.task_id, "completion": right}
+    timeout = calibrated(
+        timeout,
+        lambda: post(url, "submit", body),
+        lambda: run_tests(
+            assemble_program(PROBLEM, right), PROBLEM.tests, setup=PROBLEM.test_setup
+        ),
+    )
+    body = {**body, "completion": completion, "config": {"run_timeout": timeout}}
     program = assemble_program(PROBLEM, extract_code(completion) or completion)
     answer, report = together(
         lambda: post(url, "submit", body),
@@ -202,6 +223,13 @@ VERDICTS = {"ok": "Success", "load_error": "Failed", "syntax_error": "Failed", "
 @pytest.mark.parametrize(("code", "timeout", "verdict"), SCRIPTS.values(), ids=SCRIPTS)
 def test_a_script_gets_run_tests_verdict(url, port, code, timeout, verdict):
     code = code.replace("{port}", str(port))
+    printing = "print('sleeping', flush=True)"
+    timeout = calibrated(
+        timeout,
+        lambda: post(url, "run_code", {"code": printing, "language": "python"}),
+        lambda: run_tests(script_program(ScriptJob(printing)), []),
+        lambda: run_tests(printing, []),
+    )
     body = {"code": code, "language": "python", "run_timeout": timeout}
     program = script_program(ScriptJob(code, timeout=timeout))
     answer, wrapped, bare = together(

@@ -164,7 +164,7 @@ def test_run_code_spinners_leave_a_submit_verdict_alone() -> None:
     # The service's /run_code and /submit share one pool: the spinners as a script.
     requests = pytest.importorskip("requests")
     from llm_envs.sandbox.service import ServiceSettings
-    from llm_envs.sandbox.service_main import running_service
+    from llm_envs.sandbox.service.server import running_service
 
     def submit(url: str, timeout: float) -> tuple[object, float]:
         """The verdict (accepted, and each test's outcome and run status), and the wall time."""

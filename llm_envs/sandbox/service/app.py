@@ -1,39 +1,9 @@
-r"""The sandbox as an HTTP service that speaks SandboxFusion's API.
+"""The sandbox service's routes: SandboxFusion's API over one process's pool.
 
-verl, MARTI, tinker-cookbook and the ``sandbox-fusion`` client send code to a
-SandboxFusion server; pointing them at this service instead runs that code in
-:class:`~llm_envs.sandbox.Sandbox` workers (a fork of a warm worker per run,
-no container start). Start it with::
-
-    python -m llm_envs.sandbox.service --port 8080 --workers 2
-
-Routes (request and response shapes as SandboxFusion's, ``docs/sandbox_service.md``):
-
-* ``POST /run_code``: run a Python script (``code``, ``stdin``, ``files``,
-  ``run_timeout``) and answer ``status``, ``message`` and ``run_result``
-  (``status``, ``execution_time``, ``return_code``, ``stdout``, ``stderr``).
-  The script runs as ``__main__`` with its stdin, its files in its working
-  directory, and its exit status as ``return_code``, as ``python main.py``
-  would run it (:func:`script_program`). Any other language gets
-  SandboxFusion's error shape (``status: "SandboxError"``) saying so.
-* ``POST /submit``: a completion for a problem of HumanEval, MBPP (sanitized)
-  or CoopHumanEval; the verdict is :func:`~llm_envs.sandbox.run_tests`'s on
-  that problem (:func:`submission_program`): ``accepted`` when every test
-  passed, one entry of ``tests`` per test.
-* ``POST /get_prompts``, ``POST /get_prompt_by_id``, ``POST /list_ids``,
-  ``GET /list_datasets``, ``GET /v1/ping``: the problems served, and liveness.
-
-Each process holds one pool; ``--workers N`` runs N processes on one port
-(uvicorn's workers share the listening socket), each pinned to its own share
-of the CPUs.
-
-This module (with its parts :mod:`~llm_envs.sandbox.service_shapes`,
-:mod:`~llm_envs.sandbox.service_scripts` and
-:mod:`~llm_envs.sandbox.service_submissions`) and
-:mod:`llm_envs.sandbox.service_main` (which serves it) are the only ones of
-``llm_envs`` that import fastapi and uvicorn, and nothing in the package
-imports them. It never executes a request's code itself: every
-program goes to the pool, and verdicts come from its reports.
+:func:`create_app` builds the ASGI app; its pool starts and stops with the
+app's lifespan. Every route that runs a program takes a turn of the fair
+queue (:mod:`~llm_envs.sandbox.service.fair`); the server's guard
+(:class:`~llm_envs.serve.guard.Guard`) caps each body before a route reads it.
 """
 
 from __future__ import annotations
@@ -42,7 +12,7 @@ import contextlib
 import json
 import os
 import platform
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio.to_thread
@@ -51,49 +21,37 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from llm_envs.sandbox.pool import SandboxError
-from llm_envs.sandbox.service_fair import FairQueue, client_key
-from llm_envs.sandbox.service_scripts import (
+from llm_envs.sandbox.service.fair import FairQueue, client_key
+from llm_envs.sandbox.service.scripts import (
     ScriptJob,
     ScriptResult,
     ScriptRunner,
-    _check_files,
-    _run_result,
+    check_files,
     program_chars,
+    run_result,
     script_program,
     script_result,
 )
-from llm_envs.sandbox.service_shapes import (
+from llm_envs.sandbox.service.shapes import (
     PromptByIdRequest,
     PromptsRequest,
     RunCodeRequest,
     RunStatus,
     ServiceSettings,
     SubmitRequest,
-    _response,
+    response,
 )
-from llm_envs.sandbox.service_submissions import (
+from llm_envs.sandbox.service.submissions import (
     DATASETS,
-    _Problems,
-    _test_cases,
+    Problems,
     submission_program,
+    test_cases,
 )
 from llm_envs.serve.guard import Guard
 from llm_envs.tasks import CodeProblem
 
-__all__ = [
-    "DATASETS",
-    "ScriptJob",
-    "ScriptResult",
-    "ScriptRunner",
-    "ServiceSettings",
-    "create_app",
-    "main",
-    "script_program",
-    "script_result",
-    "submission_program",
-]
+__all__ = ["POOL_ROUTES", "create_app"]
 
-PROG = "python -m llm_envs.sandbox.service"
 POOL_ROUTES = frozenset({"/run_code", "/submit"})
 """The routes that run a program in the pool: queued fairly, per client (:class:`FairQueue`)."""
 
@@ -113,7 +71,7 @@ class _Service:
         self.settings = settings
         self.pool = settings.sandbox()
         self.run_script = script_runner or self._run_in_pool
-        self.problems = _Problems()
+        self.problems = Problems()
         self.pod = _pod_name()
 
     def close(self) -> None:
@@ -144,7 +102,7 @@ class _Service:
 
     def run_code(self, request: RunCodeRequest) -> dict[str, Any]:
         if request.language != "python":
-            return _response(
+            return response(
                 "SandboxError",
                 f"language {request.language!r} is not served: this service (llm_envs.sandbox) "
                 "runs Python only; send language 'python', or use a SandboxFusion server for "
@@ -155,14 +113,14 @@ class _Service:
         job = ScriptJob(
             request.code,
             request.stdin,
-            _check_files(request.files),
+            check_files(request.files),
             self._timeout(request.run_timeout, "run_timeout"),
         )
         self._check_size(program_chars(job), "code, stdin and files (paths and base64) come")
         try:
             result = self.run_script(job)
         except SandboxError as error:
-            return _response("SandboxError", f"the sandbox failed: {error}", None, self.pod)
+            return response("SandboxError", f"the sandbox failed: {error}", None, self.pod)
         notes = [result.note] if result.note else []
         if request.fetch_files:
             notes.append(
@@ -171,11 +129,11 @@ class _Service:
             )
         message = "; ".join(notes)
         if result.status == "Error":
-            return _response("SandboxError", message, None, self.pod)
+            return response("SandboxError", message, None, self.pod)
         status: RunStatus = (
             "Success" if result.status == "Finished" and result.return_code == 0 else "Failed"
         )
-        return _response(status, message, _run_result(result), self.pod)
+        return response(status, message, run_result(result), self.pod)
 
     def submit(self, request: SubmitRequest) -> dict[str, Any]:
         config = request.config
@@ -204,7 +162,7 @@ class _Service:
             "extracted_code": code,
             "full_code": program,
             "test_code": problem.test_setup + "".join(f"\n{test}" for test in problem.tests),
-            "tests": _test_cases(problem, report, self.pod),
+            "tests": test_cases(problem, report, self.pod),
             "extracted_type": extracted,
             "extra": {
                 "task_id": problem.task_id,
@@ -348,14 +306,3 @@ def create_app(
     app.add_middleware(Guard, token=None, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(_Admission, queue=queue, max_body_bytes=settings.max_body_bytes)
     return app
-
-
-def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
-    """Run the service until interrupted: :func:`llm_envs.sandbox.service_main.main`."""
-    from llm_envs.sandbox import service_main
-
-    return service_main.main(argv, prog=prog)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
