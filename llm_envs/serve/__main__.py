@@ -111,6 +111,12 @@ def build_parser(prog: str) -> CommandParser:
         help="the largest request body and WebSocket message taken (default 1048576: 1 MiB)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=_whole,
+        help="open connections (HTTP and WebSocket) past which a new one gets 503 (default: the "
+        "open-file limit, raised to its hard limit at start, less 128 kept for records)",
+    )
+    parser.add_argument(
         "--step-deadline",
         type=_positive,
         default=60.0,
@@ -162,6 +168,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         token=token,
         max_body_bytes=args.max_body_bytes,
         step_deadline=args.step_deadline,
+        max_connections=args.max_connections,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:
@@ -174,7 +181,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        **uvicorn_limits(settings.max_body_bytes),
+        **uvicorn_limits(settings.max_body_bytes, settings.max_connections),
     )
     return 0
 

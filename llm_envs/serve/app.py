@@ -101,6 +101,9 @@ class ServeSettings:
             or close code 1009, past it).
         step_deadline: seconds one environment step may run before the episode
             ends for the seat that acted, as a timeout.
+        max_connections: open connections past which a new one is answered 503
+            and closed (None: the open-file limit less a reserve, so that records
+            are written however many clients connect).
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -113,6 +116,7 @@ class ServeSettings:
     token: str | None = None
     max_body_bytes: int = 1 << 20
     step_deadline: float = 60.0
+    max_connections: int | None = None
 
 
 class _JSON(JSONResponse):
@@ -270,7 +274,7 @@ def _openenv_view(settings: ServeSettings, families: Families, store: EpisodeSto
     route; only ``/openenv`` answers 501 naming the install line.
     """
     try:
-        from llm_envs.serve.openenv_view import SingleSeat, openenv_app
+        from llm_envs.bridges.openenv import SingleSeat, openenv_app
     except ModuleNotFoundError as missing:
         return _missing_view(str(missing))
     shared = SingleSeat(
@@ -325,7 +329,11 @@ def serving_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[st
     settings = getattr(getattr(app, "state", None), "settings", None) or ServeSettings()
     check_exposure(host, settings.token)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", **uvicorn_limits(settings.max_body_bytes)
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        **uvicorn_limits(settings.max_body_bytes, settings.max_connections),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="llm-envs-serve", daemon=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import ipaddress
 import json
@@ -95,23 +96,27 @@ def token_from_environment(token: str | None) -> str | None:
     return token or os.environ.get(TOKEN_VARIABLE) or None
 
 
-def uvicorn_limits(max_body_bytes: int) -> dict[str, Any]:
+def uvicorn_limits(max_body_bytes: int, max_connections: int | None = None) -> dict[str, Any]:
     """The settings of uvicorn that bound what it buffers before the app sees a request.
 
-    A request's head: httptools with a bound of ours
-    (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`), or h11, which
-    bounds it itself but parses several times slower, where httptools is not
-    installed. A WebSocket message: ``ws_max_size``.
+    A request's head, its timing and the open connections: httptools with
+    bounds of ours (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`;
+    ``max_connections`` None is the open-file limit less a reserve), or h11,
+    which bounds a head itself but parses several times slower and bounds
+    neither time nor connections, where httptools is not installed. A
+    WebSocket message: ``ws_max_size``.
     """
     try:
-        from llm_envs.serve.heads import BoundedHttpToolsProtocol
+        from llm_envs.serve.heads import BoundedHttpToolsProtocol, default_max_connections
     except ImportError:  # uvicorn without httptools
         return {
             "http": "h11",
             "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
             "ws_max_size": max_body_bytes,
         }
-    return {"http": BoundedHttpToolsProtocol, "ws_max_size": max_body_bytes}
+    bound = max_connections or default_max_connections()
+    protocol = functools.partial(BoundedHttpToolsProtocol, max_connections=bound)
+    return {"http": protocol, "ws_max_size": max_body_bytes}
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

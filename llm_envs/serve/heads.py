@@ -9,11 +9,16 @@ of a head still incomplete: past :data:`~llm_envs.serve.guard.MAX_HEAD_BYTES`
 connection closed. A head that arrives whole in one read is never refused
 here; :class:`~llm_envs.serve.guard.Guard` measures it (431).
 
-A connection must also send each request's head within :data:`HEAD_SECONDS`
-of opening (or of its previous response): a client that opens connections
-and sends nothing, or a byte at a time, holds a file descriptor each, and a
-server out of descriptors answers nobody and writes no record. Past it the
-connection is closed.
+Each connection holds a file descriptor, and a server out of descriptors
+answers nobody and cannot write an episode's record, so a connection is held
+only while it makes progress, and only so many are held:
+
+- a request's head is due within :data:`HEAD_SECONDS` of the connection's
+  opening (or of its previous response), and its body within
+  :data:`BODY_SECONDS` of its head; past either the connection is closed;
+- past ``max_connections`` open connections (HTTP and WebSocket), a new one is
+  answered 503 and closed at once, which keeps :data:`FD_RESERVE` descriptors
+  of the process's limit for records, the sandbox and the step threads.
 
 This module imports uvicorn and httptools (the ``serve`` extra).
 """
@@ -21,29 +26,66 @@ This module imports uvicorn and httptools (the ``serve`` extra).
 from __future__ import annotations
 
 import asyncio
+import resource
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from llm_envs.serve.guard import MAX_HEAD_BYTES
 
-__all__ = ["HEAD_SECONDS", "BoundedHttpToolsProtocol"]
+__all__ = [
+    "BODY_SECONDS",
+    "FD_RESERVE",
+    "HEAD_SECONDS",
+    "BoundedHttpToolsProtocol",
+    "default_max_connections",
+]
 
 HEAD_SECONDS = 30.0
 """Seconds a connection has to send a request's line and headers."""
 
+BODY_SECONDS = 30.0
+"""Seconds a request has to send its body once its head is in (1 MiB at 35 KB/s)."""
+
+FD_RESERVE = 128
+"""File descriptors of the process's limit that connections may not take."""
+
+
+def default_max_connections() -> int:
+    """The open-file limit (soft) less :data:`FD_RESERVE`, and at least 1."""
+    return max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FD_RESERVE)
+
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, refusing a request head over ``MAX_HEAD_BYTES`` with 400."""
+    """uvicorn's httptools protocol with a request's head, its time and the connections bounded.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    Args:
+        max_connections: open connections (this server's, HTTP and WebSocket)
+            past which a new one is answered 503 and closed; None:
+            :func:`default_max_connections` when the protocol is made.
+    """
+
+    def __init__(self, *args: Any, max_connections: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head: int | None = 0  # bytes read while the current head is incomplete
         self._head_timer: asyncio.TimerHandle | None = None
+        self._max_connections = max_connections or default_max_connections()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """A connection opens: its first head is due within ``HEAD_SECONDS``."""
+        """A connection opens: refused past the bound, else its first head is due in time."""
         super().connection_made(transport)
+        if len(self.connections) > self._max_connections:
+            body = (
+                f"the server holds {self._max_connections} connections, its most: "
+                "retry later, or raise --max-connections and the open-file limit"
+            ).encode()
+            transport.write(
+                b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n"
+                b"content-type: text/plain; charset=utf-8\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            transport.close()
+            return
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -59,10 +101,20 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._await_head()
 
     def on_headers_complete(self) -> None:
-        """The head is whole: stop counting (the body is the guard's)."""
+        """The head is whole: stop counting (the body's size is the guard's); its body is due."""
         self._head = None
-        self._head_arrived()
+        self._await(BODY_SECONDS)
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        """The body is whole: nothing is due until the response is sent."""
+        self._head_arrived()
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        """The connection becomes a WebSocket's (uvicorn's pings watch it from here)."""
+        self._head_arrived()
+        super().handle_websocket_upgrade()
 
     def on_response_complete(self) -> None:
         """A response is sent: a kept-alive connection's next head is due in time too."""
@@ -71,8 +123,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._await_head()
 
     def _await_head(self) -> None:
+        self._await(HEAD_SECONDS)
+
+    def _await(self, seconds: float) -> None:
         self._head_arrived()
-        self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_overdue)
+        self._head_timer = self.loop.call_later(seconds, self._head_overdue)
 
     def _head_arrived(self) -> None:
         if self._head_timer is not None:
@@ -81,7 +136,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_overdue(self) -> None:
         self._head_timer = None
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and self.transport.get_protocol() is self:
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
