@@ -1,45 +1,35 @@
-"""What a trainer, the evaluator and the report need from an environment family.
+"""What every trainer, the evaluator and the episode server ask of an environment family.
 
-A *family* is a registered environment seen from outside, in one object:
+A *family* is a registered environment seen from outside, in one object. Its
+core (:class:`Family`, six members) is what every family answers: its name, its
+seats, the most turns one agent takes, the training plan, the evaluation plan
+(groups of episodes with their seeds and options, and the seats the trained
+policy plays) and the evaluator's episode of one problem.
 
-* the training plan: which environments to play for the groups with given
-  indices, their reset seeds and options, which episodes form one group (the
-  advantages are centred within it), and which seats the trained policy plays;
-* the evaluation plan and its episodes, one per problem, for the evaluator,
-  and, for a trainer that asks, problems held out from training
-  (:meth:`Family.holding_out`);
-* whether its agents are one team, paid one shared reward (:attr:`Family.team_reward`:
-  what MAGRPO trains on);
-* an optional scripted teacher (a warm start imitates it) and reference players
-  (an entrant of known strength in tournaments);
-* the metrics its tables lead with, and how an episode record's rewards add up;
-* optionally, the settings a remote client of an episode server may pass,
-  with their bounds (:attr:`FamilyBase.client_settings`; none unless declared);
-* optionally, a meter of a policy's play beyond its returns
-  (:meth:`FamilyBase.measure`: Kuhn Poker's exploitability; none unless declared).
+Everything else is an optional capability a family opts into by writing its
+members (:mod:`llm_envs.capabilities`: a teacher, reference or scripted players,
+a team reward, held-out problems, evaluation details, a meter, served settings,
+...); a trainer feature that needs one checks it with
+:func:`llm_envs.capabilities.require`, which names the capability in its refusal.
 
-Trainers, the evaluator and the report take any family through this protocol
-and never name one; the registry (:mod:`llm_envs.registration`) says which
-family an environment id belongs to. Everything here is plain Python: a plan
-holds environments, seeds and options, never tokens.
-
-A new family subclasses :class:`FamilyBase`, which answers "no" to every
-optional question (no teacher, no reference players, self-play evaluation, no
-team reward, nothing to hold out), and writes :meth:`Family.training` and
-:meth:`Family.evaluation`.
+A new family subclasses :class:`FamilyBase`, which answers every capability
+"none", and writes the core. Trainers, the evaluator and the report take any
+family through these protocols and never name one; the registry
+(:mod:`llm_envs.registration`) says which family an environment id belongs to.
+Everything here is plain Python: a plan holds environments, seeds and options,
+never tokens. Seeds come from :mod:`llm_envs.seeding`, numbers in words from
+:mod:`llm_envs.formatting`.
 """
 
 from __future__ import annotations
 
-import functools
-import math
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
-import numpy as np
-
 from llm_envs.client_settings import ClientSettings
+from llm_envs.formatting import finite, fmt
 
 __all__ = [
     "Agent",
@@ -48,10 +38,6 @@ __all__ = [
     "Family",
     "FamilyBase",
     "Sampler",
-    "derive_seed",
-    "finite",
-    "fmt",
-    "ordered",
     "recorded_rewards",
 ]
 
@@ -67,33 +53,26 @@ class Agent(Protocol):
 Sampler = Callable[[Sequence[tuple[str, Any, Mapping[str, Any]]]], list[str]]
 """A policy asked many turns at once: ``(agent, observation, info)`` triples -> one text each."""
 
-
-def derive_seed(*keys: int) -> int:
-    """A 31-bit seed that depends on every key (numpy's ``SeedSequence`` mixing).
-
-    Example:
-        >>> derive_seed(0, 1) == derive_seed(0, 1) != derive_seed(1, 0)
-        True
-    """
-    return int(np.random.SeedSequence([int(k) & 0xFFFFFFFF for k in keys]).generate_state(1)[0])
+_MOVED = {
+    "derive_seed": "llm_envs.seeding",
+    "ordered": "llm_envs.seeding",
+    "finite": "llm_envs.formatting",
+    "fmt": "llm_envs.formatting",
+}
 
 
-def ordered(items: Sequence[Any], index: int, seed: int) -> Any:
-    """Item ``index`` of an endless stream of seeded permutations of ``items`` (epochs).
+def __getattr__(name: str) -> Any:
+    """The seeding and formatting helpers' old home, for one release (a DeprecationWarning)."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-    Example:
-        >>> sorted(ordered("abc", i, seed=0) for i in range(3))
-        ['a', 'b', 'c']
-    """
-    epoch, position = divmod(index, len(items))
-    return items[int(_permutation(len(items), seed & 0xFFFFFFFF, epoch)[position])]
-
-
-@functools.lru_cache(maxsize=4)
-def _permutation(size: int, seed: int, epoch: int) -> np.ndarray:
-    # Kept: a trainer asks for one group after another of the same epoch, and a
-    # million-problem task costs 20 ms a permutation.
-    return np.random.default_rng([seed, epoch]).permutation(size)
+    warnings.warn(
+        f"llm_envs.family.{name} moved to {_MOVED[name]}.{name}; import it from there",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED[name]), name)
 
 
 @dataclass
@@ -152,27 +131,6 @@ class EpisodeRewards:
     per_turn: dict[tuple[int, str], str] = field(default_factory=dict)
 
 
-def finite(value: Any) -> float | None:
-    """A finite float, or None (bools, strings, NaN and infinities are not values)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def fmt(value: float) -> str:
-    """A number as people read it.
-
-    Example:
-        >>> fmt(5.0), fmt(-1 / 3), fmt(1e-05), fmt(0.0)
-        ('5', '-0.3333', '1e-05', '0')
-    """
-    if value == 0:
-        return "0"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.4g}"
-
-
 def recorded_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
     """The rewards a record states, for a family that states them.
 
@@ -198,12 +156,15 @@ def recorded_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -
 
 
 class Family(Protocol):
-    """An environment family as trainers, the evaluator and the report use it.
+    """The core of an environment family: what every trainer, the evaluator and the server ask.
+
+    Six members every family writes (``name`` to ``eval_episode``), and three run
+    settings :class:`FamilyBase` answers unless the family says otherwise.
 
     A family is built from the run's settings: ``Family(env_kwargs, task=...,
     seed=..., task_kwargs=..., **options)``, where ``options`` are the run
-    settings named in :attr:`run_options`. A bad setting raises there, before
-    a model is loaded.
+    settings it names in :attr:`run_options`.
+    A bad setting raises there, before a model is loaded.
 
     The run options the families here take, by the trainers that pass them:
 
@@ -221,26 +182,8 @@ class Family(Protocol):
 
     name: ClassVar[str]
     """The name a command line gives it (``--env debate``)."""
-    run_options: ClassVar[tuple[str, ...]]
-    """The trainer settings (beyond env and task) the constructor takes (see above)."""
-    tasks: ClassVar[tuple[str, ...]]
-    """The ``task`` values it accepts; the first is the default."""
-    headline_metrics: ClassVar[tuple[str, ...]]
-    """The info metrics an evaluation's tables show next to the scores."""
-    metric_titles: ClassVar[Mapping[str, str]]
-    """Column titles of headline metrics whose name is not their title (``pass_rate``)."""
-    fixed_opponent: ClassVar[bool]
-    """Whether evaluation plays the trained policy against a fixed one in the other seats."""
-    teacher_options: ClassVar[tuple[str, ...] | None]
-    """None without a scripted teacher; else the :meth:`demonstrations` options it honours."""
-    team_reward: ClassVar[bool]
-    """Whether the agents of an episode are one team: each step pays every acting
-    agent the same reward, the team's (MAGRPO trains only such families)."""
-
     agents: tuple[str, ...]
     """Its agents, in ``possible_agents`` order: the seats."""
-    num_eval_problems: int | None
-    """How many distinct evaluation problems there are (None: as many as asked)."""
     max_agent_turns: int
     """The most turns one agent takes in a training episode: the bound a trainer
     sizes one agent's whole episode by (TRL's ``max_completion_length`` is
@@ -254,105 +197,50 @@ class Family(Protocol):
         """The episodes of a trainer's evaluation groups with these indices."""
         ...
 
-    def demonstrations(
-        self,
-        group_indices: Sequence[int],
-        seed: int,
-        mistake_rate: float = 0.25,
-        broken_rate: float = 0.0,
-    ) -> tuple[EpisodePlan, dict[str, Agent]]:
-        """Training episodes and a scripted teacher per agent (ValueError where none)."""
-        ...
-
     def eval_episode(self, problem: int, seed: int) -> tuple[Any, int, dict[str, Any]]:
         """The evaluator's episode of problem ``problem``: a fresh env, its seed and options."""
         ...
 
-    def holding_out(self, count: int) -> Family:
-        """This family with ``count`` evaluation problems that its training never plays.
-
-        For a trainer that evaluates on problems kept apart from the ones it
-        trains on (MAGRPO's ``eval_problems``): the returned family's
-        :meth:`evaluation` plays the held-out problems (group indices ``0 ..
-        count - 1``, :attr:`num_eval_problems` of them where they are counted)
-        and its :meth:`training` only the others. 0 holds out nothing.
-        """
-        ...
-
-    def eval_extras(self, env: Any) -> dict[str, Any]:
-        """What an evaluation records of a finished episode besides its transcript."""
-        ...
-
-    def default_seating(self, num_models: int) -> str:
-        """The evaluator's seating for ``seating='auto'`` (``self``, ``rotations``...)."""
-        ...
-
-    def reference_players(self) -> dict[str, Agent]:
-        """A scripted player per seat that knows the answers (ValueError where none).
-
-        A player that draws random numbers follows the seeding rule of
-        :meth:`scripted_players`.
-        """
-        ...
-
-    def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
-        """Named sets of scripted players, a player per seat, for training episodes.
-
-        A league's anchors (``scripted:NAME``): opponents of known strength,
-        such as a random player and a strong one. ``{}`` where there are none.
-
-        The seeding rule: a player's random generator is seeded from ``seed``
-        mixed with a salt of the player's own, ``derive_seed(seed, SALT, seat)``
-        (:func:`derive_seed`; ``SALT`` a constant of the family's, ``seat`` the
-        seat's index), never with ``seed`` itself nor a reset seed. The
-        environment draws its episode (a secret, a deal, a problem) from its
-        reset seed, and the callers' seeds and reset seeds come from the same
-        few run seeds: a player whose generator starts where the environment's
-        did draws the environment's own numbers, and its "random" guess is the
-        secret.
-        """
-        ...
-
-    @staticmethod
-    def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
-        """Each agent's return in a recorded episode, added up the way the env pays."""
-        ...
+    # The run settings: not written unless they differ from FamilyBase's answers.
+    tasks: ClassVar[tuple[str, ...]]
+    """The ``task`` values it accepts; the first is the default (FamilyBase: ``default``)."""
+    run_options: ClassVar[tuple[str, ...]]
+    """Trainer settings beyond env and task that its constructor takes (above; FamilyBase: none)."""
+    num_eval_problems: int | None
+    """How many distinct evaluation problems there are (FamilyBase: None, as many as asked)."""
 
 
 class FamilyBase:
-    """The answers every family shares unless it says otherwise.
+    """The core's defaults and every capability's answer "none".
 
-    No run options, no teacher, no reference players, self-play evaluation, no
-    headline metrics, no team reward, no settings a remote client may pass, an
-    evaluation already apart from training, one turn per agent, rewards as the
-    record states them. A subclass sets
-    :attr:`name`, :attr:`agents` and :attr:`tasks`, and writes ``training``,
-    ``evaluation`` and ``eval_episode``.
+    A subclass sets :attr:`name` and :attr:`agents` (and :attr:`max_agent_turns`
+    beyond one turn) and writes ``training``, ``evaluation`` and ``eval_episode``:
+    the core (:class:`Family`). Each capability of :mod:`llm_envs.capabilities`
+    it wants, it writes. Until then: task ``default`` and no run options, no
+    teacher, no reference players (nor scripted ones beyond them), no team
+    reward, an evaluation already apart from training, self-play evaluation
+    without headline metrics, no meter, no settings a remote client may pass, no
+    declared reward range, rewards as the record states them. An answer here
+    is not the capability (:func:`llm_envs.capabilities.provides`): a feature
+    that needs one refuses a family that only inherits it.
     """
 
     name: ClassVar[str] = ""
+    agents: tuple[str, ...] = ()
+    max_agent_turns: int = 1
+
     run_options: ClassVar[tuple[str, ...]] = ()
     tasks: ClassVar[tuple[str, ...]] = ("default",)
+    num_eval_problems: int | None = None
     headline_metrics: ClassVar[tuple[str, ...]] = ()
     metric_titles: ClassVar[Mapping[str, str]] = {}
     fixed_opponent: ClassVar[bool] = False
     teacher_options: ClassVar[tuple[str, ...] | None] = None
     team_reward: ClassVar[bool] = False
     client_settings: ClassVar[ClientSettings] = ClientSettings()
-    """The env_kwargs and task_kwargs an episode server's client may pass, with their
-    bounds (:mod:`llm_envs.client_settings`). Optional, and not part of
-    :class:`Family`: a family without it (or with this default) lets a client
-    set nothing beyond the server's own settings."""
-
-    agents: tuple[str, ...] = ()
-    num_eval_problems: int | None = None
-    max_agent_turns: int = 1
+    """None settable: a client sets nothing beyond the server's own settings."""
     reward_range: tuple[float, float] | None = None
-    """The lowest and highest return (the sum of its rewards) one agent can get in one
-    episode with this family's settings; None: undeclared, unchecked. Optional, and not
-    part of :class:`Family`: ``llm-envs check`` (:mod:`baselines.check`) checks every
-    return it sees against it. A family whose bounds depend on its settings sets it in
-    ``__init__``."""
+    """Undeclared, unchecked; a family whose bounds follow its settings sets it in ``__init__``."""
 
     def demonstrations(
         self,
@@ -371,23 +259,11 @@ class FamilyBase:
         return {}
 
     def measure(self, sample: Sampler, *, samples: int, seed: int) -> dict[str, float]:
-        """A meter of the policy ``sample`` plays by, beyond returns: ``{}``, none.
-
-        Optional, and not part of :class:`Family`: a family that can say more
-        of a policy than its returns (Kuhn Poker: its exploitability, the most
-        a best response wins against it) asks it ``samples`` times at each
-        point it measures, in one call, and returns named numbers; trainers
-        log them as ``eval/NAME`` and the evaluator shows them per entrant.
-        """
+        """No meter: ``{}``."""
         return {}
 
     def holding_out(self, count: int) -> Self:
-        """The family itself: its evaluation already plays episodes its training does not.
-
-        Right for a family whose evaluation draws its own problems (another
-        seed, a test split); a family that trains and evaluates on one fixed
-        list of problems splits it instead (see :class:`Family`).
-        """
+        """The family itself: its evaluation already plays episodes its training does not."""
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
         return self

@@ -274,7 +274,7 @@ def metric_title(env: str, metric: str) -> str:
         >>> metric_title("code_collab", "pass_rate"), metric_title("unknown", "win_rate")
         ('pass rate', 'win rate')
     """
-    titles = family_class(env).metric_titles if is_family(env) else {}
+    titles = getattr(family_class(env), "metric_titles", {}) if is_family(env) else {}
     return titles.get(metric, metric.replace("_", " "))
 
 

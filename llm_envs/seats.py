@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pettingzoo import AECEnv, ParallelEnv
 
+from llm_envs.capabilities import ReferencePlayers, require
+
 if TYPE_CHECKING:
     from llm_envs.family import Agent, Family
 
@@ -215,8 +217,10 @@ def family_seat(
             (the family's message says why), or a bad seat.
     """
     env, reset_seed, options = family.eval_episode(problem, seed)
-    players = dict(others) if others is not None else family.reference_players()
-    return SeatView(env, seat, players), reset_seed, options
+    if others is None:
+        seated = require(family, ReferencePlayers, by="the other seats", otherwise="pass others")
+        others = seated.reference_players()
+    return SeatView(env, seat, dict(others)), reset_seed, options
 
 
 def chat_messages(observation: Any) -> list[dict[str, str]]:

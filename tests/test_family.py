@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llm_envs.family import EpisodePlan, ordered
+from llm_envs.family import EpisodePlan
 from llm_envs.registration import family_names, make_family
+from llm_envs.seeding import ordered
 
 
 @pytest.mark.parametrize("name", family_names())

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from baselines.check.play import Episode, Play
-from llm_envs.family import fmt
+from llm_envs.formatting import fmt
 
 __all__ = [
     "TIE",

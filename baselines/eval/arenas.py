@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from baselines.eval.seating import SeatingMode
 from baselines.samplers.base import Policy
-from llm_envs.capabilities import ReferencePlayers, ScriptedPlayers, require
+from llm_envs.capabilities import EvaluationDetails, ReferencePlayers, ScriptedPlayers, require
 from llm_envs.family import Family
 from llm_envs.registration import make_family
 
@@ -52,11 +52,11 @@ class Arena:
 
     def extras(self, env: Any) -> dict[str, Any]:
         """What to record of a finished episode besides its transcript (JSON values)."""
-        return self.family.eval_extras(env)
+        return cast(EvaluationDetails, self.family).eval_extras(env)
 
     def default_seating(self, num_models: int) -> SeatingMode:
         """The seating of ``seating='auto'``."""
-        return cast(SeatingMode, self.family.default_seating(num_models))
+        return cast(SeatingMode, cast(EvaluationDetails, self.family).default_seating(num_models))
 
     def reference(self) -> Policy:
         """The sampler of the ``reference`` entrant: the family's reference players.

@@ -54,6 +54,7 @@ from baselines.eval.ratings import (
     rate_models,
 )
 from baselines.eval.scores import Estimate, format_estimate, mean_with_interval, paired_difference
+from llm_envs.capabilities import TeamReward, provides
 from llm_envs.judgements import Vote, is_valid_vote, lower_seat_wins
 from llm_envs.registration import family_class, is_family, metric_title
 
@@ -569,7 +570,7 @@ def summarize(
         num_problems=len(problems),
         scores=tuple(scores),
         tournament=tournament,
-        headline=family_class(env).headline_metrics if is_family(env) else (),
+        headline=getattr(family_class(env), "headline_metrics", ()) if is_family(env) else (),
     )
 
 
@@ -590,7 +591,7 @@ def unjudged_pairs(models: Sequence[str], counts: Sequence[Sequence[int]]) -> li
 
 def _seats_compete(env: str) -> bool:
     """Whether the seats of ``env``'s episodes play against each other (no team reward)."""
-    return is_family(env) and not family_class(env).team_reward
+    return is_family(env) and not provides(family_class(env), TeamReward)
 
 
 class _Judged(NamedTuple):

@@ -389,13 +389,13 @@ class ISTrainerConfig(TrainerConfig):
         for name, option, what in TEACHER_FIELDS:
             default = getattr(WarmStartSettings(), option)
             if getattr(self.warm_start, option) == default or option in (
-                family.teacher_options or ()
+                getattr(family, "teacher_options", None) or ()
             ):
                 continue
             takers = [
                 taker
                 for taker in family_names()
-                if option in (family_class(taker).teacher_options or ())
+                if option in (getattr(family_class(taker), "teacher_options", None) or ())
             ]
             raise ValueError(
                 f"{name} is for --env {' or '.join(takers)} ({what}), got env={self.env!r}; "

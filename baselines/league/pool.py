@@ -28,7 +28,7 @@ from baselines.league.matchmaking import (
     matchmaking_probabilities,
 )
 from baselines.league.ratings import LEARNER, LeagueRatings
-from llm_envs.family import derive_seed
+from llm_envs.seeding import derive_seed
 
 __all__ = ["LATEST", "League", "Opponent", "OpponentKind", "parse_anchor"]
 

@@ -27,6 +27,7 @@ from baselines.config import (
     UnitFraction,
 )
 from baselines.magrpo.credit import JointMode, ReturnReduction
+from llm_envs.capabilities import TeamReward, provides, require
 from llm_envs.registration import family_class, family_names
 
 __all__ = ["DeviceName", "EnvName", "MAGRPOConfig", "Precision", "TaskName"]
@@ -125,12 +126,14 @@ class MAGRPOConfig(TrainerConfig):
             raise ValueError(
                 f"--env {self.env} takes --task {' | '.join(family.tasks)}, got {self.task!r}"
             )
-        if not family.team_reward:
-            teams = [name for name in family_names() if family_class(name).team_reward]
-            raise ValueError(
-                f"MAGRPO trains agents on one team reward, and --env {self.env} has none (its "
-                "agents are paid one by one); the registered families with a team reward: "
-                f"{', '.join(teams) or 'none'}"
+        if not provides(family, TeamReward):
+            teams = [name for name in family_names() if provides(family_class(name), TeamReward)]
+            require(
+                family,
+                TeamReward,
+                by="MAGRPO trains agents on one team reward",
+                otherwise="the registered families with a team reward: "
+                + (", ".join(teams) or "none"),
             )
         clash = _TRAINER_OWNED & set(self.env_kwargs)
         if clash:

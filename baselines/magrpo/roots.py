@@ -4,7 +4,7 @@ MAGRPO takes any registered family (:mod:`llm_envs.family`) that
 
 * plays PettingZoo ``ParallelEnv`` environments: every agent acts at every turn,
   so the agents' completions at a node form joint actions, each stepped at once;
-* declares a team reward (:attr:`~llm_envs.family.Family.team_reward`): every
+* declares a team reward (:attr:`~llm_envs.capabilities.TeamReward.team_reward`): every
   agent of a joint action is paid the same reward, the one its completion is
   credited with (:mod:`baselines.magrpo.credit`);
 * has at least one agent (one agent is single-agent GRPO on the same tree) and,
@@ -24,11 +24,12 @@ This module never imports torch and never names a family.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from pettingzoo import AECEnv, ParallelEnv
 
 from baselines.magrpo.config import MAGRPOConfig
+from llm_envs.capabilities import HeldOutProblems, TeamReward, require
 from llm_envs.family import EpisodePlan, Family
 from llm_envs.registration import make_family
 
@@ -53,7 +54,7 @@ def team_family(config: MAGRPOConfig) -> Family:
     )
     check_team_family(family, config.num_turns, seed=config.seed)
     try:
-        return family.holding_out(config.eval_problems)
+        return cast(HeldOutProblems, family).holding_out(config.eval_problems)  # FamilyBase's
     except ValueError as error:
         raise ValueError(f"eval_problems={config.eval_problems}: {error}") from error
 
@@ -70,11 +71,7 @@ def check_team_family(family: Family, num_turns: int, *, seed: int = 0) -> None:
             shorter than ``num_turns``.
     """
     name = family.name
-    if not family.team_reward:
-        raise ValueError(
-            f"MAGRPO trains agents on one team reward, and --env {name} has none (its family's "
-            "team_reward is False)"
-        )
+    require(family, TeamReward, by="MAGRPO trains agents on one team reward")
     plan = family.training([0], seed)
     try:
         if not plan.envs:

@@ -31,7 +31,7 @@ from baselines.report.rewards import episode_rewards
 from baselines.report.svg import _chart, _Curve, _sparkline
 from baselines.report.transcripts import _EpisodeFile, _page, _read_records, _transcript_page
 from baselines.run_directory import CONFIG_FILE, EPISODES_DIR, METRICS_FILE
-from llm_envs.family import fmt as _fmt
+from llm_envs.formatting import fmt as _fmt
 
 
 def _read_config(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from baselines.report._common import Series
 from baselines.report.markup import Markup, join, markup
 from baselines.report.svg import _chart, _Curve
-from llm_envs.family import fmt
+from llm_envs.formatting import fmt
 
 __all__ = ["league_html"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.report._common import Series
-from llm_envs.family import finite as _number
+from llm_envs.formatting import finite as _number
 
 
 def first_and_last(rows: Sequence[Mapping[str, Any]], key: str) -> str:

@@ -18,7 +18,7 @@ def episode_rewards(
 
     A record holds what the environment scored, not the reward stream, so the
     environment's family adds it up the way the environment pays it
-    (:meth:`llm_envs.family.Family.episode_rewards`): the family whose name
+    (:meth:`llm_envs.capabilities.RewardAccounting.episode_rewards`): the family whose name
     the record's ``env`` carries (``debate_v0`` is ``debate``'s); a record of
     an environment without a registered family is read by
     :func:`~llm_envs.family.recorded_rewards` (a ``rewards`` mapping of the
@@ -40,7 +40,8 @@ def episode_rewards(
         'parse-error penalty -1 + win_rate 0'
     """
     name = str(record.get("env", "")).rsplit("_v", 1)[0]
-    reader = family_class(name).episode_rewards if is_family(name) else recorded_rewards
+    family = family_class(name) if is_family(name) else None
+    reader = getattr(family, "episode_rewards", recorded_rewards)
     try:
         rewards = reader(record, env_kwargs or {})
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):

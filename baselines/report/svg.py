@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from baselines.report._common import _COLOURS
 from baselines.report.markup import Markup, join, markup
-from llm_envs.family import fmt as _fmt
+from llm_envs.formatting import fmt as _fmt
 
 
 def _ticks(lo: float, hi: float, *, integer: bool = False, count: int = 4) -> list[float]:

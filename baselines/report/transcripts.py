@@ -11,7 +11,7 @@ from typing import Any
 from baselines.report._common import _STYLE
 from baselines.report.markup import Markup, escape, href, join, markup
 from baselines.report.rewards import EpisodeRewards, episode_rewards
-from llm_envs.family import fmt as _fmt
+from llm_envs.formatting import fmt as _fmt
 
 
 def _is_chat(value: Any) -> bool:

@@ -70,7 +70,7 @@ from baselines.training.trackers import (
     require_tracker,
     tracker_config,
 )
-from llm_envs.family import derive_seed
+from llm_envs.seeding import derive_seed
 
 __all__ = [
     "LoopSettings",

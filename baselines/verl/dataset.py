@@ -59,8 +59,8 @@ from pydantic.dataclasses import dataclass
 
 from baselines.cli import parse_config
 from baselines.config import VALIDATION, NonNegativeInt, PositiveFloat, PositiveInt
-from llm_envs.family import derive_seed
 from llm_envs.registration import make_family
+from llm_envs.seeding import derive_seed
 
 __all__ = [
     "AGENT_LOOP_FILE",

@@ -17,15 +17,9 @@ from typing import Any, ClassVar, Self, get_args
 
 from llm_envs.client_settings import ClientSettings, Number, OneOf, Whole
 from llm_envs.code_collab.rewards import MAX_TEAM_REWARD, AuxBonus
-from llm_envs.family import (
-    Agent,
-    EpisodePlan,
-    EpisodeRewards,
-    FamilyBase,
-    derive_seed,
-    fmt,
-    ordered,
-)
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.formatting import fmt
+from llm_envs.seeding import derive_seed, ordered
 
 __all__ = ["CodeCollabFamily"]
 

@@ -35,15 +35,9 @@ from llm_envs.client_settings import (
 from llm_envs.debate.config import ObservationMode, OnParseError, VoteCounting
 from llm_envs.debate.rewards import RewardMode
 from llm_envs.debate.shaping import SHAPING_TERMS
-from llm_envs.family import (
-    Agent,
-    EpisodePlan,
-    EpisodeRewards,
-    FamilyBase,
-    derive_seed,
-    fmt,
-    ordered,
-)
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.formatting import fmt
+from llm_envs.seeding import derive_seed, ordered
 
 __all__ = ["DebateFamily"]
 

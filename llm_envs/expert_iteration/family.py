@@ -31,15 +31,9 @@ from llm_envs.client_settings import (
 from llm_envs.expert_iteration.config import OnFirstCorrect
 from llm_envs.expert_iteration.strategies import FeedbackSource, HintMode, TrainingContext
 from llm_envs.expert_iteration.verifier import CodeReward
-from llm_envs.family import (
-    Agent,
-    EpisodePlan,
-    EpisodeRewards,
-    FamilyBase,
-    derive_seed,
-    fmt,
-    ordered,
-)
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.formatting import fmt
+from llm_envs.seeding import derive_seed, ordered
 from llm_envs.tasks.code_datasets import CODE_DATASETS
 from llm_envs.tasks.math_sources import MATH_TASKS
 

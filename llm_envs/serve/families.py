@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llm_envs.capabilities import ReferencePlayers, require
 from llm_envs.client_settings import refusal
 from llm_envs.registration import family_class, family_names, make_family
 from llm_envs.serve.errors import Invalid, NotFound
@@ -173,7 +174,8 @@ class Families:
         with entry.lock:
             if entry.players is None:
                 try:
-                    entry.players = family.reference_players()
+                    seated = require(family, ReferencePlayers, by="the other seats")
+                    entry.players = seated.reference_players()
                 except ValueError as exc:
                     raise Invalid(f"env {spec.env!r} cannot fill the other seats: {exc}") from exc
             return entry.players

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_envs.client_settings import ClientSettings, OneOf, Whole
-from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler, derive_seed
+from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler
+from llm_envs.seeding import derive_seed
 from llm_envs.textarena.config import PAYOFFS
 from llm_envs.textarena.env import env, raw_env
 from llm_envs.textarena.kuhn import nash_policy

@@ -45,7 +45,7 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
-from llm_envs.family import derive_seed
+from llm_envs.seeding import derive_seed
 from llm_envs.textarena.env import INVALID_MOVE, TextArenaEnv, raw_env
 from llm_envs.textarena.kuhn import (
     CARDS,
