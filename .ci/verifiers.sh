@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The verifiers adapter's tests (tests/verifiers, and the doctests of
-# llm_envs/adapters/verifiers_env.py) in a virtualenv of their own.
+# llm_envs/bridges/verifiers.py) in a virtualenv of their own.
 #
 # verifiers 0.4.0 pins mcp==2.0.0 and openai<3, older than the main
 # environment's (fastmcp, for the episode server, needs mcp>=2.3): it gets a
@@ -34,5 +34,5 @@ if [[ "${VERIFIERS_VENV_REUSE:-0}" != 1 || ! -x "$venv/bin/vf-eval" ]]; then
 fi
 
 echo "== tests/verifiers"
-"$venv/bin/python" -m pytest -p no:cacheprovider tests/verifiers llm_envs/adapters/verifiers_env.py
+"$venv/bin/python" -m pytest -p no:cacheprovider tests/verifiers llm_envs/bridges/verifiers.py
 echo "== done in $((SECONDS - start)) s"

@@ -36,7 +36,7 @@ on-policy); with vLLM its importance-sampling correction reads the swap as
 sampler mismatch and masks exactly the sequences the swap changed most. The
 strategies that exist only for the swap (``prompt_augmentation``,
 ``answer_hint``) are refused by the rollout
-(:func:`baselines.grpo.adapters.refuse_context_swap`: a first turn whose
+(:func:`llm_envs.bridges.trl.refuse_context_swap`: a first turn whose
 training context is not its prompt).
 For the swap, train with the importance-sampling trainer, which builds its
 training data on the training context and weights every token by

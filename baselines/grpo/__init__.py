@@ -5,9 +5,9 @@
   :mod:`baselines.grpo.adapters`).
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment's tokens masked out of the loss.
-* :mod:`baselines.grpo.environment`: one seat of any family as TRL's
-  ``environment_factory`` (a tool-using environment); :mod:`baselines.grpo.remote`:
-  the same for a seat served by an episode server, over OpenEnv's client.
+* TRL's ``environment_factory`` (one seat of any family as a tool-using
+  environment, in process or on an episode server) is text-level, so it is
+  a bridge of its own: :mod:`llm_envs.bridges.trl`.
 * :mod:`baselines.grpo.config`: :class:`GRPORunConfig`.
 * :mod:`baselines.grpo.run`: building TRL's trainer from it, and the command line.
 
@@ -17,6 +17,6 @@
 from __future__ import annotations
 
 from baselines.grpo.config import GRPORunConfig
-from baselines.grpo.environment import SeatEnvironmentFactory
+from llm_envs.bridges.trl import SeatEnvironmentFactory
 
 __all__ = ["GRPORunConfig", "SeatEnvironmentFactory"]

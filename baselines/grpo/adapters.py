@@ -51,7 +51,7 @@ from baselines.samplers.base import (
     SamplingParams,
 )
 from baselines.types import Tokens, Trajectory, TrajectoryGroup
-from llm_envs.contract import TRAINING_MESSAGES
+from llm_envs.bridges.trl import refuse_context_swap
 
 __all__ = ["EnvRollout", "completion_metrics", "env_reward", "trainer_policy"]
 
@@ -251,32 +251,6 @@ class EnvRollout:
             if hasattr(base, "record"):
                 records.append({**base.record(), "iteration": step})
         RunDirectory(trainer.args.output_dir).write_episodes(f"step_{step:05d}", records)
-
-
-def refuse_context_swap(agent: str, first_info: Mapping[str, Any]) -> None:
-    """Refuse an agent whose first turn is to be trained on another context than its prompt.
-
-    TRL trains a completion on the prompt it was sampled from: a first turn
-    with ``training_messages`` (the context swap, e.g. a hint that the trained
-    context leaves out) would be trained with the help in context, which is
-    not what the environment asks for. A later turn's swap (attempt 2 after
-    feedback) is trained on its sampling context, feedback included, as
-    ordinary multi-turn RL (docs/trl_grpo.md).
-
-    Raises:
-        ValueError: ``first_info`` holds ``training_messages``; the message
-            points to the importance-sampling trainer.
-    """
-    if TRAINING_MESSAGES in first_info:
-        strategy = first_info.get("strategy")
-        what = f" (strategy {strategy!r})" if strategy else ""
-        raise ValueError(
-            f"{agent}'s first turn{what} trains on another context than it samples on (the "
-            "context swap, info['training_messages']), which TRL's GRPOTrainer cannot "
-            "represent: it trains a completion on its own prompt. Choose settings without a "
-            "swap at the first turn, or train with the importance-sampling trainer "
-            "(baselines.is_trainer), which trains on the training context"
-        )
 
 
 def _sampled_turns(

@@ -14,9 +14,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from baselines.grpo.adapters import EnvRollout, _blocks, _Plan, _prompt_text, refuse_context_swap
-from llm_envs.family import EpisodePlan, derive_seed
+from baselines.grpo.adapters import EnvRollout, _blocks, _Plan, _prompt_text
+from llm_envs.bridges.trl import refuse_context_swap
+from llm_envs.family import EpisodePlan
 from llm_envs.registration import make_family
+from llm_envs.seeding import derive_seed
 
 __all__ = ["FamilyRollout"]
 
@@ -49,7 +51,7 @@ class FamilyRollout(EnvRollout):
         ValueError: a family whose groups hold fewer than two trajectories
             (GRPO centres returns within a group) or differ in size, or whose
             first turns train on another context than they sample on
-            (:func:`~baselines.grpo.adapters.refuse_context_swap`); a ``credit``
+            (:func:`~llm_envs.bridges.trl.refuse_context_swap`); a ``credit``
             its groups cannot carry (a seat-wise scheme on groups with one
             trajectory per seat, ``agent_turn_groups`` on agents of several turns).
 

@@ -58,9 +58,10 @@ from pydantic import Field
 from verifiers.v1.types import content_text
 
 from llm_envs.contract import TRAINING_MESSAGES
-from llm_envs.family import Agent, Family, derive_seed
+from llm_envs.family import Agent, Family
 from llm_envs.registration import make_family
 from llm_envs.seats import SeatView, chat_messages, family_seat, unseen_messages
+from llm_envs.seeding import derive_seed
 
 __all__ = [
     "PLUGIN",
@@ -466,9 +467,9 @@ def write_plugin(directory: str | Path) -> Path:
     """
     path = Path(directory) / f"{PLUGIN}.py"
     path.write_text(
-        '"""llm-envs\' verifiers plugin (llm_envs.adapters.verifiers_env)."""\n\n'
-        "from llm_envs.adapters.verifiers_env import *  # noqa: F403\n"
-        "from llm_envs.adapters.verifiers_env import __all__  # noqa: F401\n",
+        '"""llm-envs\' verifiers plugin (llm_envs.bridges.verifiers)."""\n\n'
+        "from llm_envs.bridges.verifiers import *  # noqa: F403\n"
+        "from llm_envs.bridges.verifiers import __all__  # noqa: F401\n",
         encoding="utf-8",
     )
     return path

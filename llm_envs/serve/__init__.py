@@ -4,7 +4,7 @@
 serves any registered environment: many concurrent episodes, each seat its
 own client session, the environment's own turn order and rewards
 (:mod:`llm_envs.serve.hub`), and single seats against a family's reference
-players in OpenEnv's protocol (:mod:`llm_envs.serve.openenv_view`).
+players in OpenEnv's protocol (:mod:`llm_envs.bridges.openenv`).
 ``docs/serve.md`` describes the protocol.
 
 ``import llm_envs`` never imports this package; it is the only part of

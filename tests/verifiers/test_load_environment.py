@@ -13,7 +13,7 @@ vf = pytest.importorskip(
     "virtualenv that .ci/verifiers.sh builds",
 )
 
-from llm_envs.adapters.verifiers_env import (  # noqa: E402
+from llm_envs.bridges.verifiers import (  # noqa: E402
     PLUGIN,
     ChatHarnessConfig,
     SeatEnv,
@@ -86,3 +86,14 @@ def test_a_bad_setting_is_refused_before_any_rollout(kwargs, message):
 def test_an_unknown_family_is_refused():
     with pytest.raises(ValueError, match="unknown env 'chess'"):
         load_environment("chess")
+
+
+def test_the_old_module_path_warns_and_is_the_bridge(monkeypatch):
+    import importlib
+    import sys
+
+    import llm_envs.bridges.verifiers as bridge
+
+    monkeypatch.delitem(sys.modules, "llm_envs.adapters.verifiers_env", raising=False)
+    with pytest.warns(DeprecationWarning, match="import llm_envs.bridges.verifiers instead"):
+        assert importlib.import_module("llm_envs.adapters.verifiers_env") is bridge

@@ -1,7 +1,7 @@
 """llm-envs seats as verifiers environments, run by verifiers' own ``vf-eval``.
 
 Each case writes an eval config (TOML) for the plugin
-:mod:`llm_envs.adapters.verifiers_env` and runs verifiers' command-line
+:mod:`llm_envs.bridges.verifiers` and runs verifiers' command-line
 evaluation, ``vf-eval @ eval.toml``, against a tiny random model that really
 generates (``tests/verifiers/model_server.py``, ``transformers``' ``generate``
 behind an OpenAI-compatible endpoint on 127.0.0.1); the four runs start
@@ -41,7 +41,7 @@ pytest.importorskip(
 )
 tomli_w = pytest.importorskip("tomli_w", reason="tomli_w comes with verifiers 0.4")
 
-from llm_envs.adapters.verifiers_env import PLUGIN, REWARD, write_plugin  # noqa: E402
+from llm_envs.bridges.verifiers import PLUGIN, REWARD, write_plugin  # noqa: E402
 from llm_envs.family import derive_seed  # noqa: E402
 from llm_envs.registration import make_family  # noqa: E402
 from llm_envs.seats import family_seat  # noqa: E402

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.grpo.adapters import env_reward, refuse_context_swap
+from baselines.grpo.adapters import env_reward
 from baselines.grpo.family_rollout import FamilyRollout
+from llm_envs.bridges.trl import refuse_context_swap
 
 
 def test_env_reward_returns_the_returns_and_logs_mean_metrics():

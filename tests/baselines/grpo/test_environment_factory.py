@@ -1,4 +1,4 @@
-"""One seat of a family as TRL's ``environment_factory`` (baselines.grpo.environment).
+"""One seat of a family as TRL's ``environment_factory`` (llm_envs.bridges.trl).
 
 The fast tests play the adapter by hand, as TRL would call it, against the same
 episode played through :class:`llm_envs.seats.SeatView` directly. The slow ones
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from baselines.grpo.environment import EPISODE_OVER, SeatEnvironment, SeatEnvironmentFactory
+from llm_envs.bridges.trl import EPISODE_OVER, SeatEnvironment, SeatEnvironmentFactory
 from llm_envs.family import FamilyBase, derive_seed
 from llm_envs.registration import make_family
 from llm_envs.seats import family_seat
@@ -247,7 +247,7 @@ def test_trl_sees_reset_get_reward_and_one_tool(served):
 
     from transformers.utils import get_json_schema
 
-    from baselines.grpo.remote import RemoteSeatEnvironment
+    from llm_envs.bridges.trl import RemoteSeatEnvironment
 
     # TRL makes a tool of every public function of the class but reset and get_reward.
     environment = RemoteSeatEnvironment if served else SeatEnvironment

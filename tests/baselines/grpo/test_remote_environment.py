@@ -1,4 +1,4 @@
-"""TRL's OpenEnv path: a served seat as ``environment_factory`` (baselines.grpo.remote).
+"""TRL's OpenEnv path: a served seat as ``environment_factory`` (llm_envs.bridges.trl).
 
 A real episode server on loopback (``llm_envs.serve.app.serving``) plays the
 episodes; OpenEnv's own client carries them. The fast tests play the adapter
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.grpo.environment import EPISODE_OVER, SeatEnvironmentFactory
-from baselines.grpo.remote import RemoteSeatEnvironmentFactory
+from llm_envs.bridges.trl import EPISODE_OVER, RemoteSeatEnvironmentFactory, SeatEnvironmentFactory
 from llm_envs.serve.app import ServeSettings, serving
 from llm_envs.serve.families import Defaults
 from tests.baselines.grpo.test_environment_factory import (

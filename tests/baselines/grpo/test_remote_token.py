@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.grpo.environment import EPISODE_OVER
-from baselines.grpo.remote import RemoteSeatEnvironmentFactory
+from llm_envs.bridges.trl import EPISODE_OVER, RemoteSeatEnvironmentFactory
 from llm_envs.serve.app import ServeSettings, serving
 from llm_envs.serve.families import Defaults
 from llm_envs.serve.guard import TOKEN_VARIABLE

@@ -1,0 +1,23 @@
+"""The bridges' old import paths still work for one release, warning with the new path."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("llm_envs.serve.openenv_view", "llm_envs.bridges.openenv"),
+        ("baselines.grpo.environment", "llm_envs.bridges.trl"),
+        ("baselines.grpo.remote", "llm_envs.bridges.trl"),
+    ],
+)
+def test_an_old_path_warns_and_is_the_new_module(monkeypatch, old, new):
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import {new} instead"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
