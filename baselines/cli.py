@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 import json
 import re
@@ -52,6 +51,7 @@ from pydantic import ValidationError
 from pydantic.dataclasses import is_pydantic_dataclass
 from pydantic.fields import FieldInfo
 
+from baselines.config import FlatField, flat_fields, flat_values
 from llm_envs.command_line import CommandParser
 
 __all__ = ["build_parser", "config_table", "parse_config", "plain_text", "to_argv"]
@@ -59,11 +59,11 @@ __all__ = ["build_parser", "config_table", "parse_config", "plain_text", "to_arg
 ConfigT = TypeVar("ConfigT")
 
 
-def _field_infos(cls: type) -> dict[str, FieldInfo]:
-    """``{name: pydantic's field info}`` of every field of the config class ``cls``, in order."""
+def _field_infos(cls: type) -> dict[str, FlatField]:
+    """Every setting of the config class ``cls`` by its flat name (a sub-config's too), in order."""
     if not is_pydantic_dataclass(cls):
         raise TypeError(f"a config must be a pydantic dataclass, got {cls!r}")
-    return {f.name: cls.__pydantic_fields__[f.name] for f in dataclasses.fields(cls)}
+    return {f.name: f for f in flat_fields(cls)}
 
 
 def _description(cls: type, name: str) -> str | None:
@@ -141,16 +141,16 @@ def _field_rows(cls: type) -> list[tuple[str, FieldInfo, str]]:
         ValueError: a field has no docstring (every field is documented).
     """
     infos = _field_infos(cls)
-    missing = [name for name in infos if _description(cls, name) is None]
+    missing = [name for name, f in infos.items() if _description(f.owner, f.field) is None]
     if missing:
         raise ValueError(
             f"{cls.__name__} fields {missing} are not documented; add a docstring under each, "
             "in the class that introduces it"
         )
     rows = []
-    for name, info in infos.items():
-        text = f"{_description(cls, name)} {_bounds_text(info)}".strip()
-        rows.append((name, info, text))
+    for name, setting in infos.items():
+        text = f"{_description(setting.owner, setting.field)} {_bounds_text(setting.info)}"
+        rows.append((name, setting.info, text.strip()))
     return rows
 
 
@@ -331,10 +331,11 @@ def to_argv(config: Any) -> list[str]:
             JSON, or the text ``none`` in a ``str | None`` field (it reads back as None).
     """
     argv: list[str] = []
-    for name, info in _field_infos(type(config)).items():
+    values = flat_values(config)
+    for name, setting in _field_infos(type(config)).items():
         flag = "--" + name.replace("_", "-")
-        value = getattr(config, name)
-        inner, optional = _strip_none(info.annotation)
+        value = values[name]
+        inner, optional = _strip_none(setting.info.annotation)
         if value is None:
             argv += [flag, "none"]
         elif _base(inner) is bool and not optional:

@@ -35,19 +35,25 @@ together stay as a few hand-written lines in the subclass's
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import asdict
-from typing import Annotated, Final, Literal
+import warnings
+from collections.abc import Mapping
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, Self, Union, get_args, get_origin
 
 from annotated_types import Ge, Gt, Interval
-from pydantic import ConfigDict
-from pydantic.dataclasses import dataclass
+from pydantic import ConfigDict, ValidationError, model_validator
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import ArgsKwargs
 
 from baselines.models import DEFAULT_MODEL
 
 __all__ = [
     "VALIDATION",
     "DeviceName",
+    "FlatField",
     "LossName",
     "NonNegativeFloat",
     "NonNegativeInt",
@@ -59,6 +65,9 @@ __all__ = [
     "RunConfig",
     "TrainerConfig",
     "UnitFraction",
+    "check_nccl_transfer",
+    "flat_fields",
+    "flat_values",
 ]
 
 VALIDATION: Final = ConfigDict(
@@ -94,6 +103,162 @@ LossName = Literal["importance_sampling", "ppo", "cispo"]
 """The name of a policy-gradient loss in :data:`baselines.training.losses.LOSSES`."""
 ReportTo = Literal["none", "tensorboard", "wandb", "trackio"]
 """An experiment tracker, named as TRL and ``accelerate`` name it (``none``: metrics.jsonl only)."""
+
+
+def check_nccl_transfer(weights_dir: str | None, device: DeviceName) -> None:
+    """Refuse what ``sampler_weight_transfer='nccl'`` (GPU to GPU) cannot go with.
+
+    Raises:
+        ValueError: a ``sampler_weights_dir`` (the ``folder`` transfer's), or ``device='cpu'``.
+    """
+    if weights_dir is not None:
+        raise ValueError(
+            "sampler_weights_dir is for sampler_weight_transfer='folder'; with 'nccl' "
+            "the weights go GPU to GPU: drop sampler_weights_dir"
+        )
+    if device == "cpu":
+        raise ValueError(
+            "sampler_weight_transfer='nccl' needs CUDA, got device='cpu'; use "
+            "sampler_weight_transfer='folder' with sampler_weights_dir"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatField:
+    """A setting as the command line and ``config.json`` name it: its flag without the dashes.
+
+    A config may hold related settings in a sub-config (a pydantic dataclass in
+    one field, e.g. the league's in ``league``); each of its settings keeps a flat
+    name, the sub-config's ``FLAG_PREFIX`` (by default the holding field's name
+    and ``_``) before its own: ``league.group_size`` is ``--league-group-size``.
+
+    Attributes:
+        name: the flat name (``league_group_size``).
+        group: the field holding the sub-config (``league``); None for a top-level setting.
+        field: the setting's name in the class that declares it (``group_size``).
+        owner: that class (its docstring documents the setting).
+        info: pydantic's field info.
+    """
+
+    name: str
+    group: str | None
+    field: str
+    owner: type
+    info: FieldInfo
+
+
+def _groups(cls: type) -> dict[str, type]:
+    """``{field: sub-config class}`` of the fields of ``cls`` that hold a sub-config."""
+    found = {}
+    for field in dataclasses.fields(cls):
+        annotation = cls.__pydantic_fields__[field.name].annotation  # type: ignore[attr-defined]
+        if isinstance(annotation, type) and is_pydantic_dataclass(annotation):
+            found[field.name] = annotation
+    return found
+
+
+def _prefix(group: str, sub: type) -> str:
+    prefix: str | None = getattr(sub, "FLAG_PREFIX", None)
+    return f"{group}_" if prefix is None else prefix
+
+
+def flat_fields(cls: type) -> list[FlatField]:
+    """Every setting of the config class ``cls`` under its flat name, in declaration order.
+
+    Raises:
+        TypeError: two settings share a flat name.
+    """
+    groups = _groups(cls)
+    found: list[FlatField] = []
+    for outer in dataclasses.fields(cls):
+        sub = groups.get(outer.name)
+        if sub is None:
+            info = cls.__pydantic_fields__[outer.name]  # type: ignore[attr-defined]
+            found.append(FlatField(outer.name, None, outer.name, cls, info))
+            continue
+        found += [
+            FlatField(
+                _prefix(outer.name, sub) + inner.name,
+                outer.name,
+                inner.name,
+                sub,
+                sub.__pydantic_fields__[inner.name],  # type: ignore[attr-defined]
+            )
+            for inner in dataclasses.fields(sub)
+        ]
+    names = [f.name for f in found]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise TypeError(
+            f"{cls.__name__} names settings {repeated} twice; give the sub-config a FLAG_PREFIX"
+        )
+    return found
+
+
+def _is_tuple(annotation: Any) -> bool:
+    """Whether a field holds a tuple (or ``tuple | None``): JSON has lists only."""
+    options = (
+        get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    )
+    return any(
+        get_origin(get_args(o)[0] if get_origin(o) is Annotated else o) is tuple or o is tuple
+        for o in options
+    )
+
+
+def flat_values(config: Any) -> dict[str, Any]:
+    """``{flat name: value}`` of every setting of ``config``: what ``config.json`` holds."""
+    return {
+        f.name: getattr(config if f.group is None else getattr(config, f.group), f.field)
+        for f in flat_fields(type(config))
+    }
+
+
+def _problems(error: ValidationError, prefix: str) -> str:
+    """A sub-config's refusal in one line, each setting under its flat name."""
+    problems = []
+    for item in error.errors(include_url=False):
+        if not item["loc"]:  # a rule of the sub-config's own
+            problems.append(str(item.get("ctx", {}).get("error", item["msg"])))
+            continue
+        first, *rest = item["loc"]
+        where = f"{prefix}{first}{''.join(f'[{part!r}]' for part in rest)}"
+        problems.append(f"{where}: {item['msg']}, got {item['input']!r}")
+    return "; ".join(problems)
+
+
+def _nested(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``cls`` with flat-named settings gathered into their sub-configs.
+
+    A sub-config may come whole (an instance, or a JSON object): settings given
+    under their flat names beside it replace its own.
+    """
+    groups = _groups(cls)
+    by_name = {f.name: f for f in flat_fields(cls) if f.group is not None}
+    kwargs: dict[str, Any] = {}
+    flat: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        setting = by_name.get(key)
+        if setting is None or setting.group is None:
+            kwargs[key] = value
+        else:
+            flat.setdefault(setting.group, {})[setting.field] = value
+    for name, sub in groups.items():
+        given, settings = kwargs.get(name), flat.get(name, {})
+        if isinstance(given, Mapping):
+            settings = {**given, **settings}
+        elif isinstance(given, sub) and settings:
+            settings = {
+                **{f.name: getattr(given, f.name) for f in dataclasses.fields(sub)},
+                **settings,
+            }
+        elif not settings:
+            continue
+        try:
+            kwargs[name] = sub(**settings)
+        except ValidationError as error:
+            raise ValueError(_problems(error, _prefix(name, sub))) from None
+    return kwargs
 
 
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)
@@ -165,6 +330,27 @@ class RunConfig:
     descheduled. Pass a number to fix it (a run that must reproduce to the digit under load).
     """
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_names(cls, data: Any) -> Any:
+        """Take a sub-config's settings under their flat names too (``league_group_size=2``)."""
+        if isinstance(data, ArgsKwargs) and data.kwargs:
+            return ArgsKwargs(data.args, _nested(cls, data.kwargs))
+        return _nested(cls, data) if isinstance(data, Mapping) else data
+
+    def __getattr__(self, name: str) -> Any:
+        """A sub-config's setting read by its flat name: deprecated, it names the new path."""
+        if not name.startswith("_"):
+            for setting in flat_fields(type(self)):
+                if setting.name == name and setting.group is not None:
+                    warnings.warn(
+                        f"config.{name} is deprecated: read config.{setting.group}.{setting.field}",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    return getattr(getattr(self, setting.group), setting.field)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __post_init__(self) -> None:
         """Check what the types cannot say, then :meth:`_check_rules` (after pydantic's checks)."""
         if not self.project.strip():
@@ -190,9 +376,27 @@ class RunConfig:
             ValueError: a rule is broken; the message says which and why.
         """
 
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """The config a ``config.json`` holds (:meth:`to_json`; settings under their flat names).
+
+        Raises:
+            ValueError: not a JSON object, or settings the config refuses.
+        """
+        values: Any = json.loads(text)
+        if not isinstance(values, dict):
+            raise ValueError(f"a config is a JSON object, got {type(values).__name__}")
+        tuples = {
+            f.name
+            for f in flat_fields(cls)
+            if _is_tuple(f.info.annotation) and isinstance(values.get(f.name), list)
+        }
+        settings: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in values.items()}
+        return cls(**settings)
+
     def to_json(self) -> str:
-        """The config as a JSON object (written next to the run's metrics)."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True, default=repr)
+        """The config as a JSON object of flat names (``config.json``, read back by the class)."""
+        return json.dumps(flat_values(self), indent=2, sort_keys=True, default=repr)
 
 
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baselines.env_families import derive_seed
+from baselines.is_trainer.config import LeagueSettings
+from baselines.is_trainer.learner import Learner
 from baselines.league import League, Opponent, league_batch, parse_anchor
 from baselines.league.ratings import LeagueRatings
 from baselines.samplers.base import Policy
@@ -34,7 +36,6 @@ from baselines.types import TrajectoryGroup
 from llm_envs.capabilities import ScriptedPlayers, require
 
 if TYPE_CHECKING:
-    from baselines.is_trainer.trainer import ISTrainer
     from baselines.samplers.vllm_policy import VLLMPolicy
 
 __all__ = ["LeaguePlay", "new_league"]
@@ -42,7 +43,7 @@ __all__ = ["LeaguePlay", "new_league"]
 _MATCH_SEED = 104729  # the matchmaking's draws: apart from the episodes' seeds
 
 
-def new_league(trainer_config: Any, family: Any) -> League:
+def new_league(settings: LeagueSettings, family: Any) -> League:
     """The league a run starts with: its settings, its anchors, no snapshot yet.
 
     Raises:
@@ -54,7 +55,7 @@ def new_league(trainer_config: Any, family: Any) -> League:
             "seats; use --opponents mirror"
         )
     scripted = sorted(family.scripted_players(0))
-    specs = trainer_config.league_anchors
+    specs = settings.anchors
     anchors = [parse_anchor(a) for a in specs] if specs is not None else []
     if specs is None:
         anchors = [Opponent(f"scripted:{name}", "scripted", name) for name in scripted]
@@ -66,12 +67,12 @@ def new_league(trainer_config: Any, family: Any) -> League:
                 f"{scripted or 'none'} for these settings"
             )
     return League(
-        matchmaking=trainer_config.league_matchmaking,
-        weighting=trainer_config.league_pfsp_weighting,
-        snapshot_every=trainer_config.league_snapshot_every,
-        max_snapshots=trainer_config.league_max_snapshots,
+        matchmaking=settings.matchmaking,
+        weighting=settings.pfsp_weighting,
+        snapshot_every=settings.snapshot_every,
+        max_snapshots=settings.max_snapshots,
         anchors=anchors,
-        ratings=LeagueRatings(decay=trainer_config.league_rating_decay),
+        ratings=LeagueRatings(decay=settings.rating_decay),
     )
 
 
@@ -79,15 +80,31 @@ class LeaguePlay:
     """An iteration's groups against the league, and the policies of the pool.
 
     Args:
-        trainer: the trainer (its family, sampler, model, accelerator and config).
+        learner: the trained policy (its sampler plays ``latest``).
+        family: the environment family.
+        settings: the league's settings.
         league: a new league (:func:`new_league`), or the one a checkpoint holds
             (``League.to_json``).
+        folder: where the snapshots are saved (``OUTPUT_DIR/league``).
+        groups_per_batch: groups per iteration.
     """
 
-    def __init__(self, trainer: ISTrainer, league: League | dict[str, Any]) -> None:
-        self.trainer = trainer
+    def __init__(
+        self,
+        learner: Learner,
+        family: Any,
+        settings: LeagueSettings,
+        league: League | dict[str, Any],
+        *,
+        folder: Path,
+        groups_per_batch: int,
+    ) -> None:
+        self.learner = learner
+        self.family = family
+        self.settings = settings
+        self.groups_per_batch = groups_per_batch
         self.league = league if isinstance(league, League) else League.from_json(league)
-        self.folder = Path(trainer.config.output_dir) / "league"
+        self.folder = folder
         self._snapshots: dict[str, Policy] = {}  # loaded snapshot policies, by name
         self._endpoints: dict[str, Policy] = {}
         self._scripted: dict[str, Policy] = {}  # this iteration's scripted players
@@ -96,43 +113,44 @@ class LeaguePlay:
     @property
     def adapters(self) -> bool:
         """A LoRA run sampled with vLLM: the snapshots are adapters on one engine of the base."""
-        return self.trainer.config.lora_r > 0 and self.trainer.sampler.kind == "vllm"
+        return self.learner.lora and self.learner.sampler.kind == "vllm"
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, iteration: int) -> tuple[list[TrajectoryGroup], dict[str, float]]:
-        """Play this process's share of the iteration's groups; every process's groups, metrics."""
-        trainer, config = self.trainer, self.trainer.config
+    def sample(
+        self, iteration: int, timings: dict[str, float]
+    ) -> tuple[list[TrajectoryGroup], dict[str, float]]:
+        """Play this process's share of the iteration's groups; every process's groups, metrics.
+
+        ``timings`` gathers this process's rollout costs.
+        """
+        learner, seed = self.learner, self.learner.config.seed
         metrics: dict[str, float] = {}
         if self.league.snapshot_due(iteration):
             start = time.perf_counter()
             self._take_snapshot(iteration)
             metrics["time/league_snapshot"] = time.perf_counter() - start
-        first = iteration * config.groups_per_batch
-        every = list(range(first, first + config.groups_per_batch))
-        assigned = self.league.assign(every, derive_seed(config.seed, _MATCH_SEED, iteration))
-        mine = every[trainer.rank :: trainer.world]
-        opponents = assigned[trainer.rank :: trainer.world]
+        first = iteration * self.groups_per_batch
+        every = list(range(first, first + self.groups_per_batch))
+        assigned = self.league.assign(every, derive_seed(seed, _MATCH_SEED, iteration))
+        mine = every[learner.rank :: learner.world]
+        opponents = assigned[learner.rank :: learner.world]
         groups: list[TrajectoryGroup] = []
         games: list[tuple[str, float]] = []
         if mine:
             plan = league_batch(
-                trainer.family,
-                mine,
-                opponents,
-                derive_seed(config.seed, iteration),
-                config.league_group_size,
+                self.family, mine, opponents, derive_seed(seed, iteration), self.settings.group_size
             )
             self._scripted = self._scripted_policies(iteration)
-            policy = plan.assignment(trainer.sampler.policy, self._policy)
-            results = trainer._play(plan.batch, policy, iteration, "sample")
+            policy = plan.assignment(learner.sampler.policy, self._policy)
+            results = learner.play(plan.batch, policy, iteration, "sample", timings)
             groups = plan.to_groups(results)
             games = plan.games(results)
-            trainer._save_episodes(iteration, plan.batch.envs)
-        games = trainer.gather(games)
+            learner.save_episodes(iteration, plan.batch.envs)
+        games = learner.gather(games)
         self.league.record(games)
         metrics.update(self.league.metrics(assigned, games))
-        return trainer.gather(groups), metrics
+        return learner.gather(groups), metrics
 
     def state(self) -> dict[str, Any]:
         """The league, for the checkpoint."""
@@ -143,12 +161,12 @@ class LeaguePlay:
     def _policy(self, name: str) -> Policy:
         opponent = self.league.opponent(name)
         if opponent.kind == "latest":
-            return self.trainer.sampler.policy
+            return self.learner.sampler.policy
         if opponent.kind == "scripted":
             return self._scripted[opponent.source]
         if opponent.kind == "endpoint":
             if name not in self._endpoints:
-                self._endpoints[name] = _endpoint(opponent.source, self.trainer.model_path)
+                self._endpoints[name] = _endpoint(opponent.source, self.learner.model_path)
             return self._endpoints[name]
         if name not in self._snapshots:
             self._snapshots[name] = self._load_snapshot(opponent)
@@ -157,11 +175,11 @@ class LeaguePlay:
     def _scripted_policies(self, iteration: int) -> dict[str, Policy]:
         from baselines.samplers.scripted import ScriptedPolicy
 
-        seed = derive_seed(self.trainer.config.seed, _MATCH_SEED, iteration, 1)
-        sets = self.trainer.family.scripted_players(seed)
+        seed = derive_seed(self.learner.config.seed, _MATCH_SEED, iteration, 1)
+        sets = self.family.scripted_players(seed)
         wanted = {o.source for o in self.league.anchors if o.kind == "scripted"}
         return {
-            name: ScriptedPolicy(players, self.trainer.tokenizer)
+            name: ScriptedPolicy(players, self.learner.tokenizer)
             for name, players in sets.items()
             if name in wanted
         }
@@ -172,35 +190,15 @@ class LeaguePlay:
         The snapshot is a model folder (LoRA merged, tokenizer beside it) that
         ``from_pretrained`` and ``llm-envs eval`` load as they stand.
         """
-        import shutil
-
-        from baselines.samplers.server_weights import write_weights_folder
-        from baselines.training.weights import gather_full_state
-
-        trainer = self.trainer
-        acc = trainer.accelerator
         name = f"snapshot_{iteration:05d}"
-        weights = gather_full_state(acc, trainer.model, everywhere=False)
-        if acc.is_main_process and weights is not None:
-            partial = self.folder / f"{name}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            config = getattr(
-                trainer.unwrapped, "get_base_model", lambda: trainer.unwrapped
-            )().config
-            write_weights_folder(weights, config, partial, trainer.tokenizer)
-            if self.adapters:
-                trainer.unwrapped.save_pretrained(partial / "adapter")  # PEFT: the adapter alone
-            shutil.rmtree(self.folder / name, ignore_errors=True)  # a resumed run's redo
-            partial.replace(self.folder / name)
-        acc.wait_for_everyone()
+        self.learner.save_model_folder(self.folder / name, adapter=self.adapters)
         for gone in self.league.add_snapshot(iteration, f"league/{name}"):
             self._snapshots.pop(gone.name, None)
 
     def _load_snapshot(self, opponent: Opponent) -> Policy:
         from baselines.samplers import TransformersPolicy
 
-        trainer = self.trainer
-        path = Path(trainer.config.output_dir) / opponent.source
+        path = self.folder.parent / opponent.source
         if not (path / "model.safetensors").is_file():
             raise FileNotFoundError(
                 f"the league's {opponent.name} has no weights at {path}: the run folder lost "
@@ -214,7 +212,7 @@ class LeaguePlay:
             adapter = str(path / "adapter")
             return VLLMAdapter(engine, adapter, opponent.iteration + 1, opponent.name)
         policy = TransformersPolicy.from_pretrained(
-            str(path), device=str(trainer.accelerator.device)
+            str(path), device=str(self.learner.accelerator.device)
         )
         policy.model.requires_grad_(False)
         return policy
@@ -222,18 +220,7 @@ class LeaguePlay:
     def _adapter_engine(self) -> VLLMPolicy:
         """The one engine of the base model that the snapshots' adapters share."""
         if self._engine is None:
-            from baselines.samplers.build import build_adapter_engine
-
-            trainer = self.trainer
-            self._engine = build_adapter_engine(
-                trainer.model_path,
-                trainer.tokenizer,
-                bf16=trainer.bf16,
-                seed=derive_seed(trainer.config.seed, trainer.rank, 3),
-                max_model_len=trainer.max_model_len,
-                config=trainer.config,
-                max_adapters=self.league.max_snapshots,
-            )
+            self._engine = self.learner.adapter_engine(self.league.max_snapshots)
         return self._engine
 
     def close(self) -> None:

@@ -2,25 +2,24 @@
 
 Before the first iteration, :func:`warm_start` plays ``warm_start_groups``
 episodes with the environment family's teacher and takes ``warm_start_steps``
-optimizer steps of imitation on its answers, at ``warm_start_learning_rate``
+optimizer steps of imitation on its answers; the learner's learning-rate
+schedule gives those first steps ``warm_start_learning_rate``
 (see :mod:`baselines.training.warm_start` for the data and the loss).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from baselines.env_families import batch_of, derive_seed
-from baselines.is_trainer.config import TEACHER_FIELDS
+from baselines.is_trainer.config import TEACHER_FIELDS, WarmStartSettings
+from baselines.is_trainer.learner import Learner
 from baselines.progress import phase, say
 from baselines.training.warm_start import demonstration_data, imitation_loss, step_batches
 from llm_envs.capabilities import Teacher, require
-
-if TYPE_CHECKING:
-    from baselines.is_trainer.trainer import ISTrainer
 
 __all__ = ["warm_start"]
 
@@ -35,63 +34,60 @@ def _imitation(
     return imitation_loss(training_logprobs, weights)
 
 
-def warm_start(trainer: ISTrainer) -> dict[str, float]:
+def warm_start(learner: Learner, family: Any, settings: WarmStartSettings) -> dict[str, float]:
     """Imitate the environment family's scripted teacher before the first iteration.
 
-    ``warm_start_steps`` optimizer steps of supervised fine-tuning (at
-    ``warm_start_learning_rate``) on ``warm_start_groups`` episodes played
-    by the teacher; see :mod:`baselines.training.warm_start`.
+    ``settings.steps`` optimizer steps of supervised fine-tuning on
+    ``settings.groups`` episodes played by the teacher, at the rate the
+    learner's schedule gives its first steps (``warm_start_learning_rate``);
+    see :mod:`baselines.training.warm_start`. Call it before any other step.
     """
     from baselines.samplers.scripted import ScriptedPolicy
 
-    config = trainer.config
+    if learner.steps:
+        raise RuntimeError(
+            f"the warm start takes the learner's first steps, and {learner.steps} were taken"
+        )
     start = time.perf_counter()
-    tell = config.progress and trainer.run_dir.writer
+    tell = learner.show_progress
     if tell:
         say(
-            f"warm start: playing {config.warm_start_groups} teacher episodes, then "
-            f"{config.warm_start_steps} imitation steps"
+            f"warm start: playing {settings.groups} teacher episodes, then "
+            f"{settings.steps} imitation steps"
         )
     first = 1_000_000_000  # group indices of their own, far from the training ones
-    indices = list(range(first, first + config.warm_start_groups))
+    indices = list(range(first, first + settings.groups))
     # A family's teacher takes the options it lists (the config refuses the others).
-    family = require(trainer.family, Teacher, by="a warm start imitates a scripted teacher")
+    family = require(family, Teacher, by="a warm start imitates a scripted teacher")
     options = family.teacher_options
     asked = {
-        option: getattr(config, name) for name, option, _ in TEACHER_FIELDS if option in options
+        option: getattr(settings, option) for _, option, _ in TEACHER_FIELDS if option in options
     }
     plan, teachers = family.demonstrations(
-        indices, derive_seed(config.seed, first), **asked
+        indices, derive_seed(learner.config.seed, first), **asked
     )
     batch = batch_of(plan)
-    teacher = ScriptedPolicy(teachers, tokenizer=trainer.tokenizer)
-    data = demonstration_data(batch.to_groups(trainer._play(batch, teacher, first, "teacher")))
-    rates = [group["lr"] for group in trainer.optimizer.param_groups]
-    for group in trainer.optimizer.param_groups:
-        group["lr"] = config.warm_start_learning_rate
+    teacher = ScriptedPolicy(teachers, tokenizer=learner.tokenizer)
+    data = demonstration_data(batch.to_groups(learner.play(batch, teacher, first, "teacher")))
     timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
     losses = []
-    try:
-        steps = step_batches(len(data), config.warm_start_datums, config.warm_start_steps)
-        every = max(1, config.warm_start_steps // 8)  # a line every eighth of the steps
-        with phase("warm start", total=config.warm_start_steps, unit="steps") as progress:
-            for step, chunk in enumerate(steps, 1):
-                weight = sum(float(data[i].weights.sum()) for i in chunk)
-                loss, _, _ = trainer._optimizer_step(
-                    data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
+    steps = step_batches(len(data), settings.datums, settings.steps)
+    every = max(1, settings.steps // 8)  # a line every eighth of the steps
+    with phase("warm start", total=settings.steps, unit="steps") as progress:
+        for step, chunk in enumerate(steps, 1):
+            weight = sum(float(data[i].weights.sum()) for i in chunk)
+            loss, _, _ = learner.step(
+                data, chunk, max(weight, 1.0), timings, loss_fn=_imitation, refresh=False
+            )
+            losses.append(loss)
+            progress.advance()
+            progress.note = f"loss {loss:.3f}"
+            if tell and step % every == 0 and step < settings.steps:
+                say(
+                    f"warm start: step {step}/{settings.steps}, loss {loss:.3f} "
+                    f"({time.perf_counter() - start:.0f} s)"
                 )
-                losses.append(loss)
-                progress.advance()
-                progress.note = f"loss {loss:.3f}"
-                if tell and step % every == 0 and step < config.warm_start_steps:
-                    say(
-                        f"warm start: step {step}/{config.warm_start_steps}, loss {loss:.3f} "
-                        f"({time.perf_counter() - start:.0f} s)"
-                    )
-    finally:
-        for group, rate in zip(trainer.optimizer.param_groups, rates, strict=True):
-            group["lr"] = rate
-    trainer._refresh_sampler()
+    learner.refresh_sampler()
     seconds = time.perf_counter() - start
     if tell:
         say(

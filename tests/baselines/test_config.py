@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import subprocess
 import sys
 import typing
@@ -13,11 +14,11 @@ import pytest
 from annotated_types import GroupedMetadata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
 from baselines.cli import build_parser, config_table, parse_config, to_argv
-from baselines.config import VALIDATION, RunConfig, TrainerConfig
+from baselines.config import VALIDATION, RunConfig, TrainerConfig, flat_fields, flat_values
 from baselines.grpo.config import GRPORunConfig
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.magrpo.config import MAGRPOConfig
@@ -63,7 +64,7 @@ NAN, INF = math.nan, math.inf
         (ISTrainerConfig, {"overwrite": "yes"}, "overwrite", "a valid boolean", "yes"),
         (ISTrainerConfig, {"model": 3}, "model", "a valid string", 3),
         (ISTrainerConfig, {"model": None}, "model", "a valid string", None),
-        (ISTrainerConfig, {"sampler_url": 3}, "sampler_url", "a valid string", 3),
+        (GRPORunConfig, {"sampler_url": 3}, "sampler_url", "a valid string", 3),
         (
             ISTrainerConfig,
             {"loss": "dpo"},
@@ -100,6 +101,24 @@ def test_a_bad_value_is_refused_naming_the_field_the_rule_and_the_value(
 
 
 @pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({"sampler_url": 3}, "sampler_url: Input should be a valid string, got 3"),
+        ({"eval_groups": True}, "eval_groups: Input should be a valid integer, got True"),
+        ({"warm_start_steps": -1}, "warm_start_steps: Input should be greater than or equal to 0"),
+        (
+            {"opponents": "league", "league_rating_decay": 0.0},
+            "league_rating_decay: Input should be greater than 0, got 0.0",
+        ),
+        ({"sampler": "openai"}, "sampler='openai' needs sampler_url"),  # the sub-config's rule
+    ],
+)
+def test_a_sub_config_setting_is_refused_under_its_flag_name(kwargs, text):
+    with pytest.raises(ValidationError, match=re.escape(text)):
+        ISTrainerConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "name", "expected"),
     [
         ({"learning_rate": 1}, "learning_rate", 1.0),  # an int for a float becomes a float
@@ -116,7 +135,7 @@ def test_a_bad_value_is_refused_naming_the_field_the_rule_and_the_value(
     ],
 )
 def test_a_good_value_is_kept_and_an_int_for_a_float_becomes_a_float(kwargs, name, expected):
-    kept = getattr(ISTrainerConfig(**kwargs), name)
+    kept = flat_values(ISTrainerConfig(**kwargs))[name]
     assert kept == expected and repr(kept) == repr(expected)
 
 
@@ -139,7 +158,8 @@ def _limits(metadata: typing.Iterable[Any]) -> dict[str, float]:
 def _numeric_fields(cls: type) -> list[tuple[str, type, dict[str, float], bool]]:
     """``(field, int or float, bounds, inside a dict)`` of every number a config holds."""
     found = []
-    for name, info in cls.__pydantic_fields__.items():
+    for setting in flat_fields(cls):
+        name, info = setting.name, setting.info
         hint, metadata, in_dict = info.annotation, list(info.metadata), False
         if get_origin(hint) in (typing.Union, type(int | None)):
             (hint,) = [a for a in get_args(hint) if a is not type(None)]
@@ -178,6 +198,7 @@ def test_every_numeric_field_is_covered():
     names = {(p.values[0].__name__, p.values[1]) for p in NUMERIC_CASES}
     assert ("ISTrainerConfig", "strategy_mix") in names and ("MAGRPOConfig", "top_p") in names
     assert ("GRPORunConfig", "beta") in names and ("MAGRPOConfig", "termination_threshold") in names
+    assert ("ISTrainerConfig", "league_rating_decay") in names  # a sub-config's too
     assert ("ISTrainerConfig", "adam_eps") in names and (
         "GRPORunConfig",
         "num_generations",
@@ -190,6 +211,9 @@ def test_every_numeric_field_rejects_nan_inf_bool_text_and_out_of_range(cls, nam
     with pytest.raises(ValidationError) as error:
         cls(**{name: {"iid": value} if in_dict else value})
     (problem,) = error.value.errors()
+    if problem["loc"] == ():  # a sub-config's setting: named by its flag in the message
+        assert f"{name}: " in problem["msg"] and f", got {value!r}" in problem["msg"]
+        return
     assert problem["loc"] == ((name, "iid") if in_dict else (name,))
     assert repr(problem["input"]) == repr(value)
 
@@ -203,9 +227,7 @@ def test_cross_field_rules_stay_in_their_config():
         ISTrainerConfig(env="expert_iteration", warm_start_broken_rate=0.5)
     with pytest.raises(ValueError, match="warm_start_mistake_rate is for --env debate"):
         ISTrainerConfig(env="expert_iteration", warm_start_mistake_rate=0.5)
-    with pytest.raises(
-        ValueError, match=r"warm_start_broken_rate\n  Input should be less than or "
-    ):
+    with pytest.raises(ValueError, match=r"warm_start_broken_rate: Input should be less than or "):
         ISTrainerConfig(warm_start_broken_rate=1.5)
     with pytest.raises(ValueError, match="--env debate has none"):
         MAGRPOConfig(env="debate")
@@ -230,8 +252,10 @@ def test_every_field_is_documented_exactly_once_in_the_class_that_introduces_it(
             if k.__pydantic_fields__[field.name].description
         ]
         assert documented == _declared_in(cls, field.name)[:1], field.name
+    grouped = [f for f in flat_fields(cls) if f.group is not None]  # documented in their class
+    assert all(f.owner.__pydantic_fields__[f.field].description for f in grouped)
     rows = config_table(cls).splitlines()[2:]
-    assert len(rows) == len(dataclasses.fields(cls))
+    assert len(rows) == len(flat_fields(cls))
     assert all(row.split(" | ")[2].strip(" |") for row in rows)  # a description each
 
 
@@ -422,9 +446,9 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
         if "mistake_rate" not in (family.teacher_options or ()):
             values["warm_start_mistake_rate"] = 0.25
     if values.get("opponents") == "mirror":  # the IS trainer: league_* settings with a league
-        for f in dataclasses.fields(ISTrainerConfig):
-            if f.name.startswith("league_"):
-                values[f.name] = f.default
+        for f in flat_fields(ISTrainerConfig):
+            if f.group == "league":
+                values[f.name] = f.info.default
     if values.get("league_anchors") is not None:  # anchors are specs: a scripted set's name
         values["league_anchors"] = tuple(
             f"scripted:{a.strip() or 'x'}" for a in values["league_anchors"]
@@ -456,11 +480,13 @@ def _is_valid(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _configs(cls: type) -> st.SearchStrategy[Any]:
-    hints = typing.get_type_hints(cls, include_extras=True)
     from llm_envs.registration import family_names
 
-    fields = {f.name: _strategy(hints[f.name]) for f in dataclasses.fields(cls)}
-    if hints.get("env") is str:  # a registered family's name
+    fields = {
+        f.name: _strategy(typing.get_type_hints(f.owner, include_extras=True)[f.field])
+        for f in flat_fields(cls)
+    }
+    if "env" in fields:  # a registered family's name
         fields["env"] = st.sampled_from(family_names())
     return st.fixed_dictionaries(fields).map(_is_valid).map(lambda values: cls(**values))
 
@@ -470,7 +496,7 @@ def _configs(cls: type) -> st.SearchStrategy[Any]:
 @given(data=st.data())
 def test_any_valid_config_round_trips_through_json_and_the_command_line(cls, data):
     config = data.draw(_configs(cls))
-    from_json = TypeAdapter(cls).validate_json(config.to_json())
+    from_json = cls.from_json(config.to_json())
     assert from_json == config
     assert parse_config(cls, to_argv(from_json)) == config
 

@@ -62,7 +62,7 @@ def test_debate_self_play_judging_flags_reach_the_environment():
         "shuffle_labels": True,
         "shaping": {"contract": 0.5, "correct": 0.5, "judge": 0.5, "vote": 0.5},
     }
-    assert (main.warm_start_steps, main.warm_start_mistake_rate) == (6, 0.5)
+    assert (main.warm_start.steps, main.warm_start.mistake_rate) == (6, 0.5)
     # The flags the docstring names give the recipe's debate as it is.
     recipe = ["--warm-start-steps", "0", "--shaping", "0", "0", "--shaping-judge", "0"]
     recipe += ["--shaping-vote", "0", "--no-shuffle-labels", "--rounds", "3", "--task", "default"]

@@ -225,7 +225,7 @@ def test_a_lora_league_on_vllm_plays_its_snapshots_as_adapters_of_one_engine(
     # The tiny model's games all end alike (no gradient): give the adapter weights of its
     # own, so that the snapshots differ from the base model.
     with torch.no_grad():
-        for name, parameter in trainer.unwrapped.named_parameters():
+        for name, parameter in trainer.learner.unwrapped.named_parameters():
             if "lora_B" in name:
                 parameter.normal_(0.0, 0.2, generator=torch.Generator().manual_seed(0))
     finish = trainer.finish
@@ -238,7 +238,7 @@ def test_a_lora_league_on_vllm_plays_its_snapshots_as_adapters_of_one_engine(
     policies = [league._policy(name) for name in snapshots]
     assert all(isinstance(p, VLLMAdapter) for p in policies)
     assert policies[0].engine is policies[1].engine  # one engine, the adapters side by side
-    assert policies[0].engine is not trainer.sampler.policy
+    assert policies[0].engine is not trainer.learner.sampler.policy
 
     # The adapter on the base engine samples what the merged snapshot folder scores:
     # the engine's logprobs of its own tokens are the merged model's.

@@ -44,15 +44,15 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
     def dtype(policy):
         return policy.llm.llm_engine.model_config.dtype
 
-    assert dtype(trainer.sampler.policy) == torch.float32
+    assert dtype(trainer.learner.sampler.policy) == torch.float32
     initial = trainer.eval_policies.opponent()
-    assert trainer.eval_policies.learner() is initial and dtype(initial) == torch.bfloat16
+    assert trainer.eval_policies.trained() is initial and dtype(initial) == torch.bfloat16
     before = trainer.evaluate()
     assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
 
     trainer.train_iteration(0)
     handed: list[dict] = []
-    trained = trainer.eval_policies.learner()  # built, then given the weights
+    trained = trainer.eval_policies.trained()  # built, then given the weights
     original = type(trained).update_weights
 
     def record(self, weights):
@@ -61,11 +61,11 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
 
     monkeypatch.setattr(type(trained), "update_weights", record)
     after = trainer.evaluate()
-    assert trained is not initial and trained is not trainer.sampler.policy
+    assert trained is not initial and trained is not trainer.learner.sampler.policy
     assert dtype(trained) == torch.bfloat16 and trainer.eval_policies.opponent() is initial
     # one hand-over per evaluation, of exactly the trained weights
     [weights] = handed
-    now = merged_weights(trainer.unwrapped)
+    now = merged_weights(trainer.learner.unwrapped)
     assert weights.keys() == now.keys()
     assert all(torch.equal(weights[k], now[k]) for k in now)
     assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
@@ -75,7 +75,7 @@ def test_evaluation_engines_of_their_own_precision_carry_the_trained_weights(
     fp32 = ISTrainer(
         tiny_config(tmp_path / "b", tiny_model_dir, sampler="vllm", eval_precision="sampler")
     )
-    assert fp32.eval_policies.learner() is fp32.sampler.policy
+    assert fp32.eval_policies.trained() is fp32.learner.sampler.policy
     fp32.finish()
 
 
@@ -105,15 +105,15 @@ def test_bf16_training_on_a_cpu_samples_and_evaluates_in_bf16(tmp_path, tiny_mod
         num_threads=1,
     )
     trainer = ISTrainer(config)
-    assert trainer.bf16 and trainer.accelerator.mixed_precision == "bf16"
-    assert trainer.sampler.policy.llm.llm_engine.model_config.dtype == torch.bfloat16
+    assert trainer.learner.bf16 and trainer.accelerator.mixed_precision == "bf16"
+    assert trainer.learner.sampler.policy.llm.llm_engine.model_config.dtype == torch.bfloat16
     metrics = trainer.train_iteration(0)
     # Sampler and trainer both round to bf16, differently: a KL of bf16's rounding,
     # neither fp32's (about 1e-11 here) nor an off-policy one.
     assert 1e-7 < metrics["optim/kl_sample_train_v2"] < 5e-3
-    assert all(p.dtype == torch.float32 for p in trainer.unwrapped.parameters())
-    assert trainer.eval_policies.learner() is trainer.sampler.policy
+    assert all(p.dtype == torch.float32 for p in trainer.learner.unwrapped.parameters())
+    assert trainer.eval_policies.trained() is trainer.learner.sampler.policy
     opponent = trainer.eval_policies.opponent()
-    assert opponent is not trainer.sampler.policy
+    assert opponent is not trainer.learner.sampler.policy
     assert opponent.llm.llm_engine.model_config.dtype == torch.bfloat16
     trainer.finish()

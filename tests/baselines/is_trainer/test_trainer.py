@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import doctest
 import importlib
 import json
@@ -13,10 +12,11 @@ import numpy as np
 import pytest
 
 from baselines.cli import config_table, parse_config
+from baselines.config import flat_fields
 from baselines.data.datums import trajectory_to_data
 from baselines.env_families import batch_of
 from baselines.is_trainer.config import ISTrainerConfig
-from baselines.is_trainer.trainer import _shard_by_tokens
+from baselines.is_trainer.learner import shard_by_tokens
 from baselines.training.forward import forward_logprobs, split_microbatches
 from baselines.training.layout import packing_error
 from baselines.types import Trajectory, Transition
@@ -80,7 +80,7 @@ def test_cli_parses_every_kind_of_field():
     assert config.env_kwargs == {"format_reward": 0.5}
     assert config.adam_betas == (0.8, 0.9)
     assert config.drop_constant_groups is False
-    assert config.eval_opponent is None
+    assert config.evaluation.opponent is None
     assert config.strategy_mix == {"iid": 2, "answer_hint": 1}
     assert config.strategy_weights == {"iid": 1.0, "answer_hint": 0.5}
     assert config.learning_rate == 3e-5
@@ -111,7 +111,7 @@ def test_cli_rejects_bad_values_with_the_reason(argv, message, capsys):
 
 def test_every_config_field_is_documented_once_and_in_the_docs():
     table = config_table(ISTrainerConfig)
-    assert table.count("| `--") == len(dataclasses.fields(ISTrainerConfig))
+    assert table.count("| `--") == len(flat_fields(ISTrainerConfig))
     page = DOCS.read_text()
     # The docs page embeds the generated table verbatim (python -m baselines.cli ...).
     assert table in page, (
@@ -189,8 +189,8 @@ def test_microbatches_and_process_shards():
     assert split_microbatches([10, 1], max_tokens=8) == [[0], [1]]
     assert split_microbatches([1, 8], max_tokens=8, layout="padded") == [[0], [1]]
     # Longest first to the lightest shard; each shard keeps batch order.
-    assert _shard_by_tokens([5, 1, 4, 2], 2) == [[0, 1], [2, 3]]
-    assert _shard_by_tokens([3], 2) == [[0], []]
+    assert shard_by_tokens([5, 1, 4, 2], 2) == [[0, 1], [2, 3]]
+    assert shard_by_tokens([3], 2) == [[0], []]
 
 
 def test_debate_evaluation_puts_the_trained_policy_in_each_role_once():
@@ -362,12 +362,15 @@ def test_the_opponent_shares_the_sampler_until_the_weights_move(tmp_path, tiny_m
     trainer = ISTrainer(config)
     # The initial model is the default opponent: before a step, that is the sampler's model,
     # and the question is debated once (not once per role), every seat on both sides.
-    assert trainer.eval_policies.opponent() is trainer.sampler.policy
+    assert trainer.eval_policies.opponent() is trainer.learner.sampler.policy
     before = trainer.evaluate()
     assert before["eval/num_episodes"] == 3 and before["eval/opponent/num_episodes"] == 3
     trainer.train_iteration(0)
     opponent = trainer.eval_policies.opponent()
-    assert opponent is not trainer.sampler.policy and opponent is trainer.eval_policies.opponent()
+    assert (
+        opponent is not trainer.learner.sampler.policy
+        and opponent is trainer.eval_policies.opponent()
+    )
     after = trainer.evaluate()  # three debates: one trained seat and two opponents in each
     assert after["eval/num_episodes"] == 3 and after["eval/opponent/num_episodes"] == 6
     assert set(after) == set(before)

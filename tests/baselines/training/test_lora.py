@@ -131,9 +131,11 @@ def test_is_trainer_trains_the_adapter_only_and_resumes_from_it(tmp_path, tiny_m
     from baselines.is_trainer.trainer import ISTrainer
 
     trainer = ISTrainer(is_config(tmp_path, tiny_model_dir))
-    frozen = {n: p.clone() for n, p in trainer.unwrapped.named_parameters() if "lora_" not in n}
+    frozen = {
+        n: p.clone() for n, p in trainer.learner.unwrapped.named_parameters() if "lora_" not in n
+    }
     trainer.run()
-    after = dict(trainer.unwrapped.named_parameters())
+    after = dict(trainer.learner.unwrapped.named_parameters())
     assert all(torch.equal(frozen[n], after[n]) for n in frozen)  # the base never moves
     checkpoint = tmp_path / "run" / "checkpoints" / "iteration_000002"
     assert (checkpoint / "adapter" / "adapter_model.safetensors").is_file()
