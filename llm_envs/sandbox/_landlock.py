@@ -144,16 +144,7 @@ def build_landlock_ruleset(abi: int, paths: LandlockPaths) -> int:
         fs_all |= _FS_TRUNCATE
     net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
-    attr = struct.pack("QQQ", fs_all, net, scoped)
-    fd = _check(
-        _LIBC.syscall(
-            ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
-            attr,
-            ctypes.c_size_t(len(attr)),
-            ctypes.c_uint32(0),
-        ),
-        "landlock_create_ruleset",
-    )
+    fd = _create_ruleset(fs_all, net, scoped)
     read_dir = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
     read_file = _FS_EXECUTE | _FS_READ_FILE
     write_file = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
@@ -195,8 +186,15 @@ def build_nested_ruleset(abi: int) -> int:
     one's own domain, so the run cannot reach the spawner that forked it.
     """
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
-    attr = struct.pack("QQQ", _FS_MAKE_BLOCK, 0, scoped)
-    fd = _check(
+    fd = _create_ruleset(_FS_MAKE_BLOCK, 0, scoped)
+    os.set_inheritable(fd, False)
+    return fd
+
+
+def _create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
+    """A new ruleset's descriptor (struct landlock_ruleset_attr: the accesses it handles)."""
+    attr = struct.pack("QQQ", handled_fs, handled_net, scoped)
+    return _check(
         _LIBC.syscall(
             ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
             attr,
@@ -205,8 +203,6 @@ def build_nested_ruleset(abi: int) -> int:
         ),
         "landlock_create_ruleset",
     )
-    os.set_inheritable(fd, False)
-    return fd
 
 
 def restrict_self(ruleset_fd: int) -> None:

@@ -45,29 +45,17 @@ WORKER_ENVIRONMENT = {
 # Loads the worker without executing llm_envs/__init__ (which imports the
 # environments and their dependencies): stub package modules point the import
 # system at the source folders.
-BOOTSTRAP = """\
-import sys, types
-root = sys.argv[1]
-for name in ("llm_envs", "llm_envs.sandbox"):
-    package = types.ModuleType(name)
-    package.__path__ = [root + "/" + name.replace(".", "/")]
-    sys.modules[name] = package
-from llm_envs.sandbox._worker import main
-main(sys.argv[2])
-"""
-
-
-# Runs _cgroups.trial on a probe's groups (see try_control_groups), loaded as BOOTSTRAP does.
-_TRIAL = """\
+_STUBS = """\
 import json, sys, types
 root = sys.argv[1]
 for name in ("llm_envs", "llm_envs.sandbox"):
     package = types.ModuleType(name)
     package.__path__ = [root + "/" + name.replace(".", "/")]
     sys.modules[name] = package
-from llm_envs.sandbox._cgroups import trial
-trial(json.loads(sys.argv[2]))
 """
+BOOTSTRAP = _STUBS + "from llm_envs.sandbox._worker import main\nmain(sys.argv[2])\n"
+# Runs _cgroups.trial on a probe's groups (see try_control_groups), loaded as BOOTSTRAP is.
+_TRIAL = _STUBS + "from llm_envs.sandbox._cgroups import trial\ntrial(json.loads(sys.argv[2]))\n"
 _TRIAL_TIMEOUT = 30.0
 
 

@@ -1,8 +1,4 @@
-"""The sandbox service's ``/run_code``: a script run as ``__main__``, its result as SandboxFusion's.
-
-Part of :mod:`llm_envs.sandbox.service` (which re-exports the public names); like
-it, imported by nothing else of the package, as it imports fastapi.
-"""
+"""``/run_code``: a script run as ``__main__``, its result as SandboxFusion's."""
 
 from __future__ import annotations
 

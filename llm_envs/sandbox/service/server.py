@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from typing import IO, Any
 
 import uvicorn
@@ -208,6 +208,9 @@ def _parser(prog: str) -> CommandParser:
     return parser
 
 
+_FLAG_SETTINGS = [f for f in fields(ServiceSettings) if f.name != "pin_cpus"]
+
+
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     """Run the service until interrupted (SIGINT, SIGTERM); return the exit status.
 
@@ -220,19 +223,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be in [0, 65535], got {args.port}")
     try:
-        settings = ServiceSettings(
-            pool_workers=args.pool_workers,
-            timeout=args.timeout,
-            max_timeout=args.max_timeout,
-            memory_mb=args.memory_mb,
-            output_limit=args.output_limit,
-            max_program_chars=args.max_program_chars,
-            max_body_bytes=args.max_body_bytes,
-            max_queued=args.max_queued,
-            max_queued_per_client=args.max_queued_per_client,
-            max_queued_bytes=args.max_queued_bytes,
-            site_packages=args.site_packages,
-        )
+        # Every setting but pin_cpus is a flag of the same name.
+        settings = ServiceSettings(**{f.name: getattr(args, f.name) for f in _FLAG_SETTINGS})
     except (TypeError, ValueError) as error:
         flag = str(error).split(" ", 1)[0].replace("_", "-")
         parser.error(f"--{flag}: {error}")

@@ -1,8 +1,4 @@
-"""The sandbox service's shapes: its settings, SandboxFusion's requests and answers.
-
-Part of :mod:`llm_envs.sandbox.service` (which re-exports the public names); like
-it, imported by nothing else of the package, as it imports pydantic.
-"""
+"""The service's shapes: its settings, SandboxFusion's requests and answers."""
 
 from __future__ import annotations
 

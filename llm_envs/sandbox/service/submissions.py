@@ -1,8 +1,4 @@
-"""The sandbox service's ``/submit``: a completion for a data set's problem, and its verdict.
-
-Part of :mod:`llm_envs.sandbox.service` (which re-exports the public names); like
-it, imported by nothing else of the package, as it imports fastapi.
-"""
+"""``/submit``: a completion for a data set's problem, and its verdict."""
 
 from __future__ import annotations
 
