@@ -29,6 +29,11 @@ requests: ``pip install sandbox-fusion`` brings both). Run from the repository
 root::
 
     python bench/sandbox_service.py [--workers 2] [--seconds 5] [--repeat 3] [--clients 1 8 64]
+
+``--other-tree PATH`` serves a third server, the service from another checkout
+(a ``git worktree`` of an earlier commit), measured in the same passes in
+turn with the two others, so that a change is measured under the same load;
+each pass prints the load average.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import socket
 import statistics
@@ -44,7 +50,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,10 +132,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextmanager
-def server(command: Sequence[str], port: int) -> Iterator[str]:
-    """Start a server command; yield its URL once it answers; stop it (SIGINT) after."""
-    process = subprocess.Popen(command, cwd=ROOT)
+@contextlib.contextmanager
+def server(command: Sequence[str], port: int, tree: Path = ROOT) -> Iterator[str]:
+    """Start a server command in ``tree``; yield its URL once it answers; stop it (SIGINT) after."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    process = subprocess.Popen(command, cwd=tree, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -199,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured, per cell")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured, per cell")
     parser.add_argument("--repeat", type=int, default=3, help="passes; each cell's best counts")
+    parser.add_argument("--other-tree", type=Path, help="also serve the service from this checkout")
     parser.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -207,34 +214,52 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
 
     print(f"{os.cpu_count()} CPUs; {args.workers} server processes each; script: {CODE!r}")
-    ports = free_port(), free_port()
-    service = [sys.executable, "-m", "llm_envs.sandbox.service", "--port", str(ports[0]),
-               "--workers", str(args.workers), "--log-level", "warning"]  # fmt: skip
-    if args.pool_workers is not None:
-        service += ["--pool-workers", str(args.pool_workers)]
+    ports = free_port(), free_port(), free_port()
+
+    def service(port: int) -> list[str]:
+        command = [sys.executable, "-m", "llm_envs.sandbox.service", "--port", str(port),
+                   "--workers", str(args.workers), "--log-level", "warning"]  # fmt: skip
+        if args.pool_workers is not None:
+            command += ["--pool-workers", str(args.pool_workers)]
+        return command
+
     baseline = [sys.executable, __file__, "--serve-baseline", "--port", str(ports[1]),
                 "--workers", str(args.workers)]  # fmt: skip
     best: dict[tuple[str, int], Cell] = {}
-    with server(service, ports[0]) as ours, server(baseline, ports[1]) as theirs:
+    with contextlib.ExitStack() as stack:
+        urls = {"service": stack.enter_context(server(service(ports[0]), ports[0]))}
+        if args.other_tree is not None:
+            other = server(service(ports[2]), ports[2], args.other_tree.resolve())
+            urls["other"] = stack.enter_context(other)
+        urls["baseline"] = stack.enter_context(server(baseline, ports[1]))
         for repeat in range(args.repeat):
-            print(f"pass {repeat + 1} of {args.repeat}:", flush=True)
+            load_average = " ".join(f"{x:.1f}" for x in os.getloadavg())
+            print(f"pass {repeat + 1} of {args.repeat} (load average {load_average}):", flush=True)
+            # Each pass measures the servers in the other order: none always goes first.
+            order = list(urls.items())[:: -1 if repeat % 2 else 1]
             for clients in args.clients:
-                for name, url in (("service", ours), ("baseline", theirs)):
+                for name, url in order:
                     cell = measure(name, url, clients, args.seconds, args.warmup)
                     kept = best.get((name, clients))
                     if kept is None or cell.requests_per_second > kept.requests_per_second:
                         best[name, clients] = cell
 
-    print(f"\nbest of {args.repeat} passes of {args.seconds:g} s:\n")
-    print("| clients | service req/s | baseline req/s | ratio | service p50 / p99 (ms) "
-          "| baseline p50 / p99 (ms) |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- |")
+    load_average = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nbest of {args.repeat} passes of {args.seconds:g} s (load average {load_average}):\n")
+    names = [name for name in urls if name != "baseline"]
+    print("| clients | " + " | ".join(f"{n} req/s | {n} ratio | {n} p50 / p99 (ms)" for n in names)
+          + " | baseline req/s | baseline p50 / p99 (ms) |")  # fmt: skip
+    print("| --- " * (2 + 3 * len(names) + 1) + "|")
     for clients in args.clients:
-        a, b = best["service", clients], best["baseline", clients]
-        ratio = a.requests_per_second / b.requests_per_second
+        b = best["baseline", clients]
+        cells = [
+            f"{a.requests_per_second:,.0f} | {a.requests_per_second / b.requests_per_second:.1f}x "
+            f"| {a.p50_ms:.1f} / {a.p99_ms:.1f}"
+            for a in (best[name, clients] for name in names)
+        ]
         print(
-            f"| {clients} | {a.requests_per_second:,.0f} | {b.requests_per_second:,.0f} "
-            f"| {ratio:.1f}x | {a.p50_ms:.1f} / {a.p99_ms:.1f} | {b.p50_ms:.1f} / {b.p99_ms:.1f} |"
+            f"| {clients} | {' | '.join(cells)} | {b.requests_per_second:,.0f} "
+            f"| {b.p50_ms:.1f} / {b.p99_ms:.1f} |"
         )
 
 
