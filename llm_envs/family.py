@@ -28,8 +28,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
+from llm_envs import formatting
 from llm_envs.client_settings import ClientSettings
-from llm_envs.formatting import finite, fmt
 
 __all__ = [
     "Agent",
@@ -143,15 +143,17 @@ def recorded_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -
     """
     for stated in (record.get("rewards"), record.get("summary", {}).get("rewards")):
         if isinstance(stated, Mapping) and stated:
-            total = {str(a): float(v) for a, v in stated.items() if finite(v) is not None}
+            total = {
+                str(a): float(v) for a, v in stated.items() if formatting.finite(v) is not None
+            }
             return EpisodeRewards(total, dict.fromkeys(total, "as recorded"))
     summed: dict[str, float] = {}
     per_turn: dict[tuple[int, str], str] = {}
     for turn in record.get("turns", []):
-        value = finite(turn.get("details", {}).get("reward"))
+        value = formatting.finite(turn.get("details", {}).get("reward"))
         if value is not None:
             summed[turn["agent"]] = summed.get(turn["agent"], 0.0) + value
-            per_turn[(turn["round"], turn["agent"])] = f"reward {fmt(value)}"
+            per_turn[(turn["round"], turn["agent"])] = f"reward {formatting.fmt(value)}"
     return EpisodeRewards(summed, dict.fromkeys(summed, "sum of its turns' rewards"), per_turn)
 
 
