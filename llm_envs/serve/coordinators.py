@@ -9,9 +9,9 @@ A :class:`Coordinator` seats a player in an episode of a key
   (``python -m llm_envs.serve``), over HTTP.
 
 The rendezvous itself (how seats naming a key meet) is
-:mod:`llm_envs.serve.rendezvous`, which re-exports these names. This module
-imports no web framework at import time; :class:`ServerCoordinator` imports
-httpx when used.
+:mod:`llm_envs.serve.meetings`; :mod:`llm_envs.serve.rendezvous`, its public
+face, re-exports these names. This module imports no web framework at
+import time; :class:`ServerCoordinator` imports httpx when used.
 """
 
 from __future__ import annotations
@@ -21,16 +21,14 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from llm_envs.serve.errors import Conflict, NotFound, ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.hub import Episode, Hub
+from llm_envs.serve.meetings import Meeting, Rendezvous
 from llm_envs.serve.protocol import EpisodeRequest, Message, dumps
 from llm_envs.serve.store import EpisodeStore
-
-if TYPE_CHECKING:
-    from llm_envs.serve.rendezvous import Meeting
 
 __all__ = ["Coordinator", "InProcessCoordinator", "SeatSession", "ServerCoordinator"]
 
@@ -113,8 +111,6 @@ class InProcessCoordinator:
             seat_timeout=seat_timeout,
             max_episodes=max_episodes,
         )
-        from llm_envs.serve.rendezvous import Rendezvous  # it imports this module
-
         self.rendezvous = Rendezvous(self.hub)
 
     async def meet(
@@ -178,7 +174,7 @@ class _Latest(EpisodeStore):
 
 
 class _Session:
-    """A seat as met (:class:`~llm_envs.serve.rendezvous.Meeting`): what every session shares.
+    """A seat as met (:class:`~llm_envs.serve.meetings.Meeting`): what every session shares.
 
     :meth:`message` hands a seat that arrived after its episode was over its
     final message; a seated one's next message comes from :meth:`_next`.
@@ -279,8 +275,6 @@ class ServerCoordinator:
         body: dict[str, Any] = {"key": key, "seat": seat, "episode": dict(episode or {})}
         if family_seed is not None:
             body["family_seed"] = family_seed
-        from llm_envs.serve.rendezvous import Meeting  # it imports this module
-
         reply = await self.request("POST", "/rendezvous", json=body)
         meeting = Meeting(
             reply["episode"], reply["seat"], reply["token"], tuple(reply["seats"]), reply["message"]
