@@ -8,7 +8,8 @@
 # verifiers, textarena (the Tic Tac Toe cases) and pytest, installed by uv
 # (pip takes a minute more). The tiny model's server needs torch and
 # transformers, which stay out of it: it runs under the main interpreter, the
-# `python` this script finds on PATH (LLM_ENVS_SERVER_PYTHON).
+# `python` this script finds on PATH (LLM_ENVS_SERVER_PYTHON). The package
+# `llm-envs new-env guessnum` writes is installed into it too.
 #
 # The virtualenv is rebuilt every run; VERIFIERS_VENV names another place for
 # it, and VERIFIERS_VENV_REUSE=1 keeps an existing one (local iterations).
@@ -32,6 +33,12 @@ if [[ "${VERIFIERS_VENV_REUSE:-0}" != 1 || ! -x "$venv/bin/vf-eval" ]]; then
         "numpy>=1.26" "pytest>=8" "hypothesis>=6.100"
     echo "== built in $((SECONDS - start)) s"
 fi
+# A family from a package of its own, the one `llm-envs new-env` writes, installed as a user
+# installs theirs (on every run, into a reused virtualenv too): tests/verifiers/test_own_package.py.
+scaffold="$(mktemp -d)"
+"$venv/bin/python" -m llm_envs.scaffold guessnum "$scaffold/guessnum" >/dev/null
+"$venv/bin/uv" pip install -q --python "$venv/bin/python" --no-deps --reinstall "$scaffold/guessnum"
+rm -rf "$scaffold"
 
 echo "== tests/verifiers"
 "$venv/bin/python" -m pytest -p no:cacheprovider tests/verifiers llm_envs/bridges/verifiers.py

@@ -6,9 +6,10 @@
 # repository (VERL_VENV, default $TMPDIR/llm-envs-verl-venv) from scratch: the CPU build of
 # torch first (a local file), verl without the packages only its GPU trainer
 # imports (wandb, tensorboard, peft, pybind11, pylatexenc, torchdata), llm-envs
-# itself without extras, and what the episode server and the tests use. Then
-# runs tests/verl. pip then reports those left-out packages as "dependency
-# conflicts" (an ERROR line); nothing here imports them.
+# itself without extras, what the episode server and the tests use, and the
+# package `llm-envs new-env guessnum` writes. Then runs tests/verl. pip then
+# reports those left-out packages as "dependency conflicts" (an ERROR line);
+# nothing here imports them.
 #
 # --no-compile: byte-compiling every installed file (torch's thousands) costs
 # more than the few modules the one test process imports compile on the fly.
@@ -40,6 +41,12 @@ $pip install -qq --no-compile \
     "fastmcp>=3.0" pytest hypothesis
 # llm-envs itself, without extras.
 $pip install -qq --no-compile --no-deps -e .
+# A family from a package of its own, the one `llm-envs new-env` writes, installed as a user
+# installs theirs: tests/verl/test_own_package.py takes it by name in the verl bridge.
+scaffold="$(mktemp -d)"
+"$VENV/bin/python" -m llm_envs.scaffold guessnum "$scaffold/guessnum" >/dev/null
+$pip install -qq --no-compile --no-deps "$scaffold/guessnum"
+rm -rf "$scaffold"
 echo "== verl: environment built in $(($(date +%s) - started)) s"
 "$VENV/bin/python" -c "from importlib.metadata import version as v; \
 print('verl', v('verl'), 'transformers', v('transformers'), 'torch', v('torch'))"

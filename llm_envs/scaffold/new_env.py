@@ -156,7 +156,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "llm-envs new-env") -
             "scripted players, a config, conformance tests, a README and the entry point "
             "that makes --env NAME work in every llm-envs command once it is installed."
         ),
-        epilog="Then: cd DIR && pip install -e . && pytest (docs/your_own_environment.md).",
+        epilog=(
+            "Then: cd DIR && pip install -e '.[test]' && pytest (docs/your_own_environment.md)."
+        ),
     )
     parser.add_argument("name", metavar="NAME", help="the package's import name and --env name")
     parser.add_argument(
@@ -168,6 +170,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "llm-envs new-env") -
     except ValueError as exc:
         parser.error(str(exc))
     print(f"wrote the package {args.name!r} in {root}/; next:")
-    print(f"  cd {root} && pip install -e . && pytest")
+    # The test extra brings pytest, which llm-envs' own extras but `test` do not.
+    print(f"  cd {root} && pip install -e '.[test]' && pytest")
+    print(f"  llm-envs check {args.name}")
     print(f"  python -m baselines.is_trainer --env {args.name} --model tiny")
     return 0
