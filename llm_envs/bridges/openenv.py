@@ -53,7 +53,10 @@ try:
         State,
         create_app,
     )
-    from openenv.core.env_server.types import EnvironmentMetadata  # type: ignore[import-untyped]
+    from openenv.core.env_server.types import (  # type: ignore[import-untyped]
+        ConcurrencyConfig,
+        EnvironmentMetadata,
+    )
 except ModuleNotFoundError as missing:  # an install without the serve extra
     raise ModuleNotFoundError(
         f"the episode server needs openenv-core's server, which needs {missing.name!r}: "
@@ -406,14 +409,23 @@ def _sendable(value: Any) -> Any:
     return value
 
 
-def openenv_app(shared: SingleSeat, *, max_sessions: int = 64) -> Any:
-    """OpenEnv's FastAPI app serving :class:`SeatEnvironment`, ``max_sessions`` sockets at once."""
+def openenv_app(
+    shared: SingleSeat, *, max_sessions: int = 64, idle_seconds: float | None = None
+) -> Any:
+    """OpenEnv's FastAPI app serving :class:`SeatEnvironment`, ``max_sessions`` sockets at once.
+
+    A session without a message for ``idle_seconds`` is ended (None: never),
+    so that idle clients cannot hold every session; OpenEnv's reaper does it,
+    started by the app's ``on_startup`` handlers (a mounting app runs them).
+    """
     app = create_app(
         functools.partial(SeatEnvironment, shared),
         SeatAction,
         SeatObservation,
         env_name="llm-envs",
-        max_concurrent_envs=max_sessions,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=max_sessions, session_timeout=idle_seconds
+        ),
     )
     return _QuietClose(app)
 

@@ -149,10 +149,18 @@ def build_app(settings: ServeSettings) -> FastAPI:
         step_deadline=settings.step_deadline,
     )
 
+    openenv = _openenv_view(settings, families, store)
+    # A mounted app's lifespan never runs; the OpenEnv view's session reaper starts here.
+    view_router = getattr(getattr(openenv, "app", None), "router", None)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for start in getattr(view_router, "on_startup", ()):
+            await start()
         with interrupting_on_exit(hub.interrupt):  # seats hear of it before sockets close
             yield
+        for stop in getattr(view_router, "on_shutdown", ()):
+            await stop()
         await hub.close()
 
     app = FastAPI(
@@ -262,7 +270,7 @@ def build_app(settings: ServeSettings) -> FastAPI:
 
     # Seats that name an episode key instead of an id meet there (the verl agent loop).
     app.include_router(rendezvous_routes(Rendezvous(hub), settings.defaults))
-    app.mount("/openenv", _openenv_view(settings, families, store))
+    app.mount("/openenv", openenv)
     return app
 
 
@@ -284,7 +292,9 @@ def _openenv_view(settings: ServeSettings, families: Families, store: EpisodeSto
         step_deadline=settings.step_deadline,
         workers=settings.max_sessions,
     )
-    return openenv_app(shared, max_sessions=settings.max_sessions)
+    return openenv_app(
+        shared, max_sessions=settings.max_sessions, idle_seconds=settings.seat_timeout
+    )
 
 
 def _missing_view(reason: str) -> Any:
