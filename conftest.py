@@ -18,6 +18,8 @@ collect_ignore += [
     "baselines/policies/__init__.py",
     "baselines/grpo/environment.py",
     "baselines/grpo/remote.py",
+    "baselines/grpo/adapters.py",
+    "baselines/grpo/family_rollout.py",
     "llm_envs/adapters/verifiers_env.py",
     "llm_envs/serve/openenv_view.py",
 ]

@@ -1,8 +1,8 @@
 """Train in llm-envs environments with TRL's ``GRPOTrainer``.
 
-* :mod:`baselines.grpo.family_rollout`: the TRL rollout function of any registered
-  family (its base class, the reward function and the context-swap check in
-  :mod:`baselines.grpo.adapters`).
+* :mod:`baselines.grpo.rollout_func`: TRL's ``rollout_func`` for any registered
+  family (the token-level bridge to TRL); the reward function that reads its
+  returns is :mod:`baselines.grpo.reward`.
 * :mod:`baselines.grpo.assembly`: multi-turn completions as one token sequence,
   with the environment's tokens masked out of the loss.
 * TRL's ``environment_factory`` (one seat of any family as a tool-using

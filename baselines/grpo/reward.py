@@ -1,6 +1,6 @@
 """The TRL reward function of the rollouts: each completion's environment return.
 
-The rollout functions (:mod:`baselines.grpo.family_rollout`) compute every
+The rollout functions (:mod:`baselines.grpo.rollout_func`) compute every
 completion's return while playing (and, with a credit scheme, its advantage);
 :func:`env_reward` hands it to TRL and logs the per-completion environment
 metrics.

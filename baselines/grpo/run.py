@@ -6,14 +6,14 @@
     python -m baselines.grpo --env expert_iteration --strategy two_turn_feedback
     python -m baselines.grpo --env debate --model Qwen/Qwen2.5-0.5B-Instruct --max-steps 200
 
-The rollout function (:class:`~baselines.grpo.family_rollout.FamilyRollout`,
+The rollout function (:class:`~baselines.grpo.rollout_func.FamilyRollout`,
 one for every registered family: ``--env`` is checked against the registry)
 plays the family's own training plan for each of TRL's prompts with the
 trainer's current weights and returns prompt ids, completion ids, sampling
 logprobs and ``env_mask`` (environment tokens inside a multi-turn completion
 are masked out of the loss, :mod:`baselines.grpo.assembly`), plus each
 completion's environment return for the reward function
-:func:`~baselines.grpo.adapters.env_reward`.
+:func:`~baselines.grpo.reward.env_reward`.
 
 The command line maps a :class:`GRPORunConfig` to a ``trl.GRPOConfig``:
 
@@ -53,9 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from baselines.cli import parse_config
-from baselines.grpo.adapters import EnvRollout, env_reward
 from baselines.grpo.config import GRPORunConfig
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.reward import env_reward
+from baselines.grpo.rollout_func import EnvRollout, FamilyRollout
 from baselines.grpo.sampling import use_servers
 from baselines.models import resolve_model
 from baselines.progress import phase, say
@@ -125,7 +125,7 @@ def grpo_config_kwargs(
         num_generations: completions per group (the rollout's).
         gpu: whether the run trains on a GPU.
         max_turns: the most turns one completion holds (the rollout's
-            :attr:`~baselines.grpo.adapters.EnvRollout.max_turns`).
+            :attr:`~baselines.grpo.rollout_func.EnvRollout.max_turns`).
     """
     if cfg.sampler_url:
         use_vllm = False  # the servers sample (the config refuses vllm='on' with them)

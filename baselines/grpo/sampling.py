@@ -3,7 +3,7 @@
 :func:`trainer_policy` samples with ``trl.GRPOTrainer``'s current weights
 (TRL's colocated vLLM engine, ``generate`` on the unwrapped model, or
 ``vllm serve`` processes that :func:`use_servers` keeps in sync); the
-rollout functions (:class:`~baselines.grpo.adapters.EnvRollout`) wrap it in a recorder that
+rollout functions (:class:`~baselines.grpo.rollout_func.EnvRollout`) wrap it in a recorder that
 keeps each turn's chat and text for the completion assembler.
 """
 

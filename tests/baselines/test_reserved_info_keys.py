@@ -16,8 +16,8 @@ import pytest
 from pettingzoo import AECEnv, ParallelEnv
 
 from baselines.data.episode_metrics import episode_metrics, warn_reserved_info_keys
-from baselines.grpo.adapters import completion_metrics
 from baselines.grpo.assembly import AssembledCompletion
+from baselines.grpo.rollout_func import completion_metrics
 from baselines.is_trainer.evaluation import eval_metrics
 from baselines.magrpo.tree import TREE_METRICS, grow_trees
 from baselines.rollouts import rollout

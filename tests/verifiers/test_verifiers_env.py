@@ -42,7 +42,7 @@ pytest.importorskip(
 tomli_w = pytest.importorskip("tomli_w", reason="tomli_w comes with verifiers 0.4")
 
 from llm_envs.bridges.verifiers import PLUGIN, REWARD, write_plugin  # noqa: E402
-from llm_envs.family import derive_seed  # noqa: E402
+from llm_envs.seeding import derive_seed  # noqa: E402
 from llm_envs.registration import make_family  # noqa: E402
 from llm_envs.seats import family_seat  # noqa: E402
 from tests.loopback import wait_for_announcement  # noqa: E402

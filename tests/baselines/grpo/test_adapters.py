@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.grpo.adapters import env_reward
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.reward import env_reward
+from baselines.grpo.rollout_func import FamilyRollout
 from llm_envs.bridges.trl import refuse_context_swap
 
 
@@ -127,8 +127,8 @@ def test_two_agent_code_collaboration_trains_both_seats_with_one_model():
 
 
 def test_any_family_plays_one_training_group_per_block_of_prompts():
-    from llm_envs.family import derive_seed
     from llm_envs.registration import make_family
+    from llm_envs.seeding import derive_seed
 
     family = make_family("expert_iteration", {}, task="arithmetic", strategy_mix={"iid": 3})
     rollout = FamilyRollout(family, num_groups=5, seed=7)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from baselines.cli import config_table, parse_config
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.rollout_func import FamilyRollout
 from baselines.grpo.run import GRPORunConfig, build_rollout, grpo_config_kwargs, main
 
 

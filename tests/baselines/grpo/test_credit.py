@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from baselines.data.credit import RoleBaselines, assign_credit
-from baselines.grpo.adapters import env_reward
 from baselines.grpo.config import GRPORunConfig
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.reward import env_reward
+from baselines.grpo.rollout_func import FamilyRollout
 from baselines.grpo.run import build_rollout
 from baselines.types import Trajectory, TrajectoryGroup, Transition
 

@@ -14,9 +14,10 @@ import os
 import pytest
 
 from llm_envs.bridges.trl import EPISODE_OVER, SeatEnvironment, SeatEnvironmentFactory
-from llm_envs.family import FamilyBase, derive_seed
+from llm_envs.family import FamilyBase
 from llm_envs.registration import make_family
 from llm_envs.seats import family_seat
+from llm_envs.seeding import derive_seed
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.rollout_func import FamilyRollout
 from baselines.grpo.run import GRPORunConfig
 from baselines.report import write_report
 from baselines.samplers import ScriptedPolicy

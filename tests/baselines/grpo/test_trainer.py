@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from baselines.grpo.adapters import env_reward
-from baselines.grpo.family_rollout import FamilyRollout
+from baselines.grpo.reward import env_reward
+from baselines.grpo.rollout_func import FamilyRollout
 from baselines.samplers import ScriptedPolicy
 from llm_envs.debate import scripted_debaters
 from llm_envs.expert_iteration import ScriptedMathSolver
@@ -287,7 +287,7 @@ def test_with_vllm_colocate_the_rollout_samples_through_trls_engine(tiny_model_d
     from types import SimpleNamespace
 
     pytest.importorskip("vllm")
-    from baselines.grpo.adapters import trainer_policy
+    from baselines.grpo.sampling import trainer_policy
     from baselines.samplers import VLLMPolicy
 
     engine = VLLMPolicy(str(tiny_model_dir), dtype="float32", max_model_len=2048)
