@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 import shlex
+import types
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,3 +72,84 @@ def test_covered_reads_flags_and_extras():
     assert not covered(["pip", "install", "-e", ".[train,x]"], ["pip", "install", "-e", ".[train]"])
     assert not covered(["pip", "install", "--no-deps", "o==1"], ["pip", "install", "o==1"])
     assert not covered(["pip", "install", "torch==2.1"], ["pip", "install", "torch==2.13.0"])
+
+
+# --- the order of work under pytest -n (tests/conftest.py) -----------------------------------
+
+
+def test_the_scheduling_names_are_files_of_the_tree():
+    from tests.conftest import SLOWEST_FIRST, VLLM_SERVER_FILES
+
+    for name in [*VLLM_SERVER_FILES, *(u for u in SLOWEST_FIRST if u != "vllm")]:
+        assert (ROOT / name).is_file(), f"{name} is gone: update tests/conftest.py"
+
+
+def test_every_file_that_uses_the_vllm_server_is_in_its_group():
+    from tests.conftest import VLLM_SERVER_FILES
+
+    users = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"def \w+\([^)]*\bvllm_server\b", path.read_text(encoding="utf-8"))
+    }
+    assert users == VLLM_SERVER_FILES
+
+
+class Worker:
+    """What a scheduler needs of an xdist worker: the indexes it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+        self.shutting_down = False
+        self.gateway = types.SimpleNamespace(id=f"gw{id(self)}")
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_two_workers_start_on_the_two_longest_files_and_keep_a_file_whole():
+    xdist_scheduler = pytest.importorskip("xdist.scheduler")
+    from tests import conftest
+
+    nodeids = [
+        "tests/a.py::test_1",
+        "tests/a.py::test_2",
+        "tests/baselines/grpo/test_learning.py::test_smollm2_reward_rises_on_short_sums",
+        "tests/baselines/samplers/test_build.py::test_x",
+        "tests/b.py::test_1",
+        "tests/baselines/eval/test_models.py::test_y",
+        "tests/baselines/is_trainer/test_debate_learning.py::test_smollm2_learns",
+    ]
+    items = [types.SimpleNamespace(nodeid=n) for n in nodeids]
+    conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    collection = [item.nodeid for item in items]
+    assert collection[:2] == [nodeids[6], nodeids[2]]  # the debate, then GRPO's learning test
+
+    values = {"dist": "load", "tx": ["popen", "popen"]}
+    config = types.SimpleNamespace(
+        getvalue=values.__getitem__, option=types.SimpleNamespace(loadscopereorder=True)
+    )
+    scheduler = conftest.pytest_xdist_make_scheduler(config, None)  # type: ignore[arg-type]
+    assert isinstance(scheduler, xdist_scheduler.LoadScopeScheduling)
+    workers = [Worker(), Worker()]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    first, second = ([collection[i] for i in w.sent] for w in workers)
+    assert first[0] == nodeids[6] and second[0] == nodeids[2]
+    # the vLLM group (one server) and each file go to one worker whole
+    ran = first + second
+    while not all(w.shutting_down for w in workers):
+        for worker in workers:
+            for index in list(worker.sent):
+                worker.sent.remove(index)
+                scheduler.mark_test_complete(worker, index)
+            ran += [collection[i] for i in worker.sent]
+    owners = {n: [n in first, n in second] for n in nodeids}
+    assert owners[nodeids[3]] == owners[nodeids[5]]
+    assert owners[nodeids[0]] == owners[nodeids[1]]
+    assert sorted(set(ran)) == sorted(nodeids)
