@@ -4,7 +4,6 @@ The offline benchmark data, the hypothesis profiles, the test tiers' check,
 and which tests start first and go to one worker together under ``pytest -n``.
 """
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -89,24 +88,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     )
 
 
-if importlib.util.find_spec("xdist") is not None:
+class UnitScheduling:
+    """A plugin: ``-n``'s default distribution (``load``) by whole units, in the collection's order.
+
+    A worker takes a file at a time, so a module's fixtures are built once
+    (split across workers, ``load`` builds them on both), and the vLLM tests
+    share one server; units go out in :func:`pytest_collection_modifyitems`'
+    order, the longest first, each to the worker that runs out of work first.
+    """
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-        """``-n``'s default distribution (``load``) by whole units, in the collection's order.
-
-        A worker takes a file at a time, so a module's fixtures are built once
-        (split across workers, ``load`` builds them on both), and the vLLM tests
-        share one server; units go out in :func:`pytest_collection_modifyitems`'
-        order, the longest first, each to the worker that runs out of work first.
-        """
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
         if config.getvalue("dist") != "load":
             return None
         from xdist.scheduler import LoadScopeScheduling
 
-        class UnitScheduling(LoadScopeScheduling):
+        class ByUnit(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 return scheduling_unit(nodeid)
 
         config.option.loadscopereorder = False  # (by default: most tests first)
-        return UnitScheduling(config, log)
+        return ByUnit(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # (its hook is unknown without it)
+        config.pluginmanager.register(UnitScheduling(), "llm_envs_unit_scheduling")

@@ -132,7 +132,7 @@ def test_two_workers_start_on_the_two_longest_files_and_keep_a_file_whole():
     config = types.SimpleNamespace(
         getvalue=values.__getitem__, option=types.SimpleNamespace(loadscopereorder=True)
     )
-    scheduler = conftest.pytest_xdist_make_scheduler(config, None)  # type: ignore[arg-type]
+    scheduler = conftest.UnitScheduling().pytest_xdist_make_scheduler(config, None)  # type: ignore[arg-type]
     assert isinstance(scheduler, xdist_scheduler.LoadScopeScheduling)
     workers = [Worker(), Worker()]
     for worker in workers:
@@ -153,3 +153,10 @@ def test_two_workers_start_on_the_two_longest_files_and_keep_a_file_whole():
     assert owners[nodeids[3]] == owners[nodeids[5]]
     assert owners[nodeids[0]] == owners[nodeids[1]]
     assert sorted(set(ran)) == sorted(nodeids)
+
+
+def test_the_scheduling_plugin_is_registered_where_xdist_is(pytestconfig):
+    plugins = pytestconfig.pluginmanager
+    assert plugins.hasplugin("llm_envs_unit_scheduling") == plugins.hasplugin("xdist")
+    pytest.importorskip("xdist")
+    assert plugins.hasplugin("llm_envs_unit_scheduling")
