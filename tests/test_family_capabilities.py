@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -33,6 +34,7 @@ from llm_envs.registration import make_family, register, unregister
 from llm_envs.seeding import derive_seed
 from tests.baselines.conftest import tiny_model_dir  # noqa: F401 (a fixture)
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 SEATS = 3  # a debate of three: every agent has two others' answers to vote on
 
 
@@ -136,6 +138,12 @@ def _warm_start(name: str) -> None:
     ISTrainerConfig(env=name, warm_start_steps=1)
 
 
+def _eval_scripted(name: str) -> None:
+    from baselines.is_trainer.config import ISTrainerConfig
+
+    ISTrainerConfig(env=name, eval_scripted=True)
+
+
 def _magrpo(name: str) -> None:
     from baselines.magrpo.config import MAGRPOConfig
 
@@ -187,6 +195,7 @@ def _served_other_seats(name: str) -> None:
     ("feature", "capability"),
     [
         (_warm_start, "Teacher"),
+        (_eval_scripted, "ScriptedPlayers"),
         (_magrpo, "TeamReward"),
         (_magrpo_family, "TeamReward"),
         (_reference_entrant, "ReferencePlayers"),
@@ -236,6 +245,14 @@ def test_each_feature_refuses_a_core_only_family_naming_the_capability(
 def test_the_built_in_families_declare_what_they_declared(name, env_kwargs, expected):
     assert " ".join(provided(make_family(name, env_kwargs))) == expected
     assert {c.__name__ for c in CAPABILITIES} >= set(expected.split())
+
+
+@pytest.mark.parametrize("page", ["your_own_environment.md", "architecture.md"])
+def test_the_docs_tables_list_every_capability_with_its_members(page):
+    rows = (DOCS / page).read_text().splitlines()
+    for capability in CAPABILITIES:
+        row = next(r for r in rows if r.startswith(f"| `{capability.__name__}` |"))
+        assert row.split(" | ")[1] == ", ".join(f"`{m}`" for m in members(capability)), row
 
 
 def test_the_old_helper_names_warn_and_name_the_new_module():

@@ -37,7 +37,7 @@ from baselines.league.pool import parse_anchor
 from baselines.precision import EvalPrecision
 from baselines.samplers.server_pool import Routing
 from baselines.samplers.server_weights import WeightTransfer
-from llm_envs.capabilities import Teacher, require
+from llm_envs.capabilities import ScriptedPlayers, Teacher, require
 from llm_envs.registration import family_class, family_names
 
 __all__ = [
@@ -386,6 +386,9 @@ class ISTrainerConfig(TrainerConfig):
                 by="a warm start imitates a scripted teacher",
                 otherwise="use --warm-start-steps 0",
             )
+        if self.evaluation.scripted:
+            by = "--eval-scripted plays the family's scripted players"
+            require(family, ScriptedPlayers, by=by, otherwise="drop --eval-scripted")
         for name, option, what in TEACHER_FIELDS:
             default = getattr(WarmStartSettings(), option)
             if getattr(self.warm_start, option) == default or option in (
