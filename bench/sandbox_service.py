@@ -164,7 +164,9 @@ async def load(url: str, clients: int, seconds: float, warmup: float) -> Cell:
     body = {"code": CODE, "language": "python", "stdin": STDIN, "run_timeout": 120}
     latencies: list[float] = []
     measuring = False
-    connector = aiohttp.TCPConnector(limit=clients)
+    # Idle connections close here before uvicorn closes them (5 s): where one client
+    # waits for the others' slow answers, reusing one it had closed fails the request.
+    connector = aiohttp.TCPConnector(limit=clients, keepalive_timeout=2)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def client(stop: float) -> None:
