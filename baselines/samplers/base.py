@@ -175,6 +175,25 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[:best], True) if best != -1 else (text, False)
 
 
+def finished_text(text: str, stop: Sequence[str], reason: str | None) -> tuple[str, StopReason]:
+    """An engine's sample cut after its earliest stop string, and why it ended.
+
+    ``stop`` when a stop string is in ``text``, else ``length`` when the engine
+    says it hit the token limit (``reason``, the engine's ``finish_reason``,
+    is ``"length"`` in vLLM and OpenAI-compatible servers), else ``eos``.
+
+    Example:
+        >>> finished_text("<a>1</a> more", ["</a>"], "length")
+        ('<a>1</a>', 'stop')
+        >>> finished_text("<a>1", ["</a>"], "length"), finished_text("<a>1", ["</a>"], "stop")
+        (('<a>1', 'length'), ('<a>1', 'eos'))
+    """
+    text, found = cut_at_stop(text, stop)
+    if found:
+        return text, "stop"
+    return text, "length" if reason == "length" else "eos"
+
+
 class ChatRenderer:
     """Renders chat messages into prompt tokens with a tokenizer's chat template.
 

@@ -44,8 +44,7 @@ from baselines.samplers.base import (
     Completion,
     SampleRequest,
     SamplingParams,
-    StopReason,
-    cut_at_stop,
+    finished_text,
 )
 
 __all__ = ["OpenAIPolicy", "ServerError"]
@@ -190,14 +189,7 @@ class OpenAIPolicy:
             )
         else:
             tokens, logprobs = (), ()
-        text, found = cut_at_stop(text, request.stop)
-        reason: StopReason
-        if found:
-            reason = "stop"
-        elif choice.get("finish_reason") == "length":
-            reason = "length"
-        else:
-            reason = "eos"
+        text, reason = finished_text(text, request.stop, choice.get("finish_reason"))
         return Completion(tuple(prompt), tokens, logprobs, text, reason)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -23,8 +23,7 @@ from baselines.samplers.base import (
     Completion,
     SampleRequest,
     SamplingParams,
-    StopReason,
-    cut_at_stop,
+    finished_text,
 )
 
 __all__ = ["VLLMAdapter", "VLLMPolicy"]
@@ -159,14 +158,7 @@ class VLLMPolicy:
             logprobs = tuple(
                 float(step[token].logprob) for token, step in zip(tokens, steps, strict=True)
             )
-            text, found = cut_at_stop(sample.text, request.stop)
-            reason: StopReason
-            if found:
-                reason = "stop"
-            elif sample.finish_reason == "length":
-                reason = "length"
-            else:
-                reason = "eos"
+            text, reason = finished_text(sample.text, request.stop, sample.finish_reason)
             completions.append(Completion(prompt, tokens, logprobs, text, reason))
         return completions
 

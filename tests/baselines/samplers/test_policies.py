@@ -14,6 +14,7 @@ from baselines.samplers import (
     ScriptedPolicy,
     cut_at_stop,
 )
+from baselines.samplers.base import finished_text
 from llm_envs.debate import scripted_debaters
 
 torch = pytest.importorskip("torch")
@@ -47,6 +48,20 @@ def forward_logprobs(model, completion: Completion, temperature: float = 1.0) ->
 )
 def test_cut_at_stop(text, stop, expected):
     assert cut_at_stop(text, stop) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "expected"),
+    [
+        ("a</x>b", "length", ("a</x>", "stop")),  # a stop string wins over the engine's reason
+        ("a</x>b", None, ("a</x>", "stop")),
+        ("ab", "length", ("ab", "length")),
+        ("ab", "stop", ("ab", "eos")),  # the engine's stop (its eos token), no stop string
+        ("ab", None, ("ab", "eos")),
+    ],
+)
+def test_finished_text_says_why_a_sample_ended(text, reason, expected):
+    assert finished_text(text, ["</x>"], reason) == expected
 
 
 def test_sampling_params_validation():
