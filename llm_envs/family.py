@@ -244,14 +244,8 @@ class FamilyBase:
     reward_range: tuple[float, float] | None = None
     """Undeclared, unchecked; a family whose bounds follow its settings sets it in ``__init__``."""
 
-    def demonstrations(
-        self,
-        group_indices: Sequence[int],
-        seed: int,
-        mistake_rate: float = 0.25,
-        broken_rate: float = 0.0,
-    ) -> tuple[EpisodePlan, dict[str, Agent]]:
-        """No teacher: a warm start is refused with the fix."""
+    def demonstrations(self, *args: Any, **kwargs: Any) -> tuple[EpisodePlan, dict[str, Agent]]:
+        """No teacher (:class:`~llm_envs.capabilities.Teacher`): refused, with the fix."""
         raise ValueError(
             f"--env {self.name} has no scripted teacher for a warm start; use --warm-start-steps 0"
         )
