@@ -9,21 +9,8 @@ writes only the core runs everywhere a capability is not needed, and a feature
 that needs one asks :func:`require` first, whose refusal names the feature, the
 capability, the family and the members to write.
 
-* :class:`Teacher` (``teacher_options``, ``demonstrations``): the IS
-  trainer's warm start, ``llm-envs check``;
-* :class:`ReferencePlayers` (``reference_players``): the evaluator's
-  ``reference`` entrant, the other seats of the episode server and the bridges;
-* :class:`ScriptedPlayers` (``scripted_players``): league anchors
-  ``scripted:NAME``, the IS trainer's ``eval_scripted``;
-* :class:`TeamReward` (``team_reward``): MAGRPO;
-* :class:`HeldOutProblems` (``holding_out``): MAGRPO's ``eval_problems``;
-* :class:`EvaluationDetails` (``fixed_opponent``, ``headline_metrics``,
-  ``metric_titles``, ``default_seating``, ``eval_extras``): the trainers'
-  evaluation, the evaluator, the report;
-* :class:`Meter` (``measure``): the trainers' evaluation, the evaluator;
-* :class:`ServedSettings` (``client_settings``): the episode server;
-* :class:`RewardRange` (``reward_range``): ``llm-envs check``;
-* :class:`RewardAccounting` (``episode_rewards``): the report.
+Each protocol's docstring says who needs it; ``docs/architecture.md`` has the
+table (capability, members, who needs it).
 
 A family *provides* a capability when it writes every member (a value of
 ``None`` or ``False`` declares nothing, and neither does an answer inherited
@@ -66,7 +53,7 @@ __all__ = [
 
 
 class Teacher(Protocol):
-    """A scripted teacher whose games a warm start imitates."""
+    """A scripted teacher: the IS trainer's warm start imitates its games; ``llm-envs check``."""
 
     teacher_options: ClassVar[tuple[str, ...]]
     """The :meth:`demonstrations` options it honours (``mistake_rate``, ``broken_rate``)."""
@@ -83,7 +70,7 @@ class Teacher(Protocol):
 
 
 class ReferencePlayers(Protocol):
-    """A scripted player per seat that knows the answers: an entrant of known strength."""
+    """A player per seat that knows the answers: the ``reference`` entrant, others' seats."""
 
     def reference_players(self) -> dict[str, Agent]:
         """A player per seat (ValueError for settings without them, saying which have them).
@@ -95,7 +82,7 @@ class ReferencePlayers(Protocol):
 
 
 class ScriptedPlayers(Protocol):
-    """Named sets of scripted players: a league's anchors, the IS trainer's scripted opponents."""
+    """Named sets of scripted players: ``scripted:SET`` anchors, entrants and eval opponents."""
 
     def scripted_players(self, seed: int) -> dict[str, dict[str, Agent]]:
         """Named sets of a player per seat, for training episodes (``{}`` where there are none).
@@ -113,14 +100,14 @@ class ScriptedPlayers(Protocol):
 
 
 class TeamReward(Protocol):
-    """Agents that are one team: each step pays every acting agent the team's reward."""
+    """One team: each step pays every acting agent the team's reward (MAGRPO trains them)."""
 
     team_reward: ClassVar[bool]
-    """True (MAGRPO trains only such families)."""
+    """True."""
 
 
 class HeldOutProblems(Protocol):
-    """Evaluation problems a trainer can keep apart from training."""
+    """Evaluation problems kept apart from training (MAGRPO's ``eval_problems``)."""
 
     def holding_out(self, count: int) -> Family:
         """This family with ``count`` evaluation problems that its training never plays.
@@ -135,7 +122,7 @@ class HeldOutProblems(Protocol):
 
 
 class EvaluationDetails(Protocol):
-    """How an evaluation plays and shows the family (each has a neutral default)."""
+    """How an evaluation plays and shows the family: the trainers, the evaluator, the report."""
 
     fixed_opponent: ClassVar[bool]
     """Whether a trainer's evaluation plays the trained policy against a fixed one."""
@@ -154,7 +141,7 @@ class EvaluationDetails(Protocol):
 
 
 class Meter(Protocol):
-    """A measure of a policy beyond its returns (Kuhn Poker's exploitability)."""
+    """A measure of a policy beyond its returns (Kuhn Poker's exploitability), for evaluations."""
 
     def measure(self, sample: Sampler, *, samples: int, seed: int) -> dict[str, float]:
         """Named numbers of the policy ``sample`` plays by, asking it ``samples`` times a point."""
@@ -174,7 +161,7 @@ class RewardRange(Protocol):
 
 
 class RewardAccounting(Protocol):
-    """How a recorded episode's rewards add up, in words (the report)."""
+    """How a recorded episode's rewards add up, in words (the report's transcripts)."""
 
     @staticmethod
     def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
