@@ -5,13 +5,16 @@ players, and some are not linear on hostile text: Simple Negotiation's offer
 pattern (``\[Offer:?\s*(...)?([^\[\]]+?)\s*\.*\]``) backtracks cubically
 on ``[Offer:`` followed by spaces (1,000 characters: 6.9 s per step, 4,000:
 254 s), and its offer parser, like other games' move patterns, is quadratic on
-long runs of digits or punctuation. A regex holds the interpreter's lock, so
-no deadline on a thread stops it.
+long runs of digits or punctuation. Connect Four's move pattern
+(``.*\[(?:col\s*)?(\d+)\].*``, searched) is quadratic on brackets: 4,096 ``[``
+took 2.4-4 s per step. A regex holds the interpreter's lock, so no deadline
+on a thread stops it.
 
 So the environment (:class:`~llm_envs.textarena.env.TextArenaEnv`) gives a
 game the first :data:`MAX_GAME_ACTION_CHARS` characters of an action (the
 record keeps the whole text), and :func:`harden` replaces the patterns known
-to be worse than quadratic with linear equivalents (:class:`OfferPattern`).
+to be worse than quadratic, or quadratic at a cost of seconds within the cap,
+with linear equivalents (:class:`OfferPattern`, :func:`connect_four_column`).
 This module never imports textarena.
 """
 
@@ -20,7 +23,14 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-__all__ = ["MAX_GAME_ACTION_CHARS", "OfferMatch", "OfferPattern", "game_text", "harden"]
+__all__ = [
+    "MAX_GAME_ACTION_CHARS",
+    "OfferMatch",
+    "OfferPattern",
+    "connect_four_column",
+    "game_text",
+    "harden",
+]
 
 MAX_GAME_ACTION_CHARS: Final = 4096
 """The most characters of an action a game reads: far above any move of the games the docs
@@ -29,6 +39,7 @@ costs a fraction of a second."""
 
 _OFFER = re.compile(r"\[offer", re.IGNORECASE)
 _I_GIVE = re.compile(r"I\s+(?:give|offer)\s+", re.IGNORECASE)
+_COLUMN = re.compile(r"\[(?:col\s*)?(\d+)\]", re.IGNORECASE)
 
 
 def game_text(text: str) -> str:
@@ -96,7 +107,39 @@ def _offer_of(inner: str) -> str:
     return rest.rstrip(".").rstrip()
 
 
+def connect_four_column(text: str) -> str | None:
+    r"""The column Connect Four's pattern reads in ``text`` (its ``group(1)``), in linear time.
+
+    The game searches ``.*\[(?:col\s*)?(\d+)\].*``: ``.`` stops at a newline,
+    so the match is in the first line holding a ``[N]`` or ``[col N]``, and the
+    greedy ``.*`` makes it that line's last. A move holds no ``[`` past its
+    first character, so moves never overlap and ``findall`` meets every one.
+
+    Example:
+        >>> connect_four_column("[col 2] or rather [3]\n[5]")
+        '3'
+        >>> connect_four_column("[" * 100_000) is None
+        True
+    """
+    for line in text.split("\n"):
+        moves = _COLUMN.findall(line)
+        if moves:
+            return str(moves[-1])
+    return None
+
+
 def harden(game: Any) -> None:
     """Give ``game`` (an unwrapped TextArena game) linear patterns where its own are worse."""
-    if type(game).__name__ == "SimpleNegotiationEnv" and hasattr(game, "offer_pattern"):
+    name = type(game).__name__
+    if name == "SimpleNegotiationEnv" and hasattr(game, "offer_pattern"):
         game.offer_pattern = OfferPattern()
+    if name == "ConnectFourEnv" and hasattr(game, "_validate_action"):
+        # The pattern is inline in the game's check; the check is given the move alone
+        # (or nothing), so its messages and rules stay the game's own.
+        validate = game._validate_action
+        game._validate_action = lambda action: validate(_column_move(action))
+
+
+def _column_move(action: str) -> str:
+    column = connect_four_column(action)
+    return "" if column is None else f"[{column}]"

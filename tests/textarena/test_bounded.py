@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+import types
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_envs.textarena.bounded import MAX_GAME_ACTION_CHARS, OfferPattern, game_text
+from llm_envs.textarena.bounded import (
+    MAX_GAME_ACTION_CHARS,
+    OfferPattern,
+    connect_four_column,
+    game_text,
+)
+from tests.parsing.work_meter import WorkMeter
 
 pytest.importorskip("textarena")
 
@@ -88,3 +95,53 @@ def test_a_game_reads_the_first_characters_only():
     text = "[4]" + "x" * (2 * MAX_GAME_ACTION_CHARS)
     assert game_text(text) == text[:MAX_GAME_ACTION_CHARS]
     assert game_text("[4]") == "[4]"
+
+
+# Connect Four's own move pattern (textarena 0.7), searched; the reference on short texts.
+COLUMN_PATTERN = re.compile(r".*\[(?:col\s*)?(\d+)\].*", re.IGNORECASE)
+COLUMN_PIECES = ["[", "]", "col", "COL", "Col ", " ", "\t", "\n", "\r", "1", "23", "x", "\u0663"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(COLUMN_PIECES), max_size=16).map("".join))
+def test_the_column_read_is_the_games_own(text):
+    theirs = COLUMN_PATTERN.search(text)
+    assert connect_four_column(text) == (theirs.group(1) if theirs else None), text
+
+
+def _connect_four_work(action: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Regex steps of one Connect Four step on ``action``, the game's inline pattern included."""
+    import textarena.envs.ConnectFour.env as game_module
+
+    from llm_envs.textarena import bounded
+    from llm_envs.textarena.env import TextArenaEnv
+
+    env = TextArenaEnv(game="ConnectFour-v0")
+    env.reset(seed=0)
+    meter = WorkMeter()
+    # The game compiles its pattern inline (re.compile(...).search): count what it compiles.
+    counting = types.SimpleNamespace(
+        compile=lambda *args: meter.counted(re.compile(*args)), IGNORECASE=re.IGNORECASE
+    )
+    with monkeypatch.context() as patch, meter.measuring(bounded, lines=False):
+        patch.setattr(game_module, "re", counting)
+        env.step(action)
+    return meter.work
+
+
+@pytest.mark.parametrize("shape", ["[", "[1", "[Deny", "[col "], ids=repr)
+def test_a_connect_four_step_is_linear_in_its_action(shape, monkeypatch):
+    # Round 4: "[" * 4,096 took 2.4-4 s per step on the game's own pattern (quadratic), each
+    # holding the interpreter's lock; here twice the text costs at most about twice the work.
+    small, large = (_connect_four_work(shape * n, monkeypatch) for n in (150, 300))
+    assert large <= 2.3 * small + 200, (small, large)
+
+
+def test_a_connect_four_move_is_still_played():
+    from llm_envs.textarena.env import TextArenaEnv
+
+    env = TextArenaEnv(game="ConnectFour-v0")
+    env.reset(seed=0)
+    env.step("I think [col 9] no, [col 3]\n[5]")  # the first line's last move: column 3
+    assert not env.turns[-1].invalid
+    assert "dropped their disk (X) into column 3." in str(env.observe("agent_1"))
