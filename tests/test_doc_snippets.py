@@ -1152,21 +1152,26 @@ class Shell:
         return result
 
     def serve(self, text: str, port: int, timeout: float) -> None:
-        """Start a server command, wait until its port answers, stop it."""
-        server = subprocess.Popen(
-            ["bash", "-c", f"exec {text}"],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
+        """Start a server command, wait until its port answers, stop it.
+
+        Its output goes to a file: a pipe nobody reads until it exits would stop
+        a server that prints 64 KiB before it listens.
+        """
+        log = self.cwd / f".serve-{port}.log"
+        with log.open("w") as out:
+            server = subprocess.Popen(
+                ["bash", "-c", f"exec {text}"],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         try:
             while not _answers(port):
                 if server.poll() is not None:
-                    output = server.stdout.read() if server.stdout else ""
+                    output = log.read_text(errors="replace")
                     pytest.fail(
                         f"`{text}` exited with status {server.returncode} before serving:\n"
                         + _tail(output)
@@ -1182,6 +1187,7 @@ class Shell:
                 except subprocess.TimeoutExpired:
                     os.killpg(server.pid, signal.SIGKILL)
                     server.wait()
+            log.unlink(missing_ok=True)
 
 
 def _session(folder: Path) -> Shell:
