@@ -429,8 +429,9 @@ class TrainerConfig(RunConfig):
     """
     keep_checkpoints: PositiveInt = 1
     """how many checkpoints to keep, the newest; older ones are deleted once a new one is complete.
-    A checkpoint holds what resume needs: the weights and the optimizer's state (AdamW keeps two
-    fp32 values per parameter, so about three times the fp32 weights).
+    The newest holds what resume needs: the weights and the optimizer's state (AdamW keeps two fp32
+    values per parameter, so about three times the fp32 weights); the older ones keep their weights
+    only.
     """
     eval_every: NonNegativeInt
     """evaluate before every this many iterations' training and after the last; 0 never evaluates.

@@ -6,9 +6,9 @@ evaluation, league play and the warm start, act on the trained policy through
 take an optimizer step (:meth:`Learner.step`), hand the new weights to the
 sampler (:meth:`Learner.refresh_sampler`), gather lists across processes
 (:meth:`Learner.gather`), save transcripts, checkpoints and model folders. The
-learning rate of each step is the learner's :func:`learning_rate_schedule`: the
-warm start's rate for a fresh run's first ``warm_start_steps`` steps, then
-``learning_rate``.
+learning rate of each step is the learner's :func:`learning_rate_schedule`:
+``learning_rate``, unless a caller (the warm start) asked for another rate for
+the next few steps (:meth:`Learner.schedule_first_steps`).
 
 MAGRPO (a model and an optimizer per agent, no ``accelerate``) and TRL's GRPO
 (TRL owns the loop) keep their own: what they share with this learner lives in
@@ -121,19 +121,20 @@ class Learner:
         self.model.train()
         self.loss_fn = get_loss(config.loss, **config.loss_kwargs)
         self.steps = 0  # optimizer steps taken by this learner object
-        self.schedule = learning_rate_schedule(
-            config.learning_rate, config.warm_start.learning_rate, config.warm_start.steps
-        )
+        self.schedule = learning_rate_schedule(config.learning_rate, config.learning_rate, 0)
         # Until the first optimizer step the trained weights are the initial model's.
         self.weights_moved = False
         self.show_progress = bool(config.progress and run_dir.writer)
         self.sampler = self._build_sampler(cuda)
 
     def resumed(self) -> None:
-        """The checkpoint's weights are loaded: the warm start is done, the sampler gets them."""
-        self.schedule = learning_rate_schedule(self.config.learning_rate, 0.0, 0)
+        """The checkpoint's weights are loaded: the sampler gets them."""
         self.weights_moved = True
         self.refresh_sampler()  # the engine started from the initial weights
+
+    def schedule_first_steps(self, rate: float, steps: int) -> None:
+        """Take the next ``steps`` optimizer steps at ``rate``, then the run's ``learning_rate``."""
+        self.schedule = learning_rate_schedule(self.config.learning_rate, rate, self.steps + steps)
 
     # ------------------------------------------------------------------ policies
 

@@ -2,8 +2,8 @@
 
 Before the first iteration, :func:`warm_start` plays ``warm_start_groups``
 episodes with the environment family's teacher and takes ``warm_start_steps``
-optimizer steps of imitation on its answers; the learner's learning-rate
-schedule gives those first steps ``warm_start_learning_rate``
+optimizer steps of imitation on its answers, asking the learner's learning-rate
+schedule for ``warm_start_learning_rate`` on those first steps
 (see :mod:`baselines.training.warm_start` for the data and the loss).
 """
 
@@ -38,16 +38,12 @@ def warm_start(learner: Learner, family: Any, settings: WarmStartSettings) -> di
     """Imitate the environment family's scripted teacher before the first iteration.
 
     ``settings.steps`` optimizer steps of supervised fine-tuning on
-    ``settings.groups`` episodes played by the teacher, at the rate the
-    learner's schedule gives its first steps (``warm_start_learning_rate``);
-    see :mod:`baselines.training.warm_start`. Call it before any other step.
+    ``settings.groups`` episodes played by the teacher, at
+    ``settings.learning_rate`` (the learner's schedule for its first steps);
+    see :mod:`baselines.training.warm_start`.
     """
     from baselines.samplers.scripted import ScriptedPolicy
 
-    if learner.steps:
-        raise RuntimeError(
-            f"the warm start takes the learner's first steps, and {learner.steps} were taken"
-        )
     start = time.perf_counter()
     tell = learner.show_progress
     if tell:
@@ -70,6 +66,7 @@ def warm_start(learner: Learner, family: Any, settings: WarmStartSettings) -> di
     teacher = ScriptedPolicy(teachers, tokenizer=learner.tokenizer)
     data = demonstration_data(batch.to_groups(learner.play(batch, teacher, first, "teacher")))
     timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
+    learner.schedule_first_steps(settings.learning_rate, settings.steps)
     losses = []
     steps = step_batches(len(data), settings.datums, settings.steps)
     every = max(1, settings.steps // 8)  # a line every eighth of the steps

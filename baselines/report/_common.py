@@ -6,7 +6,7 @@ from baselines.report.markup import Markup
 from baselines.run_directory import read_metrics
 
 # The style sheet of every page, with its tags: the report's own markup, not a field.
-_STYLE = Markup("""<style>
+STYLE = Markup("""<style>
 body { font-family: system-ui, sans-serif; margin: 1.2rem 2rem; max-width: 1200px; color: #222;
        font-size: 15px; }
 h1 { font-size: 1.5rem; margin: 0 0 0.3rem; } h2 { font-size: 1.2rem; margin: 1.4rem 0 0.4rem; }
@@ -40,7 +40,7 @@ table.rewards { margin: 0.3rem 0 0.6rem; } table.rewards td.n { font-weight: 600
 </style>""")
 
 # Curve colours: training, evaluation, then more evaluations.
-_COLOURS = ("#1f6fb2", "#d9480f", "#2b8a3e", "#7048e8")
+COLOURS = ("#1f6fb2", "#d9480f", "#2b8a3e", "#7048e8")
 
 load_metrics = read_metrics
 """Read a ``metrics.jsonl`` file: :func:`baselines.run_directory.read_metrics`."""

@@ -11,25 +11,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.report._common import _COLOURS, Series, load_metrics
+from baselines.report._common import COLOURS, Series, load_metrics
 from baselines.report.evaluation import evaluation_html
 from baselines.report.league import league_html
 from baselines.report.markup import Markup, href, join, markup
 from baselines.report.metrics import (
-    _GROUPS,
+    GROUPS,
     RunCounts,
-    _group_of,
-    _is_training_row,
-    _same,
+    about_equal,
     constant_series,
     evaluation_metrics,
+    group_of,
     headline_metrics,
+    is_training_row,
     metric_series,
     run_counts,
 )
 from baselines.report.rewards import episode_rewards
-from baselines.report.svg import _chart, _Curve, _sparkline
-from baselines.report.transcripts import _EpisodeFile, _page, _read_records, _transcript_page
+from baselines.report.svg import Curve, line_chart, sparkline
+from baselines.report.transcripts import EpisodeFile, html_page, read_records, transcript_page
 from baselines.run_directory import CONFIG_FILE, EPISODES_DIR, METRICS_FILE
 from llm_envs.formatting import fmt as _fmt
 
@@ -62,7 +62,7 @@ def _what_html(
     config: Mapping[str, Any],
     counts: RunCounts | None,
     names: set[str],
-    files: Sequence[_EpisodeFile],
+    files: Sequence[EpisodeFile],
 ) -> Markup:
     envs = sorted({str(r.get("env", "")) for f in files for r in f.records} - {""})
     env = str(config.get("env") or ", ".join(envs) or "")
@@ -101,7 +101,7 @@ _BETTER_UP = (
 
 
 def _change_html(name: str, first: float, last: float) -> Markup:
-    if _same(first, last):
+    if about_equal(first, last):
         return Markup('<span class="flat">= flat</span>')
     word, arrow = ("up", "▲") if last > first else ("down", "▼")
     leaf = name.rsplit("/", 1)[-1]
@@ -127,7 +127,7 @@ def _headline_html(
                 _fmt(ys[0]),
                 _fmt(ys[-1]),
                 _change_html(name, ys[0], ys[-1]),
-                _sparkline(xs, ys),
+                sparkline(xs, ys),
             )
         )
     return markup(
@@ -190,15 +190,15 @@ def _reward_chart(
     curves = []
     train = next((n for n, _ in training if n in ("env/all/reward/total", "reward")), None)
     if train:
-        curves.append(_Curve(f"training: {train}", *series[train]))
+        curves.append(Curve(f"training: {train}", *series[train]))
     evaluation = ("eval/reward/total", "eval/all/reward/total", "eval/final/reward")
     name = next((n for n in evaluation if n in series), None)
     if name:
-        curves.append(_Curve(f"evaluation: {name}", *series[name], _COLOURS[1], True))
-    return _chart(curves, width=500, height=220, title=f"reward per {unit}")
+        curves.append(Curve(f"evaluation: {name}", *series[name], COLOURS[1], True))
+    return line_chart(curves, width=500, height=220, title=f"reward per {unit}")
 
 
-def _training_pages(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> list[tuple[int, str]]:
+def _training_pages(files: Sequence[EpisodeFile], pages: Sequence[str]) -> list[tuple[int, str]]:
     """(iteration, page) of each transcript file that holds training episodes, by iteration."""
     found = []
     for episodes, page in zip(files, pages, strict=True):
@@ -210,7 +210,7 @@ def _training_pages(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> list
     return sorted(found)
 
 
-def _first_last_html(files: Sequence[_EpisodeFile], pages: Sequence[str], unit: str) -> Markup:
+def _first_last_html(files: Sequence[EpisodeFile], pages: Sequence[str], unit: str) -> Markup:
     """Links to the first and the last training transcripts: what changed, one click away."""
     found = _training_pages(files, pages)
     if not found:
@@ -246,7 +246,7 @@ def _config_html(config: Mapping[str, Any]) -> Markup:
     return markup("<h2>Config</h2><table class='config'>{}</table>", join("", rows))
 
 
-def _episodes_html(files: Sequence[_EpisodeFile], pages: Sequence[str]) -> Markup:
+def _episodes_html(files: Sequence[EpisodeFile], pages: Sequence[str]) -> Markup:
     if not files:
         return Markup("")
     with_phase = any("phase" in r for f in files for r in f.records)
@@ -283,8 +283,8 @@ def _curves_html(series: Mapping[str, Series], constant: Mapping[str, float]) ->
     grouped: dict[str, list[str]] = {}
     for name in sorted(series):
         if name not in constant:
-            grouped.setdefault(_group_of(name), []).append(name)
-    order = [g for g, _, _ in _GROUPS] + ["other"]
+            grouped.setdefault(group_of(name), []).append(name)
+    order = [g for g, _, _ in GROUPS] + ["other"]
     parts = []
     if grouped:
         parts.append(Markup("<h2>Every metric that changed</h2>"))
@@ -295,8 +295,8 @@ def _curves_html(series: Mapping[str, Series], constant: Mapping[str, float]) ->
         panels = join(
             "",
             (
-                _chart(
-                    [_Curve(name, *series[name], points_only=group == "evaluation")],
+                line_chart(
+                    [Curve(name, *series[name], points_only=group == "evaluation")],
                     width=290,
                     height=150,
                     title=name,
@@ -394,21 +394,21 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
 
     files = []
     for path in episode_paths:
-        records, problems = _read_records(path)
+        records, problems = read_records(path)
         rewards = [episode_rewards(r, env_kwargs) for r in records]
-        files.append(_EpisodeFile(path, records, problems, rewards))
+        files.append(EpisodeFile(path, records, problems, rewards))
     pages = []
     for episodes in files:
         # An episode file named index.jsonl must not overwrite the front page.
         stem = episodes.path.stem
         page = out / (f"{stem}.html" if stem != "index" else "index.jsonl.html")
         page.write_text(
-            _transcript_page(run, episodes, env_kwargs), "utf-8", errors="backslashreplace"
+            transcript_page(run, episodes, env_kwargs), "utf-8", errors="backslashreplace"
         )
         pages.append(page.name)
 
     series = metric_series(rows)
-    training_rows = [r for r in rows if _is_training_row(r)]
+    training_rows = [r for r in rows if is_training_row(r)]
     training_series = metric_series(training_rows)
     counts = run_counts(rows, config) if rows else None
     unit = counts.unit if counts else "iteration"
@@ -433,7 +433,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     ]
     index = out / "index.html"
     index.write_text(
-        _page(f"Report: {run.name}", join("\n", (b for b in body if b))),
+        html_page(f"Report: {run.name}", join("\n", (b for b in body if b))),
         "utf-8",
         errors="backslashreplace",
     )

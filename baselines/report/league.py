@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from baselines.report._common import Series
 from baselines.report.markup import Markup, join, markup
-from baselines.report.svg import _chart, _Curve
+from baselines.report.svg import Curve, line_chart
 from llm_envs.formatting import fmt
 
 __all__ = ["league_html"]
@@ -45,9 +45,9 @@ def _members(series: Mapping[str, Series], prefix: str) -> dict[str, Series]:
     return {n.removeprefix(prefix): s for n, s in sorted(series.items()) if n.startswith(prefix)}
 
 
-def _curves(members: Mapping[str, Series], order: list[str]) -> list[_Curve]:
+def _curves(members: Mapping[str, Series], order: list[str]) -> list[Curve]:
     return [
-        _Curve(name, *members[name], _PALETTE[order.index(name) % len(_PALETTE)])
+        Curve(name, *members[name], _PALETTE[order.index(name) % len(_PALETTE)])
         for name in order
         if name in members
     ]
@@ -91,14 +91,14 @@ def league_html(series: Mapping[str, Series], unit: str, crossplay: Markup | Non
     others = {*ratings, *mix, *scores} - {"learner"}
     order = ["learner", *sorted(others, key=first_seen)]
     charts = [
-        _chart(_curves(ratings, order), width=600, height=260, title=f"Elo rating per {unit}"),
-        _chart(
+        line_chart(_curves(ratings, order), width=600, height=260, title=f"Elo rating per {unit}"),
+        line_chart(
             _curves(mix, order),
             width=600,
             height=220,
             title=f"share of the groups that met each opponent, per {unit}",
         ),
-        _chart(
+        line_chart(
             _curves(scores, order),
             width=600,
             height=220,

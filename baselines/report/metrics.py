@@ -60,8 +60,8 @@ def metric_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, Series]:
     return series
 
 
-def _same(a: float, b: float) -> bool:
-    # float32 metrics wobble in their 7th digit: that is no change to a reader
+def about_equal(a: float, b: float) -> bool:
+    """Whether two logged values read the same (float32 wobbles in its 7th digit)."""
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
@@ -75,7 +75,7 @@ def constant_series(series: Mapping[str, Series]) -> dict[str, float]:
     return {
         name: ys[0]
         for name, (_, ys) in sorted(series.items())
-        if ys and all(_same(y, ys[0]) for y in ys)
+        if ys and all(about_equal(y, ys[0]) for y in ys)
     }
 
 
@@ -83,7 +83,7 @@ _NOT_TRAINING = frozenset({"iteration", "time/eval", "time/checkpoint"})
 """Keys the final evaluation's line may hold besides ``eval/...`` (the last save's time)."""
 
 
-def _is_training_row(row: Mapping[str, Any]) -> bool:
+def is_training_row(row: Mapping[str, Any]) -> bool:
     """A line with training metrics; not the final evaluation's line (``eval/...`` alone)."""
     return any(k not in _NOT_TRAINING and not k.startswith("eval/") for k in row)
 
@@ -161,7 +161,7 @@ def run_counts(
     planned = _number(config.get("max_steps" if trl else "num_iterations"))
     return RunCounts(
         training=tuple(
-            sorted({_iteration(r, i) for i, r in enumerate(rows) if _is_training_row(r)})
+            sorted({_iteration(r, i) for i, r in enumerate(rows) if is_training_row(r)})
         ),
         evaluations=tuple(
             sorted(
@@ -320,7 +320,7 @@ def evaluation_metrics(names: Iterable[str]) -> list[tuple[str, str]]:
 
 
 # The groups of curves below the headline: the first matching test wins.
-_GROUPS: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...] = (
+GROUPS: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...] = (
     ("evaluation", ("eval/",), frozenset()),
     ("reward", ("env/all/reward", "reward", "rewards/"), frozenset()),
     ("environment", ("env/",), frozenset()),
@@ -343,8 +343,9 @@ _GROUPS: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...] = (
 )
 
 
-def _group_of(name: str) -> str:
-    for group, prefixes, exact in _GROUPS:
+def group_of(name: str) -> str:
+    """The group of :data:`GROUPS` a metric's name falls in."""
+    for group, prefixes, exact in GROUPS:
         if name in exact or name.startswith(prefixes):
             return group
     return "other"

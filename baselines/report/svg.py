@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from baselines.report._common import _COLOURS
+from baselines.report._common import COLOURS
 from baselines.report.markup import Markup, join, markup
 from llm_envs.formatting import fmt as _fmt
 
@@ -41,11 +41,13 @@ def _tick_labels(ticks: Sequence[float]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Curve:
+class Curve:
+    """A labelled curve of a chart: its points."""
+
     label: str
     xs: Sequence[float]
     ys: Sequence[float]
-    colour: str = _COLOURS[0]
+    colour: str = COLOURS[0]
     points_only: bool = False
 
 
@@ -60,7 +62,7 @@ def _thin(
     return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
-def _chart(curves: Sequence[_Curve], *, width: int, height: int, title: str = "") -> Markup:
+def line_chart(curves: Sequence[Curve], *, width: int, height: int, title: str = "") -> Markup:
     """A line chart as inline SVG: y and x (iteration) ticks, a tooltip per point when few."""
     curves = [c for c in curves if c.xs]
     if not curves:
@@ -161,7 +163,7 @@ def _chart(curves: Sequence[_Curve], *, width: int, height: int, title: str = ""
     return join("", out)
 
 
-def _sparkline(
+def sparkline(
     xs: Sequence[float], ys: Sequence[float], width: int = 120, height: int = 26
 ) -> Markup:
     """A curve without axes, for a table cell; its tooltip gives the range."""
@@ -184,5 +186,5 @@ def _sparkline(
         _fmt(y0),
         _fmt(y1),
         points,
-        _COLOURS[0],
+        COLOURS[0],
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baselines.report._common import _STYLE
+from baselines.report._common import STYLE
 from baselines.report.markup import Markup, escape, href, join, markup
 from baselines.report.rewards import EpisodeRewards, episode_rewards
 from llm_envs.formatting import fmt as _fmt
@@ -160,18 +160,18 @@ def episode_html(
     return join("\n", parts)
 
 
-def _page(title: str, body: Markup) -> Markup:
+def html_page(title: str, body: Markup) -> Markup:
     """A whole page: ``title`` is text; ``body`` is markup, so it went through the helper."""
     return markup(
         "<!doctype html><html><head><meta charset='utf-8'><title>{0}</title>{1}</head>"
         "<body><h1>{0}</h1>{2}</body></html>",
         title,
-        _STYLE,
+        STYLE,
         body,
     )
 
 
-def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The records of an episode file, and a note per line that is not one (skipped)."""
     records, problems = [], []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -189,7 +189,9 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 @dataclass
-class _EpisodeFile:
+class EpisodeFile:
+    """A transcript file and its records."""
+
     path: Path
     records: list[dict[str, Any]]
     problems: list[str]
@@ -204,7 +206,8 @@ class _EpisodeFile:
         return {a: sum(v) / len(v) for a, v in sums.items()}
 
 
-def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str, Any]) -> Markup:
+def transcript_page(run: Path, episodes: EpisodeFile, env_kwargs: Mapping[str, Any]) -> Markup:
+    """The transcript page of an episodes file."""
     stem = episodes.path.stem
     count = len(episodes.records)
     body = [
@@ -248,4 +251,4 @@ def _transcript_page(run: Path, episodes: _EpisodeFile, env_kwargs: Mapping[str,
         )
         for i, r in enumerate(episodes.records)
     ]
-    return _page(f"{run.name} · {stem}", join("\n", body) + join(Markup("<hr>"), fragments))
+    return html_page(f"{run.name} · {stem}", join("\n", body) + join(Markup("<hr>"), fragments))

@@ -38,6 +38,7 @@ __all__ = [
     "checkpoint_iteration",
     "checkpoint_state",
     "describe_checkpoint",
+    "drop_optimizer_state",
     "latest_checkpoint",
     "load_checkpoint",
     "save_adapters_only",
@@ -91,6 +92,7 @@ def writing_checkpoint(
     writer: bool = True,
     barrier: Callable[[], None] = lambda: None,
     state: Mapping[str, Any] | None = None,
+    older_optimizer_states: bool = False,
 ) -> Iterator[Path]:
     """Yield the folder to write a checkpoint into; publish it when the block ends.
 
@@ -110,6 +112,9 @@ def writing_checkpoint(
         state: the trainer's own plain state (JSON values), written into
             ``trainer_state.json`` beside the iteration; read back with
             :func:`checkpoint_state`.
+        older_optimizer_states: keep the optimizer state in the older kept
+            checkpoints too; by default only the newest holds it (resume reads
+            the newest; the others keep their weights, a third of the size).
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1 (the checkpoint just written), got {keep}")
@@ -130,7 +135,30 @@ def writing_checkpoint(
         older = sorted(p for p in folder.iterdir() if _NAME.match(p.name) and p != final)
         for path in older[: max(0, len(older) - (keep - 1))]:
             shutil.rmtree(path, ignore_errors=True)
+        if not older_optimizer_states:
+            for path in older[max(0, len(older) - (keep - 1)) :]:
+                drop_optimizer_state(path)
     barrier()
+
+
+_OPTIMIZER_FILE = re.compile(r"optimizer|optim_states")
+"""What holds optimizer state in a checkpoint: ``accelerate``'s ``optimizer.bin`` (FSDP:
+``optimizer_0/``), DeepSpeed's ``*_optim_states.pt``, MAGRPO's ``AGENT/optimizer.pt``."""
+
+
+def drop_optimizer_state(checkpoint: str | Path) -> int:
+    """Delete the optimizer state inside ``checkpoint``, keep its weights; return bytes freed."""
+    freed = 0
+    for path in sorted(Path(checkpoint).rglob("*"), reverse=True):  # children before parents
+        if not _OPTIMIZER_FILE.search(path.name) or not path.exists():
+            continue
+        if path.is_dir():
+            freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+        else:
+            freed += path.stat().st_size
+            path.unlink()
+    return freed
 
 
 def describe_checkpoint(checkpoint: str | Path) -> str:
@@ -192,11 +220,13 @@ def save_checkpoint(
     *,
     keep: int = 1,
     state: Mapping[str, Any] | None = None,
+    older_optimizer_states: bool = False,
 ) -> Path:
     """Save an ``accelerate`` training state after ``iteration`` completed iterations.
 
     Every process must call it (each saves its random states). ``state`` is the
-    trainer's own plain state (:func:`checkpoint_state` reads it back).
+    trainer's own plain state (:func:`checkpoint_state` reads it back);
+    ``keep`` and ``older_optimizer_states`` are :func:`writing_checkpoint`'s.
     """
     main = bool(accelerator.is_main_process)
     logging.getLogger("accelerate.utils.other").addFilter(_QUIET)  # once: filters are a set
@@ -207,6 +237,7 @@ def save_checkpoint(
         writer=main,
         barrier=accelerator.wait_for_everyone,
         state=state,
+        older_optimizer_states=older_optimizer_states,
     ) as folder:
         accelerator.save_state(str(folder), safe_serialization=True)
         if main:

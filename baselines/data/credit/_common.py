@@ -15,7 +15,7 @@ from baselines.data.advantages import is_constant_group
 Float64Array = npt.NDArray[np.float64]
 
 
-def _centre(values: Float64Array, normalize_std: bool, epsilon: float) -> Float64Array:
+def centre(values: Float64Array, normalize_std: bool, epsilon: float) -> Float64Array:
     """``v - mean(v)``, optionally over ``std + epsilon``; exactly 0 for a set of equal values."""
     if values.size == 0 or is_constant_group(values):
         return np.zeros_like(values)
@@ -27,7 +27,7 @@ def _centre(values: Float64Array, normalize_std: bool, epsilon: float) -> Float6
     return centred
 
 
-def _finite_1d(name: str, values: Sequence[float] | np.ndarray) -> Float64Array:
+def finite_1d(name: str, values: Sequence[float] | np.ndarray) -> Float64Array:
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be a 1-D sequence, got shape {array.shape}")
@@ -36,19 +36,19 @@ def _finite_1d(name: str, values: Sequence[float] | np.ndarray) -> Float64Array:
     return array
 
 
-def _check_epsilon(epsilon: float) -> None:
+def check_epsilon(epsilon: float) -> None:
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
 
 
-def _check_lengths(name: str, values: Sequence[Any] | np.ndarray, seats: Sequence[str]) -> None:
+def check_lengths(name: str, values: Sequence[Any] | np.ndarray, seats: Sequence[str]) -> None:
     if len(values) != len(seats):
         raise ValueError(
             f"got {len(values)} {name} for {len(seats)} seats; give one seat per trajectory"
         )
 
 
-def _indices_by(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+def indices_by(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
     """Positions of each key, keys in order of first appearance."""
     members: dict[Hashable, list[int]] = defaultdict(list)
     for index, key in enumerate(keys):

@@ -14,7 +14,7 @@ from typing import Final, Literal, get_args
 import numpy as np
 
 from baselines.data.advantages import center_advantages, group_returns, is_constant_group
-from baselines.data.credit._common import Float64Array, _check_epsilon, _indices_by
+from baselines.data.credit._common import Float64Array, check_epsilon, indices_by
 from baselines.data.credit.role_baselines import RoleBaselines, role_baseline_advantages
 from baselines.data.credit.schemes import (
     agent_turn_advantages,
@@ -151,7 +151,7 @@ def _per_agent_norm(batch: _Batch) -> Credit:
     seats_P = batch.seats("per_agent_norm")
     _no_comparison(
         "per_agent_norm",
-        _indices_by([(p, seat) for p, seats_G in enumerate(seats_P) for seat in seats_G]),
+        indices_by([(p, seat) for p, seats_G in enumerate(seats_P) for seat in seats_G]),
         "the trajectories of one seat",
     )
     advantages_P_G = tuple(
@@ -178,7 +178,7 @@ def _agent_turn_groups(batch: _Batch) -> Credit:
     ]
     _no_comparison(
         "agent_turn_groups",
-        _indices_by(
+        indices_by(
             [
                 (p, seat, t)
                 for p, (seats_G, turns_G) in enumerate(zip(seats_P, turns_P, strict=True))
@@ -271,7 +271,7 @@ def assign_credit(
             "normalize_std (the trainers' normalize_advantages), which is for 'group_mean' "
             "and 'agent_turn_groups'"
         )
-    _check_epsilon(epsilon)
+    check_epsilon(epsilon)
     if not groups_P:
         raise ValueError("groups_P is empty; assign_credit needs at least one group")
     batch = _Batch(groups_P, env, baselines or RoleBaselines(), normalize_std, epsilon)

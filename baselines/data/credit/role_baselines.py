@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from baselines.data.credit._common import Float64Array, _check_lengths, _finite_1d
+from baselines.data.credit._common import Float64Array, check_lengths, finite_1d
 
 __all__ = [
     "ROLE_BASELINE_DECAY",
@@ -79,7 +79,7 @@ class RoleBaselines:
             raise ValueError(f"decay must be in (0, 1), got {decay}; SPIRAL uses 0.95")
         values, counts = dict(self.values), dict(self.counts)
         for seat, returns in returns_by_seat.items():
-            batch = _finite_1d(f"returns of seat {seat!r}", returns)
+            batch = finite_1d(f"returns of seat {seat!r}", returns)
             if batch.size == 0:
                 continue
             key = (env, seat)
@@ -146,8 +146,8 @@ def update_role_baselines(
         >>> round(b.value("g", "p0"), 6), round(b.value("g", "p1"), 6)  # (1 - 0.95) * +-1
         (0.05, -0.05)
     """
-    returns = _finite_1d("returns_N", returns_N)
-    _check_lengths("returns", returns, seats_N)
+    returns = finite_1d("returns_N", returns_N)
+    check_lengths("returns", returns, seats_N)
     by_seat: dict[str, list[float]] = defaultdict(list)
     for value, seat in zip(returns.tolist(), seats_N, strict=True):
         by_seat[seat].append(value)
@@ -188,8 +188,8 @@ def role_baseline_advantages(
             >>> [round(x, 6) for x in a.tolist()]  # 1 - 0.05, -1 + 0.05
             [0.95, -0.95]
     """
-    returns = _finite_1d("returns_N", returns_N)
-    _check_lengths("returns", returns, seats_N)
+    returns = finite_1d("returns_N", returns_N)
+    check_lengths("returns", returns, seats_N)
     before = np.array([baselines.value(env, seat) for seat in seats_N], dtype=np.float64)
     after = update_role_baselines(baselines, returns, seats_N, env=env, decay=decay)
     return returns - before, after

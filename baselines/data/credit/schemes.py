@@ -14,11 +14,11 @@ import numpy as np
 
 from baselines.data.credit._common import (
     Float64Array,
-    _centre,
-    _check_epsilon,
-    _check_lengths,
-    _finite_1d,
-    _indices_by,
+    centre,
+    check_epsilon,
+    check_lengths,
+    finite_1d,
+    indices_by,
 )
 from baselines.types import Trajectory
 
@@ -47,12 +47,12 @@ def per_agent_advantages(
             ...                      epsilon=1e-12).round(6).tolist()
             [1.0, -1.0, 1.0, -1.0]
     """
-    _check_epsilon(epsilon)
-    returns = _finite_1d("returns_G", returns_G)
-    _check_lengths("returns", returns, seats_G)
+    check_epsilon(epsilon)
+    returns = finite_1d("returns_G", returns_G)
+    check_lengths("returns", returns, seats_G)
     advantages = np.zeros_like(returns)
-    for indices in _indices_by(seats_G).values():
-        advantages[indices] = _centre(returns[indices], True, epsilon)
+    for indices in indices_by(seats_G).values():
+        advantages[indices] = centre(returns[indices], True, epsilon)
     return advantages
 
 
@@ -103,15 +103,15 @@ def agent_turn_advantages(
             >>> [a.tolist() for a in out]  # h: turn 0 (3, 1), turn 1 (1, 0); m: (5, 1), (3, 2)
             [[1.0, 0.5], [2.0, 0.5], [-1.0, -0.5], [-2.0, -0.5]]
     """
-    _check_epsilon(epsilon)
-    _check_lengths("trajectories' turn returns", turn_returns_G, seats_G)
-    returns = [_finite_1d(f"turn_returns_G[{i}]", r) for i, r in enumerate(turn_returns_G)]
+    check_epsilon(epsilon)
+    check_lengths("trajectories' turn returns", turn_returns_G, seats_G)
+    returns = [finite_1d(f"turn_returns_G[{i}]", r) for i, r in enumerate(turn_returns_G)]
     advantages = [np.zeros_like(r) for r in returns]
     keys = [(seat, t) for seat, r in zip(seats_G, returns, strict=True) for t in range(r.size)]
     places = [(i, t) for i, r in enumerate(returns) for t in range(r.size)]
-    for members in _indices_by(keys).values():
+    for members in indices_by(keys).values():
         cells = [places[m] for m in members]
         values = np.array([returns[i][t] for i, t in cells], dtype=np.float64)
-        for (i, t), value in zip(cells, _centre(values, normalize_std, epsilon), strict=True):
+        for (i, t), value in zip(cells, centre(values, normalize_std, epsilon), strict=True):
             advantages[i][t] = value
     return tuple(advantages)

@@ -125,13 +125,14 @@ def test_a_league_run_plays_the_pool_and_snapshots_the_policy(tmp_path, tiny_mod
 @pytest.mark.slow
 @pytest.mark.training
 def test_a_resumed_league_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch):
+    import baselines.is_trainer.learner as learner_module
     import baselines.is_trainer.trainer as is_trainer
 
     settings = {"league_matchmaking": "pfsp", "league_snapshot_every": 1}
     whole = read_metrics(
         is_trainer.train(league_config(tmp_path / "a", tiny_model_dir, **settings))
     )
-    real_save = is_trainer.save_checkpoint
+    real_save = learner_module.save_checkpoint
 
     def save_then_die(accelerator, model, output_dir, iteration, tokenizer, **kwargs):
         if iteration == 2:  # iteration 1 is logged, then the process dies
@@ -139,10 +140,10 @@ def test_a_resumed_league_matches_an_uninterrupted_one(tmp_path, tiny_model_dir,
         return real_save(accelerator, model, output_dir, iteration, tokenizer, **kwargs)
 
     config = league_config(tmp_path / "b", tiny_model_dir, **settings)
-    monkeypatch.setattr(is_trainer, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(learner_module, "save_checkpoint", save_then_die)
     with pytest.raises(Crash):
         is_trainer.train(config)
-    monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
+    monkeypatch.setattr(learner_module, "save_checkpoint", real_save)
     resumed = read_metrics(is_trainer.train(config))
 
     assert_same_metrics(whole, resumed, iterations=[0, 1, 2])

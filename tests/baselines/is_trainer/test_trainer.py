@@ -457,12 +457,13 @@ def assert_same_metrics(whole: list[dict], resumed: list[dict], iterations: list
 @pytest.mark.training
 @pytest.mark.parametrize("credit", ["group_mean", "role_baseline"])
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monkeypatch, credit):
+    import baselines.is_trainer.learner as learner_module
     import baselines.is_trainer.trainer as is_trainer
 
     settings = {"num_iterations": 2, "eval_every": 1, "eval_groups": 1, "credit": credit}
     whole = read_metrics(is_trainer.train(tiny_config(tmp_path / "a", tiny_model_dir, **settings)))
 
-    real_save = is_trainer.save_checkpoint
+    real_save = learner_module.save_checkpoint
 
     def save_then_die(accelerator, model, output_dir, iteration, tokenizer, **kwargs):
         # Iteration 0 is checkpointed; iteration 1 is logged, then the process dies
@@ -472,14 +473,14 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_model_dir, monk
         return real_save(accelerator, model, output_dir, iteration, tokenizer, **kwargs)
 
     config = tiny_config(tmp_path / "b", tiny_model_dir, **settings)
-    monkeypatch.setattr(is_trainer, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(learner_module, "save_checkpoint", save_then_die)
     with pytest.raises(Crash):
         is_trainer.train(config)
     assert [r["iteration"] for r in read_metrics(Path(config.output_dir) / "metrics.jsonl")] == [
         0,
         1,
     ]
-    monkeypatch.setattr(is_trainer, "save_checkpoint", real_save)
+    monkeypatch.setattr(learner_module, "save_checkpoint", real_save)
     resumed = read_metrics(is_trainer.train(config))
 
     assert_same_metrics(whole, resumed, iterations=[0, 1, 2])
