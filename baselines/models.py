@@ -57,12 +57,10 @@ def cache_dir() -> Path:
 
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
-    """Send the process's stdout (file descriptor 1) to stderr while the block runs.
+    """Send file descriptor 1 to stderr while the block runs (other threads' prints too).
 
-    Building prints nothing to stdout, which is a server's own (a test server
-    builds the tiny model first): the tokenizer trainer's progress and
-    DeepSpeed's accelerator notice, which transformers' import brings, write
-    there. The whole process's fd 1 moves, other threads' prints included.
+    Building prints nothing to stdout, a server's own: the tokenizer trainer's
+    progress and DeepSpeed's notice (transformers imports it) write there.
     """
     sys.stdout.flush()
     saved = os.dup(1)
