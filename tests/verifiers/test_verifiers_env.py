@@ -42,9 +42,9 @@ pytest.importorskip(
 tomli_w = pytest.importorskip("tomli_w", reason="tomli_w comes with verifiers 0.4")
 
 from llm_envs.bridges.verifiers import PLUGIN, REWARD, write_plugin  # noqa: E402
-from llm_envs.seeding import derive_seed  # noqa: E402
 from llm_envs.registration import make_family  # noqa: E402
 from llm_envs.seats import family_seat  # noqa: E402
+from llm_envs.seeding import derive_seed  # noqa: E402
 from tests.loopback import wait_for_announcement  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,8 +97,21 @@ CASES = {
         "seat": "agent_0",
         "others": "model",
     },
+    # A family from a package of its own (the one llm-envs new-env writes, which
+    # .ci/verifiers.sh installs), by its name alone, against its bisecting player.
+    "guessnum-reference": {
+        "env": "guessnum",
+        "env_kwargs": {"max_rounds": 2},
+        "env_task": "default",
+        "seat": "agent_1",
+        "others": "reference",
+    },
 }
-NEEDS = {"tictactoe-reference": "textarena", "tictactoe-model": "textarena"}
+NEEDS = {
+    "tictactoe-reference": "textarena",
+    "tictactoe-model": "textarena",
+    "guessnum-reference": "guessnum",
+}
 REBUILT_PROMPTS = {"debate-reference"}  # observation_mode="prompt": a new prompt each round
 NUM_PROBLEMS = 2
 
