@@ -402,8 +402,8 @@ def test_the_prompts_of_a_data_set_are_served(url):
         (["--max-timeout", "-1"], "--max-timeout: max_timeout must be a finite number"),
         (["--max-body-bytes", "10"], "--max-body-bytes: max_body_bytes must be an int in [1024"),
         (
-            ["--max-queued", "8", "--max-queued-per-client", "9"],
-            "--max-queued-per-client: max_queued_per_client must be an int in [1, 8]",
+            ["--max-queued-per-client", "0"],
+            "--max-queued-per-client: max_queued_per_client must be an int in [1, 1048576]",
         ),
     ],
 )

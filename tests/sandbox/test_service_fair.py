@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import socket
 import threading
 import time
 from urllib.parse import urlsplit
@@ -229,3 +230,20 @@ def test_past_the_bounds_the_answer_is_429_or_503_with_retry_after():
         for thread in held:
             thread.join()
     assert sorted(status for status, _ in results) == [200, 200, 200]
+
+
+def test_a_body_that_never_comes_gives_its_admission_back(monkeypatch):
+    heads = pytest.importorskip("llm_envs.serve.heads")
+    monkeypatch.setattr(heads, "BODY_SECONDS", 1.0)
+    quick = {"code": "print(1)", "language": "python"}
+    with running_service(ServiceSettings(pool_workers=1, max_queued=1)) as url:
+        parts = urlsplit(url)
+        address = (parts.hostname or "127.0.0.1", parts.port)
+        with socket.create_connection(address, source_address=("127.0.0.2", 0)) as stalled:
+            head = "POST /run_code HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+            stalled.sendall(head.encode() + b'{"code": ')  # and nothing more
+            time.sleep(0.3)
+            assert post_from(url, "127.0.0.3", "run_code", quick)[0] == 503
+            time.sleep(1.5)  # past the body's deadline: the connection is closed
+            assert stalled.recv(100) == b""
+        assert post_from(url, "127.0.0.3", "run_code", quick)[0] == 200

@@ -82,9 +82,7 @@ class ServiceSettings:
         check_int("max_program_chars", self.max_program_chars, minimum=1 << 10, maximum=1 << 30)
         check_int("max_body_bytes", self.max_body_bytes, minimum=1 << 10, maximum=1 << 31)
         check_int("max_queued", self.max_queued, minimum=1, maximum=1 << 20)
-        check_int(
-            "max_queued_per_client", self.max_queued_per_client, minimum=1, maximum=self.max_queued
-        )
+        check_int("max_queued_per_client", self.max_queued_per_client, minimum=1, maximum=1 << 20)
         check_int(
             "max_queued_bytes", self.max_queued_bytes, minimum=self.max_body_bytes, maximum=1 << 40
         )
