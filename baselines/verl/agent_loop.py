@@ -53,7 +53,7 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
@@ -65,6 +65,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from baselines.samplers.base import cut_at_stop
 from baselines.verl.dataset import AGENT_NAME
 from llm_envs.contract import LOSS_WEIGHT, STOP, TRAINING_MESSAGES
 from llm_envs.serve.protocol import Message
@@ -75,7 +76,7 @@ from llm_envs.serve.rendezvous import (
     ServerCoordinator,
 )
 
-__all__ = ["SeatAgentLoop", "SeatRow", "coordinator_for", "cut_at_stop"]
+__all__ = ["SeatAgentLoop", "SeatRow", "coordinator_for"]
 
 _COORDINATORS: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str | None, int, float], Coordinator]
@@ -141,20 +142,6 @@ class SeatRow:
                 f"the row's 'llm_envs' column is not what python -m baselines.verl.dataset writes "
                 f"({type(exc).__name__}: {exc}): {str(text)[:200]!r}"
             ) from exc
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """``text`` up to the end of its first stop string (all of it when none occurs).
-
-    The server stops sampling once a stop string is written; the last token
-    may run past it, and the environment sees the text the stop string ends.
-
-    Example:
-        >>> cut_at_stop("<a>1</a> more", ["</a>"]), cut_at_stop("no stop", ["</a>"])
-        ('<a>1</a>', 'no stop')
-    """
-    ends = [text.find(s) + len(s) for s in stop if s and s in text]
-    return text[: min(ends)] if ends else text
 
 
 @register(AGENT_NAME)
@@ -262,7 +249,8 @@ class SeatAgentLoop(AgentLoopBase):
                 )
                 runtime = list(merged.token_ids)
                 spans.append((len(mask) - len(sampled), len(mask)))
-                text = cut_at_stop(self.tokenizer.decode(sampled, skip_special_tokens=True), stop)
+                decoded = self.tokenizer.decode(sampled, skip_special_tokens=True)
+                text, _ = cut_at_stop(decoded, stop)
             else:
                 spans.append((len(mask), len(mask)))  # nothing sampled: no room left
             await session.act(text, int(message["turn"]))

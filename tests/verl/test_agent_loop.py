@@ -40,7 +40,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from baselines.models import tiny_checkpoint
-from baselines.verl.agent_loop import SeatAgentLoop, coordinator_for, cut_at_stop
+from baselines.samplers.base import cut_at_stop
+from baselines.verl.agent_loop import SeatAgentLoop, coordinator_for
 from baselines.verl.dataset import VerlDataConfig, seat_rows, write
 from tests.verl.conftest import (
     ARITHMETIC,
@@ -241,7 +242,7 @@ def check_tokens(
         assert sample["mask"][begin:end] == [weight] * (end - begin)
         assert sample["logprobs"][begin:end] == pytest.approx(call["logprobs"], abs=1e-5)
         text = tokenizer.decode(call["tokens"], skip_special_tokens=True)
-        assert cut_at_stop(text, ["</consensus_reason>"]) == turn["text"]
+        assert cut_at_stop(text, ["</consensus_reason>"])[0] == turn["text"]
     assert not any(m for m, mine in zip(sample["mask"], owned, strict=True) if not mine)
     assert not any(lp for lp, mine in zip(sample["logprobs"], owned, strict=True) if not mine)
     assert set(sample["padding"]) <= {0}
