@@ -35,9 +35,11 @@ if [[ "${VERIFIERS_VENV_REUSE:-0}" != 1 || ! -x "$venv/bin/vf-eval" ]]; then
 fi
 # A family from a package of its own, the one `llm-envs new-env` writes, installed as a user
 # installs theirs (on every run, into a reused virtualenv too): tests/verifiers/test_own_package.py.
+# new-env refuses a name Python imports already: the previous run's copy goes first.
+"$venv/bin/uv" pip uninstall -q --python "$venv/bin/python" guessnum 2>/dev/null || true
 scaffold="$(mktemp -d)"
 "$venv/bin/python" -m llm_envs.scaffold guessnum "$scaffold/guessnum" >/dev/null
-"$venv/bin/uv" pip install -q --python "$venv/bin/python" --no-deps --reinstall "$scaffold/guessnum"
+"$venv/bin/uv" pip install -q --python "$venv/bin/python" --no-deps "$scaffold/guessnum"
 rm -rf "$scaffold"
 
 echo "== tests/verifiers"
