@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_envs.family import derive_seed
 from llm_envs.registration import family_class, family_names, make_family
+from llm_envs.seeding import derive_seed
 from llm_envs.testing.conformance import play_aec
 from llm_envs.textarena import METRICS, TextArenaEnv
 from llm_envs.textarena.family import TextArenaFamily

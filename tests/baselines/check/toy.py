@@ -34,8 +34,9 @@ from pettingzoo import AECEnv
 
 from llm_envs.contract import STOP, TURN, Observation
 from llm_envs.factories import aec_factories
-from llm_envs.family import Agent, EpisodePlan, FamilyBase, derive_seed
+from llm_envs.family import Agent, EpisodePlan, FamilyBase
 from llm_envs.records import EpisodeRecord, turn_record
+from llm_envs.seeding import derive_seed
 from llm_envs.text_env import TextEnvMixin, env_metadata, numbered_agents, resolve_config
 
 NAME = "say_check"

@@ -23,9 +23,10 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from llm_envs.contract import Message
-from llm_envs.family import EpisodePlan, FamilyBase, derive_seed, ordered
+from llm_envs.family import EpisodePlan, FamilyBase
 from llm_envs.records import EpisodeRecord, episode_record, turn_record
 from llm_envs.registration import EnvEntry
+from llm_envs.seeding import derive_seed, ordered
 
 AGENTS = ("agent_0", "agent_1")
 TOPICS = ("apples", "rivers", "music", "winter")
