@@ -49,35 +49,26 @@ CLONE_PARENT = 0x00008000
 #: that are otherwise root's.
 CLONE_NAMESPACES = 0x7E020000
 _F_SETOWN_EX = 15
+# Each call's number on x86-64 and on aarch64.
+_NUMBERS = {
+    "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240), "fcntl": (72, 25), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_send_signal": (424, 424), "pidfd_getfd": (438, 438), "socket": (41, 198),
+    "memfd_create": (319, 279), "memfd_secret": (447, 447), "shmget": (29, 194),
+    "msgget": (68, 186), "semget": (64, 190), "mq_open": (240, 180), "io_uring_setup": (425, 425),
+    "userfaultfd": (323, 282), "add_key": (248, 217), "request_key": (249, 218),
+    "keyctl": (250, 219), "bpf": (321, 280), "perf_event_open": (298, 241), "clone": (56, 220),
+    "clone3": (435, 435), "prlimit64": (302, 261), "setpriority": (141, 140),
+    "sched_setparam": (142, 118), "sched_setscheduler": (144, 119),
+    "sched_setaffinity": (203, 122), "sched_setattr": (314, 274), "ioprio_set": (251, 30),
+    "setpgid": (109, 154), "unshare": (272, 97), "setns": (308, 268),
+}  # fmt: skip
 # Per architecture: (audit arch, {name: number}).
 _SYSCALLS = {
-    "x86_64": (
-        0xC000003E,
-        {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-         "rt_tgsigqueueinfo": 297, "fcntl": 72, "ptrace": 101, "process_vm_readv": 310,
-         "process_vm_writev": 311, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-         "socket": 41, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "msgget": 68,
-         "semget": 64, "mq_open": 240, "io_uring_setup": 425, "userfaultfd": 323,
-         "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
-         "perf_event_open": 298, "clone": 56, "clone3": 435, "prlimit64": 302,
-         "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
-         "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "setpgid": 109,
-         "unshare": 272, "setns": 308},
-    ),
-    "aarch64": (
-        0xC00000B7,
-        {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-         "rt_tgsigqueueinfo": 240, "fcntl": 25, "ptrace": 117, "process_vm_readv": 270,
-         "process_vm_writev": 271, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-         "socket": 198, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186,
-         "semget": 190, "mq_open": 180, "io_uring_setup": 425, "userfaultfd": 282,
-         "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
-         "perf_event_open": 241, "clone": 220, "clone3": 435, "prlimit64": 261,
-         "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
-         "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "setpgid": 154,
-         "unshare": 97, "setns": 268},
-    ),
-}  # fmt: skip
+    machine: (audit, {name: numbers[i] for name, numbers in _NUMBERS.items()})
+    for i, (machine, audit) in enumerate((("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)))
+}
 #: Syscalls no run may make, whatever else confines it: new sockets of any family
 #: (pathname unix sockets reach services outside the run; socketpair() stays allowed),
 #: memory outside the address-space limit that outlives or escapes it (memfd, SysV
