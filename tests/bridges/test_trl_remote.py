@@ -13,7 +13,7 @@ import pytest
 from llm_envs.bridges.trl import EPISODE_OVER, RemoteSeatEnvironmentFactory, SeatEnvironmentFactory
 from llm_envs.serve.app import ServeSettings, serving
 from llm_envs.serve.families import Defaults
-from tests.baselines.grpo.test_environment_factory import (
+from tests.bridges.test_trl_environment_factory import (
     ANSWER_0,
     DEBATE,
     TICTACTOE,

@@ -8,7 +8,7 @@ from llm_envs.bridges.trl import EPISODE_OVER, RemoteSeatEnvironmentFactory
 from llm_envs.serve.app import ServeSettings, serving
 from llm_envs.serve.families import Defaults
 from llm_envs.serve.guard import TOKEN_VARIABLE
-from tests.baselines.grpo.test_environment_factory import DEBATE
+from tests.bridges.test_trl_environment_factory import DEBATE
 
 TOKEN = "a/token:with%odd chars"
 
