@@ -50,7 +50,7 @@ names a family either, nor imports TRL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -429,7 +429,7 @@ class SeatEnvironmentFactory:
         self.environments.append(environment)
         return environment
 
-    def prompts(self, problems: Sequence[int]) -> list[list[dict[str, str]]]:
+    def prompts(self, problems: list[int]) -> list[list[dict[str, str]]]:
         """The seat's first observation of each problem: the chats the model starts from."""
         probe = SeatEnvironment(self.family, self.seat, seed=self.seed, players=self.players)
         return [probe._start(p) for p in problems]
@@ -452,21 +452,27 @@ class SeatEnvironmentFactory:
             ValueError: ``num_problems < 1``, ``first_problem < 0``, or more
                 problems than the family has.
         """
-        from datasets import Dataset
-
-        if num_problems < 1 or first_problem < 0:
-            raise ValueError(
-                "need num_problems >= 1 and first_problem >= 0, "
-                f"got {num_problems} and {first_problem}"
-            )
         available = self.family.num_eval_problems
         if available is not None and first_problem + num_problems > available:
             raise ValueError(
                 f"--env {self.family.name} has {available} problems, asked for problems "
                 f"{first_problem}..{first_problem + num_problems - 1}; ask for fewer"
             )
-        problems = list(range(first_problem, first_problem + num_problems))
-        return Dataset.from_dict({"problem": problems, "prompt": self.prompts(problems)})
+        return _dataset(self.prompts, num_problems, first_problem)
+
+
+def _dataset(
+    prompts: Callable[[list[int]], list[list[dict[str, str]]]], num_problems: int, first: int
+) -> Any:
+    """A ``datasets.Dataset``: problems ``first .. first + num_problems - 1``, their prompts."""
+    from datasets import Dataset
+
+    if num_problems < 1 or first < 0:
+        raise ValueError(
+            f"need num_problems >= 1 and first_problem >= 0, got {num_problems} and {first}"
+        )
+    problems = list(range(first, first + num_problems))
+    return Dataset.from_dict({"problem": problems, "prompt": prompts(problems)})
 
 
 def _others(family: Family, seat: str, players: Players | None) -> Mapping[str, Agent] | None:
@@ -656,8 +662,9 @@ class RemoteSeatEnvironmentFactory:
         self.seat = seat
         self.seed = seed
         given = {"env": env, "env_kwargs": env_kwargs, "task": task, "task_kwargs": task_kwargs}
-        self.settings = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in given.items()}
-        self.settings = {k: v for k, v in self.settings.items() if v is not None}
+        self.settings = {
+            k: dict(v) if isinstance(v, Mapping) else v for k, v in given.items() if v is not None
+        }
         self.environments: list[RemoteSeatEnvironment] = []
         self._probe = RemoteSeatEnvironment(
             url, seat, seed=seed, settings=self.settings, token=token
@@ -694,15 +701,7 @@ class RemoteSeatEnvironmentFactory:
         Raises:
             ValueError: ``num_problems < 1`` or ``first_problem < 0``.
         """
-        from datasets import Dataset
-
-        if num_problems < 1 or first_problem < 0:
-            raise ValueError(
-                "need num_problems >= 1 and first_problem >= 0, "
-                f"got {num_problems} and {first_problem}"
-            )
-        problems = list(range(first_problem, first_problem + num_problems))
-        return Dataset.from_dict({"problem": problems, "prompt": self.prompts(problems)})
+        return _dataset(self.prompts, num_problems, first_problem)
 
     def close(self) -> None:
         """End every environment's session (and the probe's)."""
