@@ -357,7 +357,12 @@ ADAPT: dict[tuple[str, str], Adapt] = {
 }
 
 # None at present: every block runs. An entry reads ("docs/page.md", "marker"): "why".
-SKIP: dict[tuple[str, str], str] = {}
+SKIP: dict[tuple[str, str], str] = {
+    ("docs/architecture.md", "class BanditTrainer"): (
+        "tests/test_architecture_doc.py runs it as the file it is (a config's field docs are "
+        "read from its source), trains it, resumes it and checks a bad flag"
+    ),
+}
 
 
 def _find(blocks: list[Block], page: str, marker: str) -> list[Block]:
