@@ -12,6 +12,12 @@ that introduces it, by the docstring under it (:mod:`baselines.cli` turns that
 text into flags and the docs tables); a subclass may declare it again only to
 change its default, with the same type.
 
+Related settings may sit in a sub-config (a pydantic dataclass in one field,
+e.g. the IS trainer's ``league``): each keeps a flat name, its flag and its key
+in ``config.json`` (:class:`FlatField`, :func:`flat_fields`), and a config takes
+flat names as keywords too (``ISTrainerConfig(league_group_size=2)``), so
+grouping settings changes no command line and no run folder.
+
 The type of a field is its rule, checked by pydantic under :data:`VALIDATION`:
 no bool for an int, no text for a number (an int for a float becomes a float),
 finite numbers only, no unknown keyword, and bounds declared with the type as
@@ -53,6 +59,7 @@ from baselines.models import DEFAULT_MODEL
 __all__ = [
     "VALIDATION",
     "DeviceName",
+    "EnvName",
     "FlatField",
     "LossName",
     "NonNegativeFloat",
@@ -63,6 +70,7 @@ __all__ = [
     "Probability",
     "ReportTo",
     "RunConfig",
+    "TaskName",
     "TrainerConfig",
     "UnitFraction",
     "check_nccl_transfer",
@@ -95,6 +103,10 @@ UnitFraction = Annotated[float, Interval(gt=0, le=1)]
 Probability = Annotated[float, Interval(ge=0, le=1)]
 """A finite number in ``[0, 1]``."""
 
+EnvName = str
+"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
+TaskName = str
+"""Where questions or problems come from: one of the family's ``tasks`` (its ``task`` field)."""
 DeviceName = Literal["auto", "cpu", "cuda"]
 """Where the models live: ``auto`` picks CUDA when it is available."""
 Precision = Literal["auto", "fp32", "bf16"]

@@ -21,9 +21,11 @@ from baselines.cli import parse_config
 from baselines.config import (
     VALIDATION,
     DeviceName,
+    EnvName,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    TaskName,
     UnitFraction,
 )
 from llm_envs.registration import family_class
@@ -37,10 +39,8 @@ __all__ = [
     "parse_eval_args",
 ]
 
-EvalEnvName = str
-"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
-EvalTaskName = str
-"""Where problems come from: one of the family's ``tasks``; see :attr:`EvalConfig.task`."""
+EvalEnvName = EnvName
+EvalTaskName = TaskName
 SeatingChoice = Literal["auto", "self", "rotations", "permutations"]
 """How models are seated; see :mod:`baselines.eval.seating`."""
 Coverage = Annotated[float, Interval(gt=0, lt=1)]

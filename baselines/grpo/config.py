@@ -20,9 +20,11 @@ from pydantic.dataclasses import dataclass
 from baselines.config import (
     VALIDATION,
     DeviceName,
+    EnvName,
     NonNegativeFloat,
     PositiveInt,
     RunConfig,
+    TaskName,
     UnitFraction,
     check_nccl_transfer,
 )
@@ -41,10 +43,6 @@ __all__ = [
     "TaskName",
 ]
 
-EnvName = str
-"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
-TaskName = str
-"""Where questions or problems come from; see :attr:`GRPORunConfig.task`."""
 LossType = Literal["dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's ``loss_type`` values."""
 Switch = Literal["auto", "on", "off"]

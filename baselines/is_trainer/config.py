@@ -1,14 +1,13 @@
 """The configuration of the importance-sampling trainer (:mod:`baselines.is_trainer.trainer`).
 
-One frozen pydantic dataclass, every field documented once, by the docstring
-under it in the class that introduces it (the shared ones in
-:mod:`baselines.config`): the command line (:mod:`baselines.cli`) and the docs
-table (``docs/trainer.md``) are built from that text. Values are checked at
-construction (types and bounds by pydantic, see :mod:`baselines.config`; the
-rules between fields here), so a broken config fails before a model is loaded.
-Importing it does not import torch.
+:class:`ISTrainerConfig` holds the loop's settings and four sub-configs, one per
+helper, each handed to the helper that reads it: :class:`SamplerSettings`
+(the learner's sampler), :class:`EvalSettings` (the evaluation),
+:class:`WarmStartSettings` and :class:`LeagueSettings`. Their settings keep
+flat names, the flags and ``config.json`` keys (``--league-group-size``);
+documentation, flags, docs table (``docs/trainer.md``) and checks work as
+:mod:`baselines.config` says. Importing it does not import torch.
 """
-
 from __future__ import annotations
 
 from dataclasses import field, fields
@@ -20,6 +19,7 @@ from pydantic.dataclasses import dataclass
 from baselines.config import (
     VALIDATION,
     DeviceName,
+    EnvName,
     LossName,
     NonNegativeFloat,
     NonNegativeInt,
@@ -27,6 +27,7 @@ from baselines.config import (
     PositiveInt,
     Precision,
     Probability,
+    TaskName,
     TrainerConfig,
     UnitFraction,
     check_nccl_transfer,
@@ -54,10 +55,6 @@ __all__ = [
     "TaskName",
 ]
 
-EnvName = str
-"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
-TaskName = str
-"""Where problems come from: one of the family's ``tasks``; see :attr:`ISTrainerConfig.task`."""
 SamplerName = Literal["auto", "vllm", "transformers", "openai"]
 """Which sampler backend samples the training episodes."""
 Packing = Literal["auto", "packed", "padded"]

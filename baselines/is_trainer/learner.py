@@ -185,7 +185,8 @@ class Learner:
             bf16=self.bf16,
             seed=derive_seed(self.config.seed, self.rank, 3),
             max_model_len=self.max_model_len,
-            config=self.config,
+            lora_rank=self.config.lora_r,
+            memory=self.config.sampling,
             max_adapters=max_adapters,
         )
 

@@ -1,11 +1,8 @@
 """The configuration of the MAGRPO trainer (:mod:`baselines.magrpo.trainer`).
 
-One frozen pydantic dataclass, every field documented once, by the docstring
-under it in the class that introduces it (the shared ones in
-:mod:`baselines.config`): the command line (:mod:`baselines.cli`) and the docs
-table (``docs/magrpo.md``) are built from that text. Values are checked at
-construction (types and bounds by pydantic, see :mod:`baselines.config`; the
-rules between fields here), so a broken config fails before a model is loaded.
+One frozen pydantic dataclass; its documentation, flags, docs table
+(``docs/magrpo.md``) and checks work as :mod:`baselines.config` says (the rules
+between fields here).
 """
 
 from __future__ import annotations
@@ -19,10 +16,12 @@ from pydantic.dataclasses import dataclass
 from baselines.config import (
     VALIDATION,
     DeviceName,
+    EnvName,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Precision,
+    TaskName,
     TrainerConfig,
     UnitFraction,
 )
@@ -32,10 +31,6 @@ from llm_envs.registration import family_class, family_names
 
 __all__ = ["DeviceName", "EnvName", "MAGRPOConfig", "Precision", "TaskName"]
 
-EnvName = str
-"""A registered environment family's name (:func:`llm_envs.registration.family_names`)."""
-TaskName = str
-"""Where problems come from: one of the family's ``tasks``; see :attr:`MAGRPOConfig.task`."""
 
 _TRAINER_OWNED = frozenset({"termination_threshold"})
 

@@ -341,17 +341,19 @@ def build_adapter_engine(
     bf16: bool,
     seed: int,
     max_model_len: int,
-    config: Any,
+    lora_rank: int,
+    memory: Any,
     max_adapters: int,
 ) -> VLLMPolicy:
     """A vLLM engine of the base model that samples LoRA adapters side by side.
 
     For fixed opponents that are adapters of the run's own LoRA
-    (``config.lora_r``): a league's snapshots, each a
+    (of rank ``lora_rank``): a league's snapshots, each a
     :class:`~baselines.samplers.vllm_policy.VLLMAdapter` on this one engine,
-    in the training sampler's precision (``bf16``: the trainer's autocast).
+    in the training sampler's precision (``bf16``: the trainer's autocast);
+    ``memory`` holds the vLLM settings (``vllm_kv_cache_gib``, ``vllm_gpu_memory_utilization``).
     """
-    rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora_r), config.lora_r)
+    rank = next((r for r in _VLLM_LORA_RANKS if r >= lora_rank), lora_rank)
     with phase("start the vLLM engine of the adapters"):
         engine = _vllm_policy(
             model_path,
@@ -359,7 +361,7 @@ def build_adapter_engine(
             dtype=sampler_dtype(bf16=bf16),
             seed=seed,
             max_model_len=max_model_len,
-            memory=config,
+            memory=memory,
             enable_lora=True,
             max_loras=max(1, max_adapters),
             max_lora_rank=rank,
