@@ -37,55 +37,38 @@ def first_prompt(problem: CodeProblem, role: Role, num_agents: int) -> str:
         Solve this coding problem by implementing the function `double`.
     """
     entry = problem.entry_point
-    problem_text = problem.prompt.strip("\n")
+    solve = f"Solve this coding problem by implementing the function `{entry}`."
+    signature = f"- Implement `{entry}` with the signature given in the problem."
+    keep_entry = f"- Only `{entry}` and your imports are kept: put everything else inside it."
+    teammate: list[str] = []
     if role == HELPER:
-        return "\n".join(
-            [
-                "Write a helper function for this coding problem. A teammate implements "
-                f"the main function `{entry}` at the same time and may call yours.",
-                "",
-                "Problem:",
-                problem_text,
-                "",
-                "Instructions:",
-                f"- Define one function named `{AUX_NAME}` that computes something useful "
-                f"for solving the problem, and return its result. Choose its parameters.",
-                f"- Do not implement `{entry}`: only `{AUX_NAME}` and your imports are kept.",
-                f"- {_CODE_ONLY}",
-            ]
+        opening = (
+            "Write a helper function for this coding problem. A teammate implements "
+            f"the main function `{entry}` at the same time and may call yours."
         )
-    if num_agents == 1:
-        return "\n".join(
-            [
-                f"Solve this coding problem by implementing the function `{entry}`.",
-                "",
-                "Problem:",
-                problem_text,
-                "",
-                "Instructions:",
-                f"- Implement `{entry}` with the signature given in the problem.",
-                f"- Only `{entry}` and your imports are kept: put everything else inside it.",
-                f"- {_CODE_ONLY}",
-            ]
-        )
-    return "\n".join(
-        [
-            f"Solve this coding problem by implementing the function `{entry}`.",
-            "",
-            "Problem:",
-            problem_text,
-            "",
+        rules = [
+            f"- Define one function named `{AUX_NAME}` that computes something useful "
+            f"for solving the problem, and return its result. Choose its parameters.",
+            f"- Do not implement `{entry}`: only `{AUX_NAME}` and your imports are kept.",
+        ]
+    elif num_agents == 1:
+        opening, rules = solve, [signature, keep_entry]
+    else:
+        opening = solve
+        teammate = [
             f"A teammate writes a helper function `{AUX_NAME}(...)` at the same time; "
             "you may call it.",
             "",
-            "Instructions:",
-            f"- Implement `{entry}` with the signature given in the problem.",
+        ]
+        rules = [
+            signature,
             f"- You may call `{AUX_NAME}(...)` and use its result; do not define "
             f"`{AUX_NAME}` yourself.",
-            f"- Only `{entry}` and your imports are kept: put everything else inside it.",
-            f"- {_CODE_ONLY}",
+            keep_entry,
         ]
-    )
+    rules.append(f"- {_CODE_ONLY}")
+    text = problem.prompt.strip("\n")
+    return "\n".join([opening, "", "Problem:", text, "", *teammate, "Instructions:", *rules])
 
 
 def revise_instruction(problem: CodeProblem, role: Role, *, plain: bool = False) -> str:
