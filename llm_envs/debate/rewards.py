@@ -184,19 +184,7 @@ def win_minus_loss(votes: Iterable[Vote], num_agents: int) -> PairwiseResult:
     ``M_i += 1``; when ``op`` is ``">"``, ``S_a += 1`` and ``S_b -= 1``; a tie
     changes no score. Then ``r_i = S_i / M_i`` (``0`` when ``M_i = 0``), in
     ``[-1, 1]``. Without ties, ``r_i = 2 * win_rate_i - 1`` for every agent
-    with at least one vote.
-
-    Args:
-        votes: Every vote of the episode, from all authors and rounds. Any
-            iterable of hashable 4-tuples ``(author, a, op, b)`` works;
-            invalid votes are counted in ``malformed`` and otherwise ignored.
-        num_agents: How many agents took part (ids ``0 .. num_agents - 1``).
-
-    Returns:
-        The rewards (all ``0.0`` when no vote is valid) and vote counters.
-
-    Raises:
-        ValueError: If ``num_agents < 2``.
+    with at least one vote. Arguments, result and errors as :func:`win_rate`.
 
     Example:
         >>> win_minus_loss([Vote(2, 0, ">", 1), Vote(2, 0, "=", 1)], 3).rewards
