@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from baselines.league.matchmaking import (
@@ -59,12 +59,7 @@ class Opponent:
 
     def to_json(self) -> dict[str, Any]:
         """The opponent, for a checkpoint."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "source": self.source,
-            "iteration": self.iteration,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, state: Mapping[str, Any]) -> Opponent:
