@@ -1,12 +1,12 @@
 """What a finished run prints last: what it trained, what moved, where the report is, what next.
 
-A run used to end on ``metrics written to ...``. :func:`run_summary` reads the
-run's folder (``config.json``, ``metrics.jsonl``, its checkpoints and league
-snapshots) and says, in a few lines: the trainer, model, env and iterations;
-the evaluation's headline numbers before and after (the training metrics' when
-the run never evaluated); where the report is; the next command (rate the
-league's snapshots, evaluate the final model, open the report); and the disk
-the run used, the optimizer state apart (it is most of a checkpoint).
+:func:`run_summary` reads the run's folder (``config.json``, ``metrics.jsonl``,
+its checkpoints and league snapshots) and says, in a few lines: the trainer,
+model, env and iterations; the evaluation's headline numbers before and after
+(the training metrics' when the run never evaluated); where the report is; the
+next command (rate the league's snapshots, evaluate the final model, open the
+report); and the disk the run used, the optimizer state apart (it is most of a
+checkpoint).
 
 The summary reads files only: it works on any run folder, finished or not.
 """
