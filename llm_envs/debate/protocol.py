@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from llm_envs.judgements import Vote
-from llm_envs.parsing.tags import normalize, scan_tags
+from llm_envs.parsing.tags import TagSpan, normalize, scan_tags
 
 __all__ = [
     "COMPARISON",
@@ -259,10 +259,7 @@ def parse_response(text: str, author: int) -> DebateResponse:
         >>> r.comparisons, r.consensus, r.consensus_reason
         (((0, '>', 2),), True, 'all agree')
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}: decode model output first")
-    body = normalize(text, TAGS)
-    spans = scan_tags(body, TAGS)
+    body, spans = _scan(text)
     for index, tag in enumerate(TAGS):
         span = spans.get(tag)
         if span is None:
@@ -323,10 +320,7 @@ def contract_score(text: str) -> float:
         >>> contract_score("The answer is 4.")
         0.0
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}: decode model output first")
-    body = normalize(text, TAGS)
-    spans = scan_tags(body, TAGS)
+    _, spans = _scan(text)
     parts = 0
     for index, tag in enumerate(TAGS):
         span = spans.get(tag)
@@ -338,6 +332,14 @@ def contract_score(text: str) -> float:
     # Every part right is exactly what parse_response accepts (the same scan, the
     # same rules; property-tested), so no second parse is needed.
     return parts / len(TAGS)
+
+
+def _scan(text: str) -> tuple[str, dict[str, TagSpan]]:
+    """The normalized text and its contract tags, as both readers of an answer scan them."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}: decode model output first")
+    body = normalize(text, TAGS)
+    return body, scan_tags(body, TAGS)
 
 
 def parse_comparisons(text: str, author: int | None = None) -> ParsedComparisons:
