@@ -15,8 +15,8 @@ reward over :class:`~llm_envs.debate.rewards.Vote` lists:
 A reward function is called as ``reward_fn(votes, num_agents)`` and may return
 a :class:`~llm_envs.debate.rewards.PairwiseResult` or a plain sequence of
 floats (then the checks of ``total_votes``, ``malformed`` and ``any_votes``
-are skipped). Rewards are compared with a tolerance (``tol``), so a function
-that sums floats in another order still passes.
+are skipped). Rewards are compared with an absolute and relative tolerance
+(``tol``), so a function that sums floats in another order still passes.
 
 Example:
     >>> from hypothesis import given
@@ -231,13 +231,8 @@ def check_relabelling(
 ) -> None:
     """Renaming agents permutes the rewards the same way: ``r'[p[i]] == r[i]``.
 
-    Args:
-        reward_fn: The reward function under test.
-        votes: The votes.
-        num_agents: How many agents.
-        permutation: ``p``, agent ``i`` becomes agent ``p[i]``. ``None`` checks
-            two: reversing the ids and rotating them by one.
-        tol: Absolute and relative tolerance on each reward.
+    ``permutation`` ``p`` renames agent ``i`` to ``p[i]``; ``None`` checks two:
+    reversing the ids and rotating them by one.
 
     Raises:
         AssertionError: Naming the permutation and the agent whose reward moved.
@@ -332,13 +327,8 @@ def check_invalid_votes_ignored(
 ) -> None:
     """Adding invalid votes changes nothing but ``malformed``, which grows by their number.
 
-    Args:
-        reward_fn: The reward function under test.
-        votes: The votes.
-        num_agents: How many agents.
-        invalid: Invalid votes to mix in; ``None`` uses one of each kind
-            (ids out of range on either side, ``a == b``, bad operators).
-        tol: Absolute and relative tolerance on each reward.
+    ``invalid`` are the votes mixed in; ``None`` uses one of each kind (ids out
+    of range on either side, ``a == b``, bad operators).
 
     Raises:
         AssertionError: Naming the agent or counter that changed.
