@@ -92,14 +92,16 @@ class ExpertIterationConfig:
             seed) per episode. Default (or None): 1,000 two-operand arithmetic
             problems (:class:`~llm_envs.tasks.ArithmeticTask`, seed 0).
         system_prompt: a system message opening every solver context, or None.
-        augmentation: ``prompt_augmentation``'s help: text appended to the
-            problem's user message, or chat messages inserted before it (see
-            :class:`~llm_envs.expert_iteration.strategies.PromptSettings`).
+        augmentation: ``prompt_augmentation``'s help: a str is appended to the
+            problem's user message (after a blank line); a sequence of messages
+            (a system message, few-shot exchanges: the expert-iteration plan's
+            ``sampling_convo_prefix``) is inserted before it.
         hint: what ``answer_hint`` shows: ``"answer"``, ``"solution"`` or
             ``"partial_solution"`` (see
             :data:`~llm_envs.expert_iteration.strategies.HintMode`).
         hint_fraction: share of the solution's lines a ``"partial_solution"`` shows, in (0, 1].
-        hint_template: the hint paragraph with a ``{hint}`` placeholder; None: the default.
+        hint_template: the hint paragraph with a ``{hint}`` placeholder; None uses
+            :func:`~llm_envs.expert_iteration.prompts.default_hint_template`.
         feedback_source: ``"verifier"`` (the task's checker writes the feedback)
             or ``"critic"`` (the ``critic`` agent does).
         training_context: attempt 2's training context, ``"problem+attempt1"``

@@ -124,21 +124,10 @@ FeedbackSource = Literal["verifier", "critic"]
 
 @dataclass(frozen=True)
 class PromptSettings:
-    """The prompt settings the context builders read (a slice of the env's configuration).
+    """The prompt settings the context builders read: a slice of the env's configuration.
 
-    Attributes:
-        system_prompt: a system message opening every context, or None.
-        augmentation: ``prompt_augmentation``'s help: a str is appended to the
-            problem's user message (after a blank line); a sequence of messages
-            (a system message, few-shot exchanges: the expert-iteration plan's
-            ``sampling_convo_prefix``) is inserted before it.
-        hint: see :data:`HintMode`.
-        hint_fraction: share of the solution's lines shown by ``"partial_solution"``.
-        hint_template: the hint paragraph with a ``{hint}`` placeholder; None
-            uses :func:`~llm_envs.expert_iteration.prompts.default_hint_template`.
-        training_context: see :data:`TrainingContext`.
-        revise_message: the feedback-free user message before attempt 2; None
-            uses :func:`~llm_envs.expert_iteration.prompts.default_revise_message`.
+    Each field is the one of the same name in
+    :class:`~llm_envs.expert_iteration.config.ExpertIterationConfig`, documented there.
     """
 
     system_prompt: str | None = None
