@@ -75,7 +75,7 @@ def build(urls, routing, weights_dir, model, tokenizer, tiny_model_dir):
         seed=0,
         process_index=0,
         max_model_len=512,
-        config=config,
+        config=config.sampling,
         num_processes=1,
     )
 

@@ -144,7 +144,7 @@ def test_is_trainer_trains_the_adapter_only_and_resumes_from_it(tmp_path, tiny_m
 
     resumed = ISTrainer(is_config(tmp_path, tiny_model_dir, num_iterations=3))
     assert resumed.start_iteration == 2
-    restored = dict(resumed.unwrapped.named_parameters())
+    restored = dict(resumed.learner.unwrapped.named_parameters())
     assert all(torch.equal(restored[n], trained[n]) for n in trained)
     resumed.run()
     assert [r["iteration"] for r in metrics(tmp_path / "run")] == [0, 1, 2]
@@ -152,7 +152,7 @@ def test_is_trainer_trains_the_adapter_only_and_resumes_from_it(tmp_path, tiny_m
     final = PeftModel.from_pretrained(base_model(tiny_model_dir), tmp_path / "run" / "final_model")
     ids = torch.tensor([[5, 6, 7]])
     with torch.no_grad():
-        torch.testing.assert_close(final(ids).logits, resumed.unwrapped(ids).logits)
+        torch.testing.assert_close(final(ids).logits, resumed.learner.unwrapped(ids).logits)
 
 
 @pytest.mark.slow
