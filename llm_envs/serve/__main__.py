@@ -117,6 +117,13 @@ def build_parser(prog: str) -> CommandParser:
         "open-file limit, raised to its hard limit at start, less 128 kept for records)",
     )
     parser.add_argument(
+        "--max-held-chars",
+        type=_whole,
+        default=1 << 30,
+        help="characters of actions the running episodes may hold together; an action past it "
+        "gets 503 until episodes end (default 1073741824: about 1 GiB of memory)",
+    )
+    parser.add_argument(
         "--step-deadline",
         type=_positive,
         default=60.0,
@@ -169,6 +176,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         max_body_bytes=args.max_body_bytes,
         step_deadline=args.step_deadline,
         max_connections=args.max_connections,
+        max_held_chars=args.max_held_chars,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:

@@ -49,7 +49,7 @@ from llm_envs.registration import family_class, family_names
 from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
-from llm_envs.serve.hub import Hub, Seat
+from llm_envs.serve.hub import MAX_HELD_CHARS, Hub, Seat
 from llm_envs.serve.protocol import (
     ActMessage,
     ActRequest,
@@ -104,6 +104,8 @@ class ServeSettings:
         max_connections: open connections past which a new one is answered 503
             and closed (None: the open-file limit less a reserve, so that records
             are written however many clients connect).
+        max_held_chars: characters of actions the running episodes may hold
+            together; an action past it gets 503 until episodes end.
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -117,6 +119,7 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20
     step_deadline: float = 60.0
     max_connections: int | None = None
+    max_held_chars: int = MAX_HELD_CHARS
 
 
 class _JSON(JSONResponse):
@@ -147,6 +150,7 @@ def build_app(settings: ServeSettings) -> FastAPI:
         max_episodes=settings.max_episodes,
         workers=settings.workers,
         step_deadline=settings.step_deadline,
+        max_held_chars=settings.max_held_chars,
     )
 
     openenv = _openenv_view(settings, families, store)

@@ -50,7 +50,7 @@ from llm_envs.serve.pool import DeadlinePool, Overdue
 from llm_envs.serve.protocol import Message, accepted, error
 from llm_envs.serve.store import EpisodeStore, utc_now
 
-__all__ = ["Episode", "Hub", "Outcome", "Seat", "Status"]
+__all__ = ["MAX_HELD_CHARS", "Episode", "Hub", "Outcome", "Seat", "Status"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ BUILD_DEADLINE = 60.0
 """Seconds building an episode's environment may take at least (its family may load a data set)."""
 RECORD_DEADLINE = 10.0
 """Seconds an ended episode's record may take to be taken and written, off the steps' threads."""
+MAX_HELD_CHARS = 1 << 30
+"""Characters of actions the running episodes may hold together (about 1 byte of memory each)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ class Episode:
         self.started = utc_now()
         self.outcome: Outcome | None = None  # once its record was written (or not)
         self.step: asyncio.Future[_Advanced] | None = None  # the driver call awaited now
+        self.held = 0  # characters of its seats' actions, counted in the hub's budget
         self._guard = threading.Lock()
         self._ended = False
         self._stepping = False
@@ -255,6 +258,11 @@ class Hub:
             episode ends as ``timed_out``.
         max_stuck: threads still running steps past their deadline, per pool, at
             which new episodes are refused (503) and no more threads start.
+        max_held_chars: characters of actions the running episodes may hold
+            together (an environment keeps its transcript until the episode
+            ends: one client's 1,024 debates of 8 seats and 1 MiB actions would
+            hold some 34 GiB); an action past it is refused (503), the seat's
+            clock running, until episodes end.
     """
 
     def __init__(
@@ -268,6 +276,7 @@ class Hub:
         keep_finished: int = 1024,
         step_deadline: float = 60.0,
         max_stuck: int = 16,
+        max_held_chars: int = MAX_HELD_CHARS,
     ) -> None:
         if seat_timeout <= 0:
             raise ValueError(f"seat_timeout must be > 0 seconds, got {seat_timeout}")
@@ -277,12 +286,16 @@ class Hub:
             raise ValueError(f"step_deadline must be > 0 seconds, got {step_deadline}")
         if max_stuck < 1:
             raise ValueError(f"max_stuck must be >= 1, got {max_stuck}")
+        if max_held_chars < 1:
+            raise ValueError(f"max_held_chars must be >= 1, got {max_held_chars}")
         self.families = families
         self.store = store
         self.seat_timeout = seat_timeout
         self.max_episodes = max_episodes
         self.keep_finished = keep_finished
         self.step_deadline = step_deadline
+        self.max_held_chars = max_held_chars
+        self._held = 0  # the running episodes' held characters, together
         steps = workers if workers is not None else min(32, (os.cpu_count() or 1) + 4)
         self._steps = DeadlinePool(steps, max_stuck=max_stuck, name="llm-envs-step")
         self._service = DeadlinePool(SERVICE_WORKERS, max_stuck=max_stuck, name="llm-envs-serve")
@@ -443,6 +456,14 @@ class Hub:
                     f"turn {turn} of seat {seat!r} is over; its turn now is {place.turn} "
                     "(act on the latest turn message)"
                 )
+            if self._held + len(text) > self.max_held_chars:
+                raise Unavailable(
+                    f"the running episodes hold {self._held} characters of actions and this "
+                    f"one has {len(text)}: past the server's {self.max_held_chars} "
+                    "(--max-held-chars); retry when episodes end"
+                )
+            self._held += len(text)
+            episode.held += len(text)
             taken = place.turn
             self._stop_timer(place)
             place.publish(None)
@@ -691,7 +712,8 @@ class Hub:
         episode.outcome = outcome
         for place in episode.seats.values():
             self._stop_timer(place)
-        self._running.pop(episode.id, None)
+        if self._running.pop(episode.id, None) is not None:
+            self._held -= episode.held
         self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
             self._finished.popitem(last=False)
