@@ -63,12 +63,13 @@ except ModuleNotFoundError as missing:  # an install without the serve extra
         'pip install "llm-envs[serve]" && pip install --no-deps openenv-core==0.3.0',
         name=missing.name,
     ) from missing
+from fastapi.responses import JSONResponse
 from pydantic import Field, StrictStr, ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
 from llm_envs.seats import SeatView, family_seat
-from llm_envs.serve.errors import Invalid, Unavailable
+from llm_envs.serve.errors import Conflict, Invalid, ServeError, Unavailable
 from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
 from llm_envs.serve.hub import BUILD_DEADLINE, RECORD_DEADLINE, Status
 from llm_envs.serve.pool import DeadlinePool, Overdue
@@ -228,14 +229,14 @@ class SeatEnvironment(Environment):
         """Act for the seat; the reference players move until it must act again or it is over.
 
         Raises:
-            RuntimeError: before ``reset``, after the episode ended, or when its
-                record could not be written.
+            Conflict: before ``reset``, or after the episode ended.
+            RuntimeError: its record could not be written.
         """
         play = self._play
         if play is None:
-            raise RuntimeError(f"reset the episode before stepping: reset({_RESET_SHAPE})")
+            raise Conflict(f"reset the episode before stepping: reset({_RESET_SHAPE})")
         if play.status is not None:
-            raise RuntimeError(f"episode {play.id} is over ({play.status}); reset to start another")
+            raise Conflict(f"episode {play.id} is over ({play.status}); reset to start another")
         observation, reward, _, truncated, info = play.view.step(action.text)
         play.returned += reward
         play.steps += 1
@@ -250,9 +251,9 @@ class SeatEnvironment(Environment):
         """:meth:`reset` in the view's threads, within a deadline (building a family counts).
 
         Raises:
-            Unavailable: too many threads are stuck in steps past their deadline.
-            RuntimeError: the reset ran past its deadline (the session is spoilt:
-                open another).
+            Unavailable: too many threads are stuck in steps past their
+                deadline, or the reset ran past its deadline (the session is
+                spoilt: open another).
             ValueError, NotFound, Invalid: as :meth:`reset`.
         """
         shared = self._shared
@@ -267,7 +268,7 @@ class SeatEnvironment(Environment):
             return await shared.pool.run(deadline, self.reset, seed, episode_id, **settings)
         except Overdue:
             self._play = None
-            raise RuntimeError(f"the reset ran past its {deadline:g} s deadline") from None
+            raise Unavailable(f"the reset ran past its {deadline:g} s deadline") from None
 
     async def step_async(
         self, action: SeatAction, timeout_s: float | None = None, **kwargs: Any
@@ -427,7 +428,19 @@ def openenv_app(
             max_concurrent_envs=max_sessions, session_timeout=idle_seconds
         ),
     )
+    # OpenEnv's HTTP routes let an environment's exception through: its error
+    # middleware answers 500 and raises again, past the mounting app's
+    # handlers. A refusal is the client's to read, with its status, as on the
+    # server's own routes.
+    app.add_exception_handler(ServeError, _refused)
+    app.add_exception_handler(ValueError, _refused)
     return _QuietClose(app)
+
+
+async def _refused(request: Any, exc: Exception) -> Any:
+    """A refusal as JSON with its own status (422 for a bad value)."""
+    status = exc.status if isinstance(exc, ServeError) else 422
+    return JSONResponse({"detail": str(exc)}, status_code=status)
 
 
 Scope = MutableMapping[str, Any]

@@ -141,6 +141,23 @@ def test_openenv_reset_refusals_name_the_value(debate_server, reset, message):
         assert message in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("route", "body", "status", "message"),
+    [
+        ("reset", {"seat": "agent_7"}, 422, "has no seat 'agent_7'"),
+        ("reset", {"env": "code_collab"}, 422, "cannot fill the other seats"),
+        ("reset", {"problem": "three"}, 422, "problem: Input should be a valid integer"),
+        ("step", {"action": {"text": "hello"}}, 409, "reset the episode before stepping"),
+    ],
+)
+def test_openenv_http_refusals_keep_their_status(debate_server, route, body, status, message):
+    # OpenEnv's HTTP routes let the environment's exception through to a bare 500.
+    answer = httpx.post(f"{debate_server}/openenv/{route}", json=body, timeout=30)
+    assert answer.status_code == status, answer.text
+    assert message in answer.json()["detail"]
+    assert httpx.get(f"{debate_server}/health", timeout=30).status_code == 200
+
+
 def test_openenv_step_before_reset_says_what_to_do(debate_server):
     with (
         GenericEnvClient(base_url=f"{debate_server}/openenv").sync() as env,
