@@ -7,6 +7,11 @@ client ids would buy a thousand turns. The service runs uvicorn without proxy
 headers (``X-Forwarded-For`` is not read), so a client cannot choose its key
 by a header either. Behind a reverse proxy every request is the proxy's: run
 the service where clients reach it directly when they must be told apart.
+A process on the service's own machine can connect from any of the
+``127.0.0.0/8`` loopback addresses and so count as many clients; it is left
+so on purpose: such a process can already stop the service, and several
+trainers sharing one machine's service are told apart this way. Programs
+the sandbox runs cannot connect at all.
 
 :class:`FairQueue` gives the pool's slots (one per pool worker) to waiting
 clients in turn: when a slot frees, the client that has waited longest since
