@@ -56,18 +56,6 @@ ALLOWED: dict[str, str] = {
     "game._validate_action": "TextArena Connect Four's move check, hardened in place",
 }
 
-PENDING = {
-    # llm_envs/sandbox is being reorganised by its owners (issue 50, item 2).
-    "llm_envs/sandbox/_judge.py: program._broken (another object's private name)",
-    "llm_envs/sandbox/_judge.py: program._timeout (another object's private name)",
-    "llm_envs/sandbox/_judge.py: helper.channel._broken (another object's private name)",
-    "llm_envs/sandbox/_judge.py: channel._broken (another object's private name)",
-    "llm_envs/sandbox/_landlock.py: from llm_envs.sandbox._isolation import _LIBC",
-    "llm_envs/sandbox/_landlock.py: from llm_envs.sandbox._isolation import _check",
-    "llm_envs/sandbox/_landlock.py: from llm_envs.sandbox._isolation import _syscall2",
-    "llm_envs/sandbox/_seccomp.py: from llm_envs.sandbox._isolation import _prctl_pointer",
-}
-"""Findings their modules' owners have yet to fix (``path: what``); the list may only shrink."""
 """Underscore names that may be read anyway: ``attr`` or ``owner.attr``, and why."""
 
 
@@ -189,10 +177,8 @@ def _findings(path: Path) -> Iterator[tuple[int, str]]:
 
 def test_no_module_reads_another_modules_private_names():
     found = {(what, line) for path in _modules() for line, what in _findings(path)}
-    new = sorted(f"{what} (line {line})" for what, line in found if what not in PENDING)
+    new = sorted(f"{what} (line {line})" for what, line in found)
     assert not new, "make these names public where they are defined:\n" + "\n".join(new)
-    fixed = PENDING - {what for what, _ in found}
-    assert not fixed, f"fixed: drop them from PENDING: {sorted(fixed)}"
 
 
 @pytest.mark.parametrize(

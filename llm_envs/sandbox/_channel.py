@@ -157,13 +157,15 @@ class Channel:
 
     # --- failure states ---
 
-    def _timeout(self) -> RunTimeout:
+    def time_out(self) -> RunTimeout:
+        """Mark the run timed out and kill it; the exception to raise."""
         if not self.timed_out:
             self.timed_out = True
             self.kill()
         return RunTimeout()
 
-    def _broken(self, why: str) -> RunEnded:
+    def end_broken(self, why: str) -> RunEnded:
+        """End the run for ``why`` (the first reason stays) and kill it; the exception to raise."""
         if self.ended is None:
             self.ended = why
             self.kill()
@@ -172,7 +174,7 @@ class Channel:
     def check(self) -> None:
         """Raise if the run timed out or ended (a test may have swallowed the exception)."""
         if self.timed_out or time.monotonic() >= self.deadline:
-            raise self._timeout()
+            raise self.time_out()
         if self.ended is not None:
             raise RunEnded(self.ended)
 
@@ -187,10 +189,10 @@ class Channel:
             self.polled = fd
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise self._timeout()
+            raise self.time_out()
         ready = self.poller.poll(max(1, int(remaining * 1000) + 1))
         if not ready and time.monotonic() >= self.deadline:
-            raise self._timeout()
+            raise self.time_out()
         found = False
         for ready_fd, _ in ready:
             if ready_fd == fd:
@@ -200,7 +202,7 @@ class Channel:
             elif ready_fd == self.watch_fd and self.watch_check is not None:
                 why = self.watch_check()
                 if why is not None:
-                    raise self._broken(why)
+                    raise self.end_broken(why)
         return found
 
     def send(self, data: bytes) -> None:
@@ -214,9 +216,9 @@ class Channel:
                 pass
             except BrokenPipeError:  # (only the run reads its pipe: it is gone)
                 self.exited = True
-                raise self._broken(DIED) from None
+                raise self.end_broken(DIED) from None
             if self.exited:
-                raise self._broken(DIED)
+                raise self.end_broken(DIED)
             self._poll(self.job_fd, select.POLLOUT)
 
     def _pop(self) -> tuple[bytes, bytes] | None:
@@ -224,7 +226,7 @@ class Channel:
             return None
         kind, size = _FRAME.unpack_from(self.buffer)
         if size > MAX_MESSAGE_BYTES:
-            raise self._broken(
+            raise self.end_broken(
                 f"the program sent a message of {size} bytes; the limit is {MAX_MESSAGE_BYTES}"
             )
         end = _FRAME.size + size
@@ -259,7 +261,7 @@ class Channel:
                 message = self._pop()
                 if message is not None:
                     return message
-                raise self._broken(DIED)
+                raise self.end_broken(DIED)
             if self._poll(self.reply_fd, select.POLLIN):
                 self._read_available()
 
@@ -268,7 +270,7 @@ class Channel:
         kind, payload = self.receive()
         while kind == b"C":
             if self.outside is None:
-                raise self._broken("the program called a function of another run; there is none")
+                raise self.end_broken("the program called a function of another run; there is none")
             self.send(self.outside(payload))
             kind, payload = self.receive()
         return kind, payload
@@ -306,25 +308,25 @@ class Channel:
             if kind == b"R":
                 why = f"the program returned a value that is not plain data: {error}"
                 raise UntrustedValue(why) from None
-            raise self._broken(f"the program sent a malformed message: {error}") from None
+            raise self.end_broken(f"the program sent a malformed message: {error}") from None
         if kind == b"R":
             if not (type(value) is tuple and len(value) == 2 and type(value[1]) is tuple):
-                raise self._broken("the program sent a malformed result")
+                raise self.end_broken("the program sent a malformed result")
             result, changed = value
             for item in changed:
                 if not (type(item) is tuple and len(item) == 2 and item[0] in mutable):
-                    raise self._broken("the program sent a malformed result")
+                    raise self.end_broken("the program sent a malformed result")
                 slot = item[0]
                 _wire.refresh(args[slot] if type(slot) is int else kwargs[slot], item[1])
             return result
         if kind == b"X":
             if type(value) is tuple and len(value) == 2:
                 raise program_error(value[0], value[1])
-            raise self._broken("the program sent a malformed exception")
+            raise self.end_broken("the program sent a malformed exception")
         if kind == b"U":
             why = value[:MESSAGE_LIMIT] if type(value) is str else "a value that cannot cross"
             raise UntrustedValue(
                 f"the program returned {why}; only plain data (None, bool, int, float, "
                 "complex, str, bytes, and lists, tuples, dicts and sets of them) reaches the tests"
             )
-        raise self._broken(f"the program sent an unexpected message ({kind!r})")
+        raise self.end_broken(f"the program sent an unexpected message ({kind!r})")

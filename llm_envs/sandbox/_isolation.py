@@ -35,8 +35,10 @@ import struct
 from typing import Any, NamedTuple
 
 __all__ = [
+    "LIBC",
     "ChildrenListing",
     "NamespaceState",
+    "checked",
     "children_of",
     "children_of_self",
     "count_user_tasks",
@@ -45,14 +47,16 @@ __all__ = [
     "expose_to_others",
     "fork_without_handlers",
     "mount_private_proc_and_tmp",
+    "prctl_pointer",
     "set_child_subreaper",
     "set_limits",
     "set_no_new_privs",
     "set_not_dumpable",
     "set_parent_death_signal",
+    "syscall2",
 ]
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC = ctypes.CDLL(None, use_errno=True)
 # fork(2) through PyDLL keeps the GIL held across the call, so the child's
 # interpreter state is exactly the parent's (see fork_without_handlers).
 _raw_fork = ctypes.PyDLL(None, use_errno=True).fork
@@ -60,15 +64,15 @@ _raw_fork.argtypes = []
 _raw_fork.restype = ctypes.c_int
 # Pre-bound signatures: a run's process calls these, and every Python object a
 # call allocates there costs a copy-on-write page fault.
-_prctl = _LIBC["prctl"]
+_prctl = LIBC["prctl"]
 _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 _prctl.restype = ctypes.c_int
-_prctl_pointer = _LIBC["prctl"]
-_prctl_pointer.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p]
-_prctl_pointer.restype = ctypes.c_int
-_syscall2 = _LIBC["syscall"]
-_syscall2.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_uint32]
-_syscall2.restype = ctypes.c_long
+prctl_pointer = LIBC["prctl"]
+prctl_pointer.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p]
+prctl_pointer.restype = ctypes.c_int
+syscall2 = LIBC["syscall"]
+syscall2.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_uint32]
+syscall2.restype = ctypes.c_long
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -90,7 +94,8 @@ _PR_SET_NO_NEW_PRIVS = 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def _check(result: int, what: str) -> int:
+def checked(result: int, what: str) -> int:
+    """``result`` of a libc call, or the ``OSError`` its errno names (``what`` says which call)."""
     if result == -1:
         code = ctypes.get_errno()
         raise OSError(code, f"{what}: {os.strerror(code)}")
@@ -116,12 +121,12 @@ def fork_without_handlers() -> int:
 
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
     """Have the kernel send ``sig`` to this process when its parent dies."""
-    _check(_prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PDEATHSIG)")
+    checked(_prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
 def set_child_subreaper() -> None:
     """Become the reaper of orphaned descendants, so none can escape cleanup by re-parenting."""
-    _check(_prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(SUBREAPER)")
+    checked(_prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(SUBREAPER)")
 
 
 def set_not_dumpable() -> None:
@@ -130,19 +135,19 @@ def set_not_dumpable() -> None:
     Processes of the same uid can then no longer ptrace it or open its
     ``/proc/<pid>/fd``, ``mem`` or ``environ``.
     """
-    _check(_prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    checked(_prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
 
 
 def set_no_new_privs() -> None:
     """Forbid gaining privileges through exec (setuid binaries, file capabilities)."""
-    _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    checked(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 
 def drop_capabilities() -> None:
     """Drop every capability (effective, permitted, inheritable) of this process."""
     header = struct.pack("Ii", _LINUX_CAPABILITY_VERSION_3, 0)
     data = bytes(24)  # two zeroed {effective, permitted, inheritable} u32 triples
-    _check(_LIBC.capset(header, data), "capset")
+    checked(LIBC.capset(header, data), "capset")
 
 
 class NamespaceState(NamedTuple):
@@ -163,7 +168,7 @@ class NamespaceState(NamedTuple):
 
 
 def _unshare(flags: int) -> bool:
-    return _LIBC.unshare(ctypes.c_int(flags)) == 0
+    return LIBC.unshare(ctypes.c_int(flags)) == 0
 
 
 def _write_file(path: str, text: str) -> None:
@@ -267,7 +272,7 @@ def expose_to_others(paths: list[str]) -> None:
 
 
 def _mount_function() -> Any:
-    libc_mount = _LIBC.mount
+    libc_mount = LIBC.mount
     libc_mount.argtypes = [
         ctypes.c_char_p,
         ctypes.c_char_p,

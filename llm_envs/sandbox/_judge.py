@@ -241,7 +241,7 @@ def _forwarder(
         try:
             request = _wire.decode(payload)
         except _wire.WireError as error:
-            raise program._broken(f"the program sent a malformed message: {error}") from None
+            raise program.end_broken(f"the program sent a malformed message: {error}") from None
         if not (
             type(request) is tuple
             and len(request) == 4
@@ -250,14 +250,14 @@ def _forwarder(
             and type(request[2]) is dict
             and type(request[3]) is tuple
         ):
-            raise program._broken("the program sent a malformed call")
+            raise program.end_broken("the program sent a malformed call")
         name, args, kwargs, mutable = request
         for slot in mutable:
             if not (
                 (type(slot) is int and 0 <= slot < len(args))
                 or (type(slot) is str and slot in kwargs)
             ):
-                raise program._broken("the program sent a malformed call")
+                raise program.end_broken("the program sent a malformed call")
         reply: tuple[Any, ...]
         if name not in functions:
             reply = ("X", "NameError", f"the helper defines no function {name!r}")
@@ -270,9 +270,9 @@ def _forwarder(
                 reply = ("R", result, changed)
             except RunEnded:
                 why = "its process died" if helper.ended == DIED else helper.ended
-                raise program._broken(f"the helper's run ended: {why}") from None
+                raise program.end_broken(f"the helper's run ended: {why}") from None
             except RunTimeout:
-                raise program._timeout() from None
+                raise program.time_out() from None
             except UntrustedValue as error:
                 reply = ("U", f"the helper's {name}: {error}"[:MESSAGE_LIMIT])
             except Exception as error:
@@ -303,11 +303,11 @@ def _load_helper(helper: HelperRun) -> tuple[str, str] | frozenset[str]:
         status, error = _load_failure(kind, payload)
         return status, f"the helper program: {error}"
     if kind != b"L":
-        raise helper.channel._broken("the helper sent an unexpected message while loading")
+        raise helper.channel.end_broken("the helper sent an unexpected message while loading")
     try:
         report = _wire.decode(payload)
     except _wire.WireError as error:
-        raise helper.channel._broken(f"the helper sent a malformed message: {error}") from None
+        raise helper.channel.end_broken(f"the helper sent a malformed message: {error}") from None
     if type(report) is not dict:
         return frozenset()
     return frozenset(
@@ -355,11 +355,11 @@ def judge(
         if kind in (b"P", b"E"):
             return JudgeResult(*_load_failure(kind, payload), outcomes)
         if kind != b"L":
-            raise channel._broken("the program sent an unexpected message while loading")
+            raise channel.end_broken("the program sent an unexpected message while loading")
         try:
             report = _wire.decode(payload)
         except _wire.WireError as error:
-            raise channel._broken(f"the program sent a malformed message: {error}") from None
+            raise channel.end_broken(f"the program sent a malformed message: {error}") from None
         if helper is not None:
             # Only calls made while the setup and the tests run count (not a
             # default argument or a decorator calling the helper at load time).

@@ -18,7 +18,7 @@ import struct
 import sysconfig
 from typing import NamedTuple
 
-from llm_envs.sandbox._isolation import _LIBC, _check, _syscall2
+from llm_envs.sandbox._isolation import LIBC, checked, syscall2
 
 __all__ = [
     "LandlockPaths",
@@ -53,7 +53,7 @@ _SCOPE_SIGNAL = 1 << 1
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version, or 0 when Landlock is unavailable."""
-    version = _LIBC.syscall(
+    version = LIBC.syscall(
         ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
         None,
         ctypes.c_size_t(0),
@@ -162,8 +162,8 @@ def build_landlock_ruleset(abi: int, paths: LandlockPaths) -> int:
             continue
         try:
             rule = struct.pack("=Qi", access, parent)
-            _check(
-                _LIBC.syscall(
+            checked(
+                LIBC.syscall(
                     ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
                     ctypes.c_int(fd),
                     ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
@@ -194,8 +194,8 @@ def build_nested_ruleset(abi: int) -> int:
 def _create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
     """A new ruleset's descriptor (struct landlock_ruleset_attr: the accesses it handles)."""
     attr = struct.pack("QQQ", handled_fs, handled_net, scoped)
-    return _check(
-        _LIBC.syscall(
+    return checked(
+        LIBC.syscall(
             ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
             attr,
             ctypes.c_size_t(len(attr)),
@@ -210,4 +210,4 @@ def restrict_self(ruleset_fd: int) -> None:
 
     Requires ``no_new_privs`` (see :func:`set_no_new_privs`) unless privileged.
     """
-    _check(_syscall2(_SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0), "landlock_restrict_self")
+    checked(syscall2(_SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0), "landlock_restrict_self")

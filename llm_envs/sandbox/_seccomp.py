@@ -17,7 +17,7 @@ import errno
 import os
 import struct
 
-from llm_envs.sandbox._isolation import _prctl_pointer
+from llm_envs.sandbox._isolation import prctl_pointer
 
 __all__ = [
     "CLONE_NAMESPACES",
@@ -242,7 +242,7 @@ def install_signal_filter(*, allow: list[int] | None = None, deny: list[int] | N
     )
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(buffer))
-    return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog) == 0
+    return prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog) == 0
 
 
 class RunSignalFilter:
@@ -291,4 +291,4 @@ class RunSignalFilter:
             struct.pack_into("I", self._buffer, offset, pid)
         for offset in self._group_offsets:
             struct.pack_into("I", self._buffer, offset, -pid & 0xFFFFFFFF)
-        return _prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._fprog) == 0
+        return prctl_pointer(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._fprog) == 0
