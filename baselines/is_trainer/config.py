@@ -8,6 +8,7 @@ flat names, the flags and ``config.json`` keys (``--league-group-size``);
 documentation, flags, docs table (``docs/trainer.md``) and checks work as
 :mod:`baselines.config` says. Importing it does not import torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import field, fields
