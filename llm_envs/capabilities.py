@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from llm_envs.family import FamilyBase
 
 if TYPE_CHECKING:
+    import llm_envs.family
     from llm_envs.client_settings import ClientSettings
-    from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, Family, Sampler
+    from llm_envs.family import Agent, Family, Sampler
 
 __all__ = [
     "CAPABILITIES",
@@ -64,7 +65,7 @@ class Teacher(Protocol):
         seed: int,
         mistake_rate: float = 0.25,
         broken_rate: float = 0.0,
-    ) -> tuple[EpisodePlan, dict[str, Agent]]:
+    ) -> tuple[llm_envs.family.EpisodePlan, dict[str, Agent]]:
         """Training episodes and a teacher per agent (ValueError for settings it cannot teach)."""
         ...
 
@@ -164,7 +165,9 @@ class RewardAccounting(Protocol):
     """How a recorded episode's rewards add up, in words (the report's transcripts)."""
 
     @staticmethod
-    def episode_rewards(record: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> EpisodeRewards:
+    def episode_rewards(
+        record: Mapping[str, Any], env_kwargs: Mapping[str, Any]
+    ) -> llm_envs.family.EpisodeRewards:
         """Each agent's return in a recorded episode, added up the way the env pays."""
         ...
 
