@@ -16,6 +16,7 @@ import base64
 import json
 import os
 import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         yield url, records / RECORDS_FILE
 
 
-def recorded(path: Path, episode: str) -> dict[str, Any]:
-    """The episode's one line in ``episodes.jsonl`` (the whole file must be UTF-8 JSON lines)."""
-    entries = [json.loads(line.decode("utf-8")) for line in path.read_bytes().splitlines()]
-    found = [entry for entry in entries if entry["id"] == episode]
+def recorded(path: Path, episode: str, wait: float = 120.0) -> dict[str, Any]:
+    """The episode's one line in ``episodes.jsonl`` (the whole file must be UTF-8 JSON lines).
+
+    Waited for up to ``wait`` seconds: an ending is recorded once, but not always
+    before the reply (a step past its deadline answers ``timed_out`` at once and its
+    thread writes the record when it ends; a loaded machine took that long on 10 MB).
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        entries = [json.loads(line.decode("utf-8")) for line in path.read_bytes().splitlines()]
+        found = [entry for entry in entries if entry["id"] == episode]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(found) == 1, f"episode {episode} has {len(found)} records"
     return found[0]
 

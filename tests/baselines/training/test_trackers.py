@@ -132,6 +132,11 @@ def test_magrpo_logs_to_wandb_offline(tmp_path, tiny_model_dir, monkeypatch):
         project="llm-envs-tests",
     )
     MAGRPOTrainer(config).run()
+    import wandb
+
+    # The run has finished, but W&B's service process writes the offline file on
+    # its own time (a loaded machine read only its 8-byte header): end it first.
+    wandb.teardown()
     (run_file,) = output.glob("wandb/offline-run-*/run-*.wandb")
     data = run_file.read_bytes()
     assert b"llm-envs-tests" in data and b"group_size" in data  # project, config
