@@ -188,6 +188,21 @@ def batch_of(data: Path, config: Any, tokenizer: Any) -> DataProto:
     return batch.repeat(repeat_times=config.actor_rollout_ref.rollout.n, interleave=True)
 
 
+def rollout_in_process(data: Path, config: Any, server: Any) -> tuple[DataProto, dict[str, Any]]:
+    """One batch through verl's ``AgentLoopWorker``; the batch and each episode's record."""
+
+    async def rollout() -> tuple[DataProto, dict[str, Any]]:
+        worker = AgentLoopWorker(config, server)
+        output = await worker.generate_sequences(batch_of(data, config, server.tokenizer))
+        coordinator = coordinator_for(None, family_seed=0)
+        episodes = set(output.non_tensor_batch["llm_envs_episode"])
+        records = {e: coordinator.record(e) for e in episodes}  # type: ignore[attr-defined]
+        await coordinator.close()
+        return output, records
+
+    return asyncio.run(rollout())
+
+
 def samples(output: DataProto) -> list[dict[str, Any]]:
     """Each output row unpadded: prompt, response, mask, logprobs, reward, seat, episode."""
     prompt_width = output.batch["prompts"].shape[1]
@@ -259,16 +274,7 @@ def test_three_seats_meet_in_process_and_each_sample_is_its_episode(
     data, loops = data_set(tmp_path, None, problems=1)
     config = verl_config(tiny_model_dir, loops)
 
-    async def rollout() -> tuple[DataProto, dict[str, Any]]:
-        worker = AgentLoopWorker(config, server)
-        output = await worker.generate_sequences(batch_of(data, config, server.tokenizer))
-        coordinator = coordinator_for(None, family_seed=0)
-        episodes = set(output.non_tensor_batch["llm_envs_episode"])
-        records = {e: coordinator.record(e) for e in episodes}  # type: ignore[attr-defined]
-        await coordinator.close()
-        return output, records
-
-    output, records = asyncio.run(rollout())
+    output, records = rollout_in_process(data, config, server)
     found = samples(output)
     assert len(found) == 6 and len(records) == 2  # 3 seats x rollout.n = 2 episodes
     for sample in found:

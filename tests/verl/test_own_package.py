@@ -10,7 +10,6 @@ every seat.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,8 @@ import torch
 from verl.workers.rollout.replica import TokenOutput
 
 from baselines.models import tiny_checkpoint
-from baselines.verl.agent_loop import coordinator_for
 from baselines.verl.dataset import VerlDataConfig, main, write
-from tests.verl.test_agent_loop import (
-    AgentLoopWorker,
-    TokenServer,
-    batch_of,
-    samples,
-    verl_config,
-)
+from tests.verl.test_agent_loop import TokenServer, rollout_in_process, samples, verl_config
 
 pytestmark = pytest.mark.slow
 
@@ -79,16 +71,7 @@ def test_verl_s_agent_loop_plays_its_seats_in_process(tmp_path: Path):
     server = Sampler(model)
     verl = verl_config(model, loops)
 
-    async def rollout() -> tuple[Any, dict[str, Any]]:
-        worker = AgentLoopWorker(verl, server)
-        output = await worker.generate_sequences(batch_of(data, verl, server.tokenizer))
-        coordinator = coordinator_for(None, family_seed=0)
-        episodes = set(output.non_tensor_batch["llm_envs_episode"])
-        records = {e: coordinator.record(e) for e in episodes}  # type: ignore[attr-defined]
-        await coordinator.close()
-        return output, records
-
-    output, records = asyncio.run(rollout())
+    output, records = rollout_in_process(data, verl, server)
     found = samples(output)
     assert len(found) == 4 and len(records) == 2  # 2 seats x rollout.n = 2 episodes
     for sample in found:
