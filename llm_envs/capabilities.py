@@ -37,6 +37,7 @@ __all__ = [
     "CAPABILITIES",
     "EvaluationDetails",
     "HeldOutProblems",
+    "IndependentAnswers",
     "Meter",
     "MissingCapability",
     "ReferencePlayers",
@@ -149,6 +150,23 @@ class Meter(Protocol):
         ...
 
 
+class IndependentAnswers(Protocol):
+    """Answers given alone beside an evaluation (debate's majority vote): trainers, evaluator."""
+
+    def independent_answers(
+        self, sample: Sampler, problems: Sequence[int], seed: int
+    ) -> dict[str, float]:
+        """Named numbers of ``sample``'s answers to evaluation problems ``problems``, each alone.
+
+        As many answers per problem as the family has agents, none seeing
+        another's (the baseline multi-agent papers compare with), parsed and
+        reduced the family's way. Problem ``p`` is evaluation group ``p`` and the
+        evaluator's problem ``p``; ``seed`` is the evaluation's. ``{}`` where
+        there is nothing to score (no reference answers).
+        """
+        ...
+
+
 class ServedSettings(Protocol):
     """The settings a remote client of the episode server may pass, with their bounds."""
 
@@ -180,6 +198,7 @@ CAPABILITIES: tuple[type, ...] = (
     HeldOutProblems,
     EvaluationDetails,
     Meter,
+    IndependentAnswers,
     ServedSettings,
     RewardRange,
     RewardAccounting,
@@ -188,7 +207,7 @@ CAPABILITIES: tuple[type, ...] = (
 
 # Capabilities whose every member has a neutral answer in FamilyBase: writing one
 # member is declaring the capability.
-_ANY_MEMBER = frozenset(CAPABILITIES[4:])
+_ANY_MEMBER = frozenset(CAPABILITIES[4:]) - {IndependentAnswers}
 
 
 class MissingCapability(ValueError):

@@ -219,8 +219,8 @@ def test_each_feature_refuses_a_core_only_family_naming_the_capability(
         (
             "debate",
             {},
-            "Teacher ReferencePlayers ScriptedPlayers EvaluationDetails ServedSettings "
-            "RewardRange RewardAccounting",
+            "Teacher ReferencePlayers ScriptedPlayers EvaluationDetails IndependentAnswers "
+            "ServedSettings RewardRange RewardAccounting",
         ),
         (
             "expert_iteration",

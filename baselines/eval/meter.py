@@ -4,8 +4,11 @@ A family with a meter (:meth:`llm_envs.family.FamilyBase.measure`) asks each
 entrant ``meter_samples`` times at each point it measures, with the
 evaluation's sampling settings; the numbers join the entrant's metrics in
 ``summary.json`` and its first one (``exploitability``) becomes a column of
-the scores table. They are kept in ``meter.json``, keyed by the settings that
-decide them, so a resumed evaluation does not sample them again.
+the scores table. A family with independent answers
+(:class:`~llm_envs.capabilities.IndependentAnswers`; debate's majority vote)
+adds their numbers the same way, over the evaluation's problems, whatever
+``meter_samples`` says. They are kept in ``meter.json``, keyed by the settings
+that decide them, so a resumed evaluation does not sample them again.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Final
 
 from baselines.eval.summary import EvalSummary
 from baselines.samplers.base import Policy, SampleRequest, SamplingParams
+from llm_envs.capabilities import IndependentAnswers, provides
 from llm_envs.family import Sampler
 
 __all__ = ["METER_FILE", "measure_entrants", "sampler_of", "with_meter"]
@@ -47,6 +51,7 @@ def measure_entrants(
     seed: int,
     folder: Path,
     settings: Mapping[str, Any],
+    problems: int = 0,
 ) -> dict[str, dict[str, float]]:
     """Each model's meter, read from ``meter.json`` where it was measured with these settings.
 
@@ -62,11 +67,17 @@ def measure_entrants(
         folder: the evaluation's folder.
         settings: what decides the numbers besides the model (env, sampling):
             a file measured with others is measured again.
+        problems: the evaluation's problems, answered alone by a family with
+            independent answers (0: none).
     """
-    measure = getattr(family, "measure", None)
-    if measure is None or samples <= 0:
+    measure = getattr(family, "measure", None) if samples > 0 else None
+    problems = problems if provides(family, IndependentAnswers) else 0
+    if measure is None and not problems:
         return {}
-    key = json.loads(json.dumps({**settings, "samples": samples, "seed": seed}, default=str))
+    decided = {**settings, "samples": samples, "seed": seed}
+    if problems:
+        decided["problems"] = problems
+    key = json.loads(json.dumps(decided, default=str))
     path = folder / METER_FILE
     kept: dict[str, dict[str, float]] = {}
     try:
@@ -79,7 +90,10 @@ def measure_entrants(
     if missing:
         policies = load()
         for model in missing:
-            found = measure(sampler_of(policies[model], params), samples=samples, seed=seed)
+            sample = sampler_of(policies[model], params)
+            found = dict(measure(sample, samples=samples, seed=seed)) if measure else {}
+            if problems:
+                found.update(family.independent_answers(sample, range(problems), seed))
             kept[model] = {str(k): float(v) for k, v in found.items()}
         if any(kept.values()):
             tmp = path.with_name(path.name + ".tmp")

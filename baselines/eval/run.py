@@ -223,6 +223,7 @@ class Evaluation:
             seed=config.seed,
             folder=self.run_dir.path,
             settings={k: plan[k] for k in PLAN_FIELDS},
+            problems=config.problems,
         )
 
     def _load(self) -> dict[str, Policy]:

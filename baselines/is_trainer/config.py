@@ -139,8 +139,9 @@ class EvalSettings:
     FLAG_PREFIX: ClassVar[str] = "eval_"
 
     groups: NonNegativeInt = 2
-    """questions (debate: each played ``num_agents`` times, the trained model in each role once) or
-    problems (expert iteration, ``iid`` strategy) per evaluation.
+    """questions (debate: each played ``num_agents`` times, the trained model in each role once, and
+    answered ``num_agents`` times alone for the majority vote beside it) or problems (expert
+    iteration, ``iid`` strategy) per evaluation.
     """
     meter_samples: NonNegativeInt = 16
     """texts sampled from the trained policy at each point the family's meter measures, at every

@@ -10,7 +10,10 @@ opponent's. With ``eval_scripted`` the episodes are played again against
 each set of the family's scripted players (``eval/scripted:SET/...``). A
 family with a meter (:meth:`~llm_envs.family.FamilyBase.measure`: Kuhn
 Poker's exploitability) measures the trained policy too, through the same
-sampler: ``eval/exploitability`` and the family's other numbers.
+sampler: ``eval/exploitability`` and the family's other numbers. A family
+with independent answers (:class:`~llm_envs.capabilities.IndependentAnswers`)
+answers each evaluation question alone too: debate's majority vote,
+``eval/majority_vote/correct`` beside ``eval/solution_correct``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,17 @@ from baselines.is_trainer.config import EvalSettings
 from baselines.is_trainer.learner import Learner
 from baselines.precision import cpu_flags, eval_dtype, sampler_dtype
 from baselines.samplers.base import Policy, SampleRequest
-from llm_envs.family import EpisodePlan
+from llm_envs.capabilities import IndependentAnswers, provides
+from llm_envs.family import EpisodePlan, Sampler
 
-__all__ = ["EVAL_SEED", "EvaluationPolicies", "eval_metrics", "evaluate", "measured"]
+__all__ = [
+    "EVAL_SEED",
+    "EvaluationPolicies",
+    "answered_alone",
+    "eval_metrics",
+    "evaluate",
+    "measured",
+]
 
 EVAL_SEED = 7919
 """Evaluation episodes are the same at every evaluation, so they compare."""
@@ -117,6 +128,7 @@ def evaluate(
         rows = _rows(learner, family.evaluation(indices, seed), trained, opponent)
     metrics = eval_metrics(learner.gather(rows), "eval", "eval/opponent")
     metrics.update(measured(learner, family, settings, trained))
+    metrics.update(answered_alone(learner, family, settings, trained))
     if settings.scripted:
         from baselines.samplers.scripted import ScriptedPolicy
 
@@ -139,15 +151,38 @@ def measured(
     measure = getattr(family, "measure", None)  # optional: FamilyBase.measure
     if measure is None or settings.meter_samples <= 0 or learner.rank != 0:
         return {}
-    params = learner.sampling_params(EVAL_SEED, 1)
+    sample = _sampler(learner, policy, 1)
+    found = measure(sample, samples=settings.meter_samples, seed=learner.config.seed)
+    return {f"eval/{name}": float(value) for name, value in found.items()}
+
+
+def answered_alone(
+    learner: Learner, family: Any, settings: EvalSettings, policy: Policy
+) -> dict[str, float]:
+    """The family's independent answers to the evaluation's problems; ``{}`` without them.
+
+    Debate: ``eval/majority_vote/correct`` and ``eval/single_answer/correct``
+    (:mod:`llm_envs.debate.majority`), ``num_agents`` answers per question,
+    each from the debate's first prompt, sampled like the evaluation's turns,
+    on the first process only.
+    """
+    if not provides(family, IndependentAnswers) or settings.groups == 0 or learner.rank != 0:
+        return {}
+    seed = derive_seed(learner.config.seed, EVAL_SEED)
+    found = family.independent_answers(_sampler(learner, policy, 2), range(settings.groups), seed)
+    return {f"eval/{name}": float(value) for name, value in found.items()}
+
+
+def _sampler(learner: Learner, policy: Policy, stream: int) -> Sampler:
+    """``policy`` as a :data:`~llm_envs.family.Sampler` at the evaluation's settings."""
+    params = learner.sampling_params(EVAL_SEED, stream)
 
     def sample(turns: Sequence[tuple[str, Any, Mapping[str, Any]]]) -> list[str]:
         requests = [SampleRequest.for_turn(agent, obs, info) for agent, obs, info in turns]
         with learner.sampling_context():
             return [completion.text for completion in policy.sample(requests, params)]
 
-    found = measure(sample, samples=settings.meter_samples, seed=learner.config.seed)
-    return {f"eval/{name}": float(value) for name, value in found.items()}
+    return sample
 
 
 def _rows(

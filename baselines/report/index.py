@@ -198,6 +198,17 @@ def _reward_chart(
     return line_chart(curves, width=500, height=220, title=f"reward per {unit}")
 
 
+def _majority_chart(series: Mapping[str, Series], unit: str) -> Markup:
+    """The debate's correct answers beside the majority vote of answers given alone (a baseline)."""
+    names = ("eval/solution_correct", "eval/majority_vote/correct", "eval/single_answer/correct")
+    if names[1] not in series:
+        return Markup("")
+    shown = [name for name in names if name in series]
+    curves = [Curve(name, *series[name], COLOURS[i], True) for i, name in enumerate(shown)]
+    title = f"evaluation, correct per {unit}: the debate and the majority vote"
+    return line_chart(curves, width=500, height=220, title=title)
+
+
 def _training_pages(files: Sequence[EpisodeFile], pages: Sequence[str]) -> list[tuple[int, str]]:
     """(iteration, page) of each transcript file that holds training episodes, by iteration."""
     found = []
@@ -426,6 +437,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         _headline_html(training_series, headline, unit),
         _first_last_html(files, pages, unit),
         _evaluation_html(series, evaluation, unit),
+        _majority_chart(series, unit),
         league_html(series, unit, crossplay),  # with the final evaluation: a snapshot's meter
         _config_html(config),
         _episodes_html(files, pages),

@@ -232,7 +232,7 @@ _JUDGING_MEANINGS = {
 _JUDGING = "|".join(_JUDGING_MEANINGS)
 _EVALUATION = re.compile(
     rf"eval/(?:(opponent|final|all)/)?(reward/total|reward|{_SUCCESS_NAMES}|{_JUDGING}"
-    r"|exploitability|exploitability_chips)"
+    r"|exploitability|exploitability_chips|majority_vote/correct|single_answer/correct)"
 )
 _EVAL_MEANINGS = {
     "opponent": "the fixed opponent's, in the same episodes",
@@ -241,7 +241,13 @@ _EVAL_MEANINGS = {
 }
 
 
+# Numbers measured beside the episodes: a family's meter, and its independent answers.
 _METER_MEANINGS = {
+    "majority_vote/correct": (
+        "questions whose majority answer, of as many answers as agents each given alone, "
+        "is correct (the baseline debate is compared with)"
+    ),
+    "single_answer/correct": "fraction of those answers given alone that are correct",
     "exploitability": (
         "exploitability: what a best response wins against the policy, under the game's payoff "
         "(Kuhn Poker; 0 at an equilibrium)"

@@ -8,7 +8,9 @@
   every debate runs in ``observation_mode="chat"``.
 * A trainer's evaluation plays each question ``num_agents`` times with the
   trained policy in role ``i`` of debate ``i`` and a fixed policy in the other
-  roles (the debate recipe's "role-averaged vs fixed opponents").
+  roles (the debate recipe's "role-averaged vs fixed opponents"); beside it,
+  the majority vote of ``num_agents`` answers each given alone (the baseline
+  debate papers compare with).
 * The teacher for a warm start and the evaluator's ``reference`` entrant are
   :class:`~llm_envs.debate.agents.JudgingDebater` seats that know each answer.
 * The report adds a record's rewards up as :func:`~llm_envs.debate.env` pays
@@ -35,7 +37,7 @@ from llm_envs.client_settings import (
 from llm_envs.debate.config import ObservationMode, OnParseError, VoteCounting
 from llm_envs.debate.rewards import RewardMode
 from llm_envs.debate.shaping import SHAPING_TERMS
-from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase, Sampler
 from llm_envs.formatting import fmt
 from llm_envs.seeding import derive_seed, ordered
 
@@ -67,6 +69,7 @@ class DebateFamily(FamilyBase):
     metric_titles: ClassVar[Mapping[str, str]] = {
         "solution_correct": "correct",
         "answer_in_text": "answer in text",
+        "majority_vote/correct": "majority vote correct",
     }
     fixed_opponent: ClassVar[bool] = True
     teacher_options: ClassVar[tuple[str, ...] | None] = ("mistake_rate", "broken_rate")
@@ -263,6 +266,22 @@ class DebateFamily(FamilyBase):
                 seeds.append(derive_seed(seed, g))  # the same debate setting for every role
                 roles.append(frozenset({agent}))
         return self._plan(questions, seeds, roles, {**self.env_kwargs, "on_parse_error": "mask"})
+
+    def independent_answers(
+        self, sample: Sampler, problems: Sequence[int], seed: int
+    ) -> dict[str, float]:
+        """The majority vote of answers each given alone (:mod:`llm_envs.debate.majority`).
+
+        Problem ``p`` is the question of evaluation group ``p`` (and the
+        evaluator's problem ``p``); its answers are sampled from the prompt the
+        first agent reads in :meth:`evaluation`'s debate of it, seeded alike.
+        """
+        from llm_envs.debate.majority import majority_vote
+
+        questions = [self.eval_questions[p % len(self.eval_questions)] for p in problems]
+        seeds = [derive_seed(seed, p) for p in problems]
+        kwargs = {**self.env_kwargs, "on_parse_error": "mask"}
+        return majority_vote(sample, questions, seeds, kwargs, self.num_agents)
 
     # ------------------------------------------------------------------ the evaluator
 

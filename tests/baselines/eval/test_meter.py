@@ -7,6 +7,7 @@ import json
 import pytest
 
 from baselines.eval.run import Evaluation
+from baselines.samplers.scripted import ScriptedPolicy
 from tests.baselines.eval.test_run import config
 
 KUHN = {"game": "KuhnPoker-v0", "payoff": "chips", "game_kwargs": {"max_rounds": 1}}
@@ -56,3 +57,27 @@ def test_a_game_without_a_meter_has_no_column(tmp_path):
     summary = Evaluation(config(tmp_path, **settings)).run()
     assert "exploitability" not in summary.headline
     assert not (tmp_path / "run" / "meter.json").exists()
+
+
+def test_a_debate_gets_each_entrant_s_majority_vote(tmp_path):
+    from llm_envs.debate.agents import MalformedDebater
+
+    settings = {
+        "models": ("reference", "broken"),
+        "env_kwargs": {"num_agents": 3, "max_rounds": 1},
+        "problems": 3,
+        "meter_samples": 0,  # debate has no meter: its majority vote is measured regardless
+    }
+    policies = {"broken": ScriptedPolicy(MalformedDebater("prose"))}
+    evaluation = Evaluation(config(tmp_path, **settings), policies=policies)
+    policies["reference"] = ScriptedPolicy(evaluation.arena.family.reference_players())
+    summary = evaluation.run()
+    metrics = {s.model: s.metrics for s in summary.scores}
+    # The reference answers every question right, alone as in the debate; prose never parses.
+    assert metrics["reference"]["majority_vote/correct"] == 1.0
+    assert metrics["reference"]["single_answer/correct"] == 1.0
+    assert metrics["broken"]["majority_vote/correct"] == 0.0
+    assert "majority_vote/correct" in summary.headline
+    assert "| majority vote correct |" in summary.scores_markdown()
+    saved = json.loads((tmp_path / "run" / "meter.json").read_text())
+    assert saved["settings"]["problems"] == 3

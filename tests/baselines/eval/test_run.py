@@ -100,7 +100,9 @@ def test_a_restart_plays_only_the_missing_episodes_and_repairs_a_torn_line(tmp_p
         Evaluation(config(tmp_path, problems=2), policies=debate_policies()).run()
     ids = [line["episode_id"] for line in read_lines(tmp_path)]
     assert ids == [f"p{p:05d}-s{s:03d}" for p in (0, 1) for s in range(3)]
-    assert Counting.requests == 3 * 3 * 2  # 3 new debates x 3 agents x 2 rounds
+    # 3 new debates x 3 agents x 2 rounds, and each model's majority vote, measured again
+    # for 2 problems: 3 models x 2 problems x 3 answers alone.
+    assert Counting.requests == 3 * 3 * 2 + 3 * 2 * 3
     Counting.requests = 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
