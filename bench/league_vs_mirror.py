@@ -5,6 +5,7 @@
     python bench/league_vs_mirror.py --game KuhnPoker-v0 --env-kwargs '{"payoff": "chips",
         "game_kwargs": {"max_rounds": 1}}' --arms mirror random league --out runs/kuhn
     python bench/league_vs_mirror.py --summarize-only     # the table of runs already done
+    python bench/league_vs_mirror.py ... --summarize-only --plot docs/images/kuhn.svg
 
 Each arm trains with the importance-sampling trainer on the same game, for the
 same iterations, playing the same number of games per iteration:
@@ -24,6 +25,8 @@ at each evaluation, then each arm's mean and range over the seeds. Otherwise
 family's scripted players. A run already finished (its folder holds the final
 evaluation) is not run again. Under the table: the measured seconds per
 iteration and per evaluation, and what the whole grid costs at that rate.
+``--plot`` writes the meter's curves as a standalone SVG: each arm's mean over
+the seeds as a line, each seed as points, uniform play (11/24 in chips) for scale.
 """
 
 from __future__ import annotations
@@ -199,6 +202,45 @@ def scripted_table(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+_SVG_STYLE = (
+    "<style>text { font: 10px sans-serif; fill: #444; } .t { font-size: 11px; fill: #222; } "
+    ".g { stroke: #eee; } .a { stroke: #bbb; }</style>"
+)
+
+
+def plot(args: argparse.Namespace, path: Path) -> None:
+    """The meter's curves as a standalone SVG file (the report's chart, no plotting library)."""
+    from baselines.report.svg import Curve, line_chart
+
+    curves = []
+    for colour, arm in zip(("#1f6fb2", "#d9480f", "#2b8a3e"), args.arms, strict=False):
+        runs = runs_of(arm, args)
+        iterations = sorted({i for r in runs.values() for i in r if METER in r[i]})
+        means = [
+            statistics.fmean(r[i][METER] for r in runs.values() if METER in r.get(i, {}))
+            for i in iterations
+        ]
+        curves.append(Curve(arm, iterations, means, colour))
+        seeds = [
+            (i, r[i][METER]) for r in runs.values() for i in iterations if METER in r.get(i, {})
+        ]
+        curves.append(
+            Curve(
+                f"{arm} seeds",
+                [i for i, _ in seeds],
+                [v for _, v in seeds],
+                colour,
+                points_only=True,
+            )
+        )
+    last = max((max(c.xs) for c in curves if c.xs), default=0)
+    curves.append(Curve("uniform play", [0, last], [11 / 24, 11 / 24], "#999999"))
+    chart = line_chart(curves, width=760, height=300, title=f"{args.game}: {METER}, chips")
+    svg = str(chart).replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg.replace(">", ">" + _SVG_STYLE, 1) + "\n")
+
+
 def timing(args: argparse.Namespace) -> str:
     """Seconds per training iteration and per evaluation measured, and the grid at that rate."""
     iteration_s, eval_s = [], []
@@ -246,6 +288,7 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--out", default="runs/league_vs_mirror")
     parser.add_argument("--summarize-only", action="store_true")
+    parser.add_argument("--plot", type=Path, help="write the meter's curves to this SVG file")
     parser.add_argument("extra", nargs="*", help="more trainer flags, after --")
     args = parser.parse_args()
     if args.games % 4:
@@ -258,6 +301,9 @@ def main() -> None:
             for arm in args.arms:
                 run(arm, seed, args)
     print(meter_table(args) if kuhn else scripted_table(args))
+    if args.plot and kuhn:
+        plot(args, args.plot)
+        print(f"curves: {args.plot}")
     print()
     print(timing(args))
 
