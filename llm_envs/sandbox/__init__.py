@@ -18,6 +18,7 @@ This package must never execute untrusted code in the caller's process.
 from llm_envs.sandbox.pool import (
     DEFAULT_TIMEOUT,
     Sandbox,
+    SandboxBusyError,
     SandboxClosedError,
     SandboxError,
     SandboxJob,
@@ -37,6 +38,7 @@ __all__ = [
     "ProgramStatus",
     "Protections",
     "Sandbox",
+    "SandboxBusyError",
     "SandboxClosedError",
     "SandboxError",
     "SandboxJob",

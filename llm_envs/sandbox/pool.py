@@ -46,6 +46,7 @@ from llm_envs.sandbox._requests import (
     failed_report,
 )
 from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess, try_control_groups
+from llm_envs.sandbox.fair import RoundRobin, current_client, give_up_at
 from llm_envs.sandbox.report import (
     ProgramStatus,
     Protections,
@@ -57,6 +58,7 @@ from llm_envs.sandbox.report import (
 __all__ = [
     "DEFAULT_TIMEOUT",
     "Sandbox",
+    "SandboxBusyError",
     "SandboxClosedError",
     "SandboxError",
     "SandboxJob",
@@ -81,6 +83,14 @@ class SandboxError(RuntimeError):
 
 class SandboxClosedError(SandboxError):
     """The pool was used after :meth:`Sandbox.close`."""
+
+
+class SandboxBusyError(SandboxError):
+    """No worker came free before the caller's deadline (:func:`~llm_envs.sandbox.fair.as_client`).
+
+    Only where a caller set one: the episode server's step threads, whose
+    step is over by then. The runs were not made.
+    """
 
 
 class SandboxJob(NamedTuple):
@@ -108,6 +118,16 @@ class SandboxJob(NamedTuple):
     entry_point: str | None = None
     timeout: float | None = None
     helper: str | None = None
+
+
+class _Waiter:
+    """A call waiting for workers: how many it can use, and those it was handed."""
+
+    __slots__ = ("slots", "wanted")
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.slots: list[Slot] | None = None
 
 
 def _shutdown_slots(slots: list[Slot], wait: float, owner: int) -> None:
@@ -225,6 +245,7 @@ class Sandbox:
         self._condition = threading.Condition()
         self._slots = [Slot(index) for index in range(self.workers)]
         self._idle: list[Slot] = []
+        self._waiting: RoundRobin[_Waiter] = RoundRobin()
         self._syntax_checked: OrderedDict[tuple[str, tuple[str, ...]], None] = OrderedDict()
         self._finalizer = weakref.finalize(self, _shutdown_slots, self._slots, 0.0, self._owner_pid)
         self.protections = self._start_workers()
@@ -436,18 +457,62 @@ class Sandbox:
             )
 
     def _acquire(self, wanted: int) -> list[Slot]:
+        """Up to ``wanted`` idle workers (at least one), in the current client's turn.
+
+        Callers waiting for a worker are served in turn between clients
+        (:func:`~llm_envs.sandbox.fair.current_client`,
+        :class:`~llm_envs.sandbox.fair.RoundRobin`), each client's in arrival
+        order. A caller past :func:`~llm_envs.sandbox.fair.give_up_at` stops
+        waiting (:class:`SandboxBusyError`).
+        """
         with self._condition:
-            while True:
-                self._check_usable()
-                if self._idle:
-                    taken = self._idle[:wanted]
-                    del self._idle[:wanted]
-                    return taken
-                self._condition.wait()
+            self._check_usable()
+            client = current_client()
+            if self._idle and not self._waiting:
+                self._waiting.served(client)
+                return self._take(wanted)
+            waiter = _Waiter(wanted)
+            self._waiting.push(client, waiter)
+            until = give_up_at()
+            try:
+                while waiter.slots is None:
+                    self._check_usable()
+                    left = None if until is None else until - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise SandboxBusyError(
+                            f"no sandbox worker came free for client {client} before its "
+                            "caller's deadline (the episode server's --step-deadline); the "
+                            "run was not made"
+                        )
+                    self._condition.wait(left)
+                if self._closed:
+                    self._check_usable()
+                return waiter.slots
+            except BaseException:
+                if not self._waiting.remove(client, waiter) and waiter.slots is not None:
+                    self._give(waiter.slots)  # handed slots as it gave up: pass them on
+                raise
+
+    def _take(self, wanted: int) -> list[Slot]:
+        """(Under the condition.) Up to ``wanted`` idle slots."""
+        taken = self._idle[:wanted]
+        del self._idle[:wanted]
+        return taken
 
     def _release(self, slots: list[Slot]) -> None:
         with self._condition:
-            self._idle.extend(slots)
+            self._give(slots)
+
+    def _give(self, slots: list[Slot]) -> None:
+        """(Under the condition.) Idle ``slots``: to the waiters whose turn it is, then idle."""
+        self._idle.extend(slots)
+        if self._closed:
+            self._condition.notify_all()
+            return
+        if self._idle and self._waiting:
+            while self._idle and self._waiting:
+                waiter = self._waiting.pop()
+                waiter.slots = self._take(waiter.wanted)
             self._condition.notify_all()
 
     def _await_hello(self, slot: Slot) -> None:

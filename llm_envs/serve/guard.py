@@ -13,6 +13,9 @@ does not cover:
 * an HTTP body larger than ``max_body_bytes`` is refused with 413 whether it
   says its length (``Content-Length``) or streams it (chunked): it is read,
   and counted, before a route sees it;
+* what a request starts counts as its peer's address's
+  (:func:`~llm_envs.sandbox.fair.client_key`), never a header's: the hub's
+  step threads and the sandbox's workers serve clients in turn;
 * a WebSocket message larger than ``max_body_bytes`` closes the socket with
   code 1009 (message too big). The server's own WebSocket layer is given the
   same bound (:func:`uvicorn_limits`), so such a message is never buffered
@@ -33,6 +36,8 @@ import json
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from llm_envs.sandbox.fair import as_client, client_key
 
 __all__ = [
     "MAX_HEAD_BYTES",
@@ -159,11 +164,22 @@ class Guard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse, or pass the request on (its body read and counted first)."""
+        """Refuse, or pass the request on (its body read and counted first) as its peer's.
+
+        What the request starts counts as the client its peer address is
+        (:func:`~llm_envs.sandbox.fair.client_key`, set for
+        :func:`~llm_envs.sandbox.fair.current_client`): the episodes it creates
+        take their turns at step threads and sandbox workers as that client.
+        """
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        with as_client(client_key((scope.get("client") or ("", 0))[0])):
+            await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
         head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         head += sum(len(k) + len(v) + 4 for k, v in scope.get("headers", ()))
         if head > MAX_HEAD_BYTES:

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llm_envs.sandbox.fair import as_client, current_client
 from llm_envs.serve.driver import EpisodeDriver, SeatUpdate
 from llm_envs.serve.errors import Conflict, Failed, Forbidden, NotFound, ServeError, Unavailable
 from llm_envs.serve.families import EpisodeSpec, Families
@@ -171,12 +172,16 @@ class Episode:
     Whether it has ended is decided once, under a thread lock, by whoever ends
     it: the step thread that played it to its end, or the loop when a step
     ran past its deadline or the hub closed. Only that one records it.
+
+    Its steps count as its creator's (:attr:`client`), whichever seat acts:
+    step threads and sandbox workers are shared between clients in turn.
     """
 
     def __init__(self, episode_id: str, spec: EpisodeSpec, driver: EpisodeDriver) -> None:
         self.id = episode_id
         self.spec = spec
         self.driver = driver
+        self.client = current_client()  # the peer that created it (the server's door set it)
         self.seats = {agent: Seat(agent) for agent in driver.agents}
         self.lock = asyncio.Lock()
         self.started = utc_now()
@@ -535,7 +540,8 @@ class Hub:
         ended is recorded in the same thread call, so its record is on file
         before any seat is told the episode ended.
         """
-        future = pool.submit(self.step_deadline, self._advance, episode, call, args)
+        with as_client(episode.client):
+            future = pool.submit(self.step_deadline, self._advance, episode, call, args)
         episode.step = future
         try:
             advanced = await future

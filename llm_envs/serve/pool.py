@@ -19,6 +19,13 @@ queued: a quick call that waits behind slow ones is not blamed for them. A
 call still queued ``deadline`` seconds after it was submitted, while the pool
 has no thread left that takes calls, fails with :class:`Overdue` too.
 
+Queued calls are taken round robin between clients, each client's in order
+(:class:`~llm_envs.sandbox.fair.RoundRobin`): a call counts as the client
+:func:`~llm_envs.sandbox.fair.current_client` names where it is submitted,
+and runs as that client's (a sandbox run it makes waits for a worker in that
+client's turn). A client with many calls queued delays another's by one call
+per turn, not by its whole queue.
+
 Threads start on demand, up to ``workers``, and stay for the pool's life.
 Never used from more than one event loop at once.
 """
@@ -29,16 +36,21 @@ import asyncio
 import contextlib
 import functools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from llm_envs.sandbox.fair import RoundRobin, as_client, current_client
+
 __all__ = ["DeadlinePool", "Overdue"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+GIVE_UP_GRACE = 1.0
+"""Seconds past its deadline a call still waits for a sandbox worker: by then the loop
+has written it off, so its episode ends ``timed_out``, not ``failed``."""
 
 
 class Overdue(Exception):
@@ -46,9 +58,19 @@ class Overdue(Exception):
 
 
 class _Job(Generic[_T]):
-    """One call, its awaiter's future, and where it stands (guarded by the pool's lock)."""
+    """One call, its client, its awaiter's future, and where it stands (under the pool's lock)."""
 
-    __slots__ = ("call", "deadline", "finished", "future", "loop", "started", "submitted", "timer")
+    __slots__ = (
+        "call",
+        "client",
+        "deadline",
+        "finished",
+        "future",
+        "loop",
+        "started",
+        "submitted",
+        "timer",
+    )
 
     def __init__(
         self,
@@ -58,6 +80,7 @@ class _Job(Generic[_T]):
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.call = call
+        self.client = current_client()
         self.deadline = deadline
         self.future = future
         self.loop = loop
@@ -99,9 +122,10 @@ class DeadlinePool:
         self.workers = workers
         self.max_stuck = max_stuck
         self.name = name
-        self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._idle = threading.Semaphore(0)  # one release per thread waiting for a job
+        self._queued = threading.Condition(self._lock)
+        self._jobs: RoundRobin[_Job[Any]] = RoundRobin()
+        self._waiting = 0  # threads waiting for a job
         self._live = 0  # threads that take calls
         self._stuck = 0  # threads still running a written-off call
         self._count = 0
@@ -134,20 +158,20 @@ class DeadlinePool:
             raise RuntimeError(f"the {self.name} pool is shut down")
         loop = asyncio.get_running_loop()
         job = _Job(functools.partial(call, *args, **kwargs), deadline, loop.create_future(), loop)
-        if not self._idle.acquire(blocking=False):
-            self._add_thread()
-        self._jobs.put(job)
+        with self._lock:
+            self._jobs.push(job.client, job)
+            if len(self._jobs) > self._waiting and self._room():
+                self._start_thread()
+            self._queued.notify()
         job.timer = loop.call_later(deadline, self._check, job)
         job.future.add_done_callback(lambda _: job.timer.cancel() if job.timer else None)
         return job.future
 
     def shutdown(self) -> None:
         """Take no more calls; idle threads leave, busy ones after their call."""
-        self._closed = True
         with self._lock:
-            threads = self._live + self._stuck
-        for _ in range(threads):
-            self._jobs.put(None)
+            self._closed = True
+            self._queued.notify_all()
 
     # ------------------------------------------------------------------ the loop's side
 
@@ -162,7 +186,8 @@ class DeadlinePool:
             if job.started is None:
                 left = job.submitted + job.deadline - now
                 if left <= 0 and self._live == 0:
-                    job.finished = True  # the thread that takes it will skip it
+                    job.finished = True
+                    self._jobs.remove(job.client, job)
                     reason = f"no {self.name} thread came free within {job.deadline:g} s"
                 else:
                     job.timer = job.loop.call_later(
@@ -195,11 +220,6 @@ class DeadlinePool:
 
     # ------------------------------------------------------------------ the threads' side
 
-    def _add_thread(self) -> None:
-        with self._lock:
-            if self._room():
-                self._start_thread()
-
     def _room(self) -> bool:
         """(Under the lock.) Whether one more thread may start: the pool's two bounds."""
         return (
@@ -216,18 +236,23 @@ class DeadlinePool:
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None:
-                with self._lock:
-                    self._live -= 1
-                return
             with self._lock:
+                while not self._jobs:
+                    if self._closed:
+                        self._live -= 1
+                        return
+                    self._waiting += 1
+                    self._queued.wait()
+                    self._waiting -= 1
+                job = self._jobs.pop()
                 if job.finished:  # failed while queued
-                    self._idle.release()
                     continue
-                job.started = time.monotonic()
+                job.started = started = time.monotonic()
             try:
-                result: Any = job.call()
+                # A sandbox run the call makes stops waiting for a worker once the
+                # call is written off: nobody reads its result.
+                with as_client(job.client, give_up=started + job.deadline + GIVE_UP_GRACE):
+                    result: Any = job.call()
                 failure: BaseException | None = None
             except BaseException as exc:  # handed to the awaiter, whatever it is
                 result, failure = None, exc
@@ -241,7 +266,6 @@ class DeadlinePool:
                     self._live += 1  # short of threads (too many were stuck): rejoin
             if not late:
                 _settle_soon(job, result, failure)
-            self._idle.release()
 
 
 def _settle_soon(job: _Job[Any], result: Any, failure: BaseException | None) -> None:

@@ -4,7 +4,8 @@ Two agents take turns, ``rounds`` turns each; every action pays its agent 1.
 The action ``"sleep"`` blocks its step until :data:`WAKE` is set (at most
 :data:`SLEEP_CAP` seconds), as a judged program that sleeps holds a
 ``code_collab`` step; ``"raise"`` makes the step raise; ``"spoil"`` makes
-the episode's ``record()`` raise. Any other text is a quick step.
+the episode's ``record()`` raise; ``"whoami"`` appends the client the step
+runs as to :data:`CLIENTS`. Any other text is a quick step.
 
 Registered for the tests that use it only (:func:`registered`).
 """
@@ -22,12 +23,15 @@ from pettingzoo import AECEnv
 from llm_envs import registration
 from llm_envs.family import EpisodePlan, FamilyBase
 from llm_envs.records import EpisodeRecord, episode_record, turn_record
+from llm_envs.sandbox.fair import current_client
 
 NAME = "sleepy"
 WAKE = threading.Event()
 """Set it to end every sleeping step now (a test's teardown does)."""
 SLEEP_CAP = 60.0
 """The longest a ``"sleep"`` step blocks, whatever happens to the test."""
+CLIENTS: list[str] = []
+"""The clients ``"whoami"`` steps ran as, in order (a sandbox run there would wait as that one)."""
 
 
 class SleepyEnv(AECEnv):
@@ -66,6 +70,8 @@ class SleepyEnv(AECEnv):
             WAKE.wait(SLEEP_CAP)
         elif action == "raise":
             raise RuntimeError("the sleepy env was told to raise")
+        elif action == "whoami":
+            CLIENTS.append(current_client())
         self.spoilt = self.spoilt or action == "spoil"
         self._cumulative_rewards[agent] = 0.0
         self.texts.append((agent, action))

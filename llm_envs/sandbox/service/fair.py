@@ -1,21 +1,17 @@
 """Turns at the sandbox service's pool, shared fairly between clients, and bounded.
 
 A **client** is the peer's network address as the service's own socket sees
-it (an IPv6 address by its /64 prefix, what one host is usually given), never
-a header: a header is whatever the sender writes, so declaring a thousand
-client ids would buy a thousand turns. The service runs uvicorn without proxy
-headers (``X-Forwarded-For`` is not read), so a client cannot choose its key
-by a header either. Behind a reverse proxy every request is the proxy's: run
-the service where clients reach it directly when they must be told apart.
-A process on the service's own machine can connect from any of the
-``127.0.0.0/8`` loopback addresses and so count as many clients; it is left
-so on purpose: such a process can already stop the service, and several
-trainers sharing one machine's service are told apart this way. Programs
-the sandbox runs cannot connect at all.
+it (:func:`~llm_envs.sandbox.fair.client_key`: an IPv6 address by its /64
+prefix, each loopback address its own), never a header. The service runs
+uvicorn without proxy headers (``X-Forwarded-For`` is not read), so a client
+cannot choose its key by a header either. Behind a reverse proxy every request
+is the proxy's: run the service where clients reach it directly when they must
+be told apart. Programs the sandbox runs cannot connect at all.
 
 :class:`FairQueue` gives the pool's slots (one per pool worker) to waiting
-clients in turn: when a slot frees, the client that has waited longest since
-its last turn gets it, whatever number of requests each one has queued. A
+clients in turn (:class:`~llm_envs.sandbox.fair.RoundRobin`): when a slot
+frees, the client that has waited longest since its last turn gets it,
+whatever number of requests each one has queued. A
 client flooding the service therefore delays another client's request by at
 most one run per other waiting client, not by its whole queue. Turns are
 counted, not timed: a client whose runs are long holds a slot longer per
@@ -32,34 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import math
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from llm_envs.sandbox.fair import RoundRobin, client_key
+
 __all__ = ["FairQueue", "Refusal", "client_key"]
-
-
-def client_key(host: str | None) -> str:
-    """The client a peer address counts as: the address, an IPv6 address's /64.
-
-    Example:
-        >>> client_key("127.0.0.1"), client_key("2001:db8::1"), client_key("2001:db8::2")
-        ('127.0.0.1', '2001:db8::/64', '2001:db8::/64')
-    """
-    if not host:
-        return "unknown"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:  # a unix socket's path, a test client's name
-        return host
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
 
 
 @dataclass(frozen=True)
@@ -89,9 +65,7 @@ class FairQueue:
         self.max_total = max_total
         self.max_bytes = max_bytes
         self._free = slots
-        # Clients with a waiting request, in the order of their next turn; each
-        # one's waiters in arrival order.
-        self._ring: dict[str, deque[asyncio.Future[None]]] = {}
+        self._waiting: RoundRobin[asyncio.Future[None]] = RoundRobin()
         self._admitted: dict[str, int] = {}
         self._total = 0
         self._bytes = 0
@@ -133,16 +107,17 @@ class FairQueue:
         """Hold one slot while the block runs, waiting for ``client``'s turn first."""
         if self._free:
             self._free -= 1
+            self._waiting.served(client)
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._ring.setdefault(client, deque()).append(waiter)
+            self._waiting.push(client, waiter)
             try:
                 await waiter
             except BaseException:
                 if waiter.done() and not waiter.cancelled():  # given a slot as it was cancelled
                     self._release()
                 else:
-                    self._forget(client, waiter)
+                    self._waiting.remove(client, waiter)
                 raise
         start = time.monotonic()
         try:
@@ -152,24 +127,13 @@ class FairQueue:
             self._release()
 
     def _release(self) -> None:
-        """Hand the slot to the next client of the ring (then to the ring's back), or free it."""
-        while self._ring:
-            client = next(iter(self._ring))
-            waiters = self._ring.pop(client)
-            waiter = waiters.popleft()
-            if waiters:
-                self._ring[client] = waiters
+        """Hand the slot to the client whose turn it is, or free it."""
+        while self._waiting:
+            waiter = self._waiting.pop()
             if not waiter.done():
                 waiter.set_result(None)
                 return
         self._free += 1
-
-    def _forget(self, client: str, waiter: asyncio.Future[None]) -> None:
-        waiters = self._ring.get(client)
-        if waiters is not None and waiter in waiters:
-            waiters.remove(waiter)
-            if not waiters:
-                del self._ring[client]
 
     def _retry_after(self, ahead: int) -> int:
         """Whole seconds until about ``ahead`` requests have run (1 to 60)."""

@@ -1,0 +1,177 @@
+"""Who a sandbox run is for, and turns given to waiting clients in turn.
+
+A **client** is a string key: the peer's network address for a server's
+requests (:func:`client_key`), :data:`LOCAL` for an in-process caller. The
+key travels with the work in a context variable (:func:`current_client`,
+:func:`as_client`): the episode server sets it to an episode's creator where it
+runs the episode's steps, and :class:`~llm_envs.sandbox.Sandbox` reads it when a
+run waits for a worker. Nothing a client sends chooses its key: a header is
+whatever the sender writes, so declaring a thousand ids would buy a thousand
+turns.
+
+:class:`RoundRobin` is the order of turns every shared queue of the suite uses
+(the sandbox pool's workers, the episode server's step threads, the sandbox
+service's slots): the client served least recently goes next, and each
+client's own waiters go in arrival order. A client queueing a thousand
+requests thus delays another client's by at most one turn, not by its whole
+queue. Turns are counted, not timed, and a turn is never cut short: a turn
+lasts as long as its call (a sandbox run up to its timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import ipaddress
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["LOCAL", "RoundRobin", "as_client", "client_key", "current_client", "give_up_at"]
+
+_W = TypeVar("_W")
+
+LOCAL = "local"
+"""The client key of work no server request started (an in-process user)."""
+
+_CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("llm_envs_client", default=LOCAL)
+_GIVE_UP: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "llm_envs_give_up", default=None
+)
+
+
+def client_key(host: str | None) -> str:
+    """The client a peer address counts as: the address, an IPv6 address's /64.
+
+    A host is usually given a whole IPv6 /64, so its addresses are one client.
+    Each ``127.0.0.0/8`` loopback address is a client of its own: a process on
+    the server's machine can count as many clients, on purpose (it can already
+    stop the server, and trainers sharing one machine are told apart so).
+
+    Example:
+        >>> client_key("127.0.0.1"), client_key("2001:db8::1"), client_key("2001:db8::2")
+        ('127.0.0.1', '2001:db8::/64', '2001:db8::/64')
+    """
+    if not host:
+        return "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a unix socket's path, a test client's name
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def current_client() -> str:
+    """The client the current work is for (:data:`LOCAL` unless :func:`as_client` set one)."""
+    return _CLIENT.get()
+
+
+def give_up_at() -> float | None:
+    """When (``time.monotonic()``) the current work stops waiting for a turn; None: never."""
+    return _GIVE_UP.get()
+
+
+@contextlib.contextmanager
+def as_client(client: str, *, give_up: float | None = None) -> Iterator[None]:
+    """Count the work inside the block as ``client``'s (in this thread or task only).
+
+    ``give_up``: a ``time.monotonic()`` time past which the work no longer
+    waits for a turn (:func:`give_up_at`; the episode server passes its step's
+    deadline, after which nobody reads the step's result).
+
+    Example:
+        >>> with as_client("10.0.0.7"):
+        ...     current_client()
+        '10.0.0.7'
+        >>> current_client()
+        'local'
+    """
+    token = _CLIENT.set(client)
+    until = _GIVE_UP.set(give_up)
+    try:
+        yield
+    finally:
+        _GIVE_UP.reset(until)
+        _CLIENT.reset(token)
+
+
+class RoundRobin(Generic[_W]):
+    """Waiters of many clients: the least recently served client's first waiter goes next.
+
+    Among clients that keep waiters queued this is round robin; a client that
+    arrives with one waiter goes ahead of those served since its own last turn
+    (a sequential client, one request at a time, never waits behind a flood's
+    whole rotation), and one that was just served goes behind everyone
+    waiting, however it times its requests. The last turns of the
+    :data:`REMEMBERED` most recent clients are kept; a client forgotten since
+    counts as never served.
+
+    Not thread-safe: its owner holds its own lock (or runs on one event loop).
+
+    Example:
+        >>> turns = RoundRobin()
+        >>> for client, waiter in [("a", 1), ("a", 2), ("a", 3), ("b", 4)]:
+        ...     turns.push(client, waiter)
+        >>> turns.pop(), turns.pop()
+        (1, 4)
+        >>> turns.push("c", 5)  # never served: ahead of a, served a moment ago
+        >>> [turns.pop() for _ in range(len(turns))]
+        [5, 2, 3]
+    """
+
+    REMEMBERED = 4096
+    """Clients whose last turn is kept (about 100 bytes each)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[_W]] = {}  # clients with waiters, each one's in order
+        self._served: OrderedDict[str, int] = OrderedDict()  # client -> its last turn's number
+        self._turns = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def push(self, client: str, waiter: _W) -> None:
+        """Queue ``waiter`` last among ``client``'s."""
+        self._queues.setdefault(client, deque()).append(waiter)
+        self._count += 1
+
+    def pop(self) -> _W:
+        """The first waiter of the least recently served client with one (ties: who came first).
+
+        Raises:
+            IndexError: nobody waits.
+        """
+        if not self._queues:
+            raise IndexError("pop from an empty RoundRobin")
+        client = min(self._queues, key=lambda c: self._served.get(c, -1))
+        waiters = self._queues[client]
+        waiter = waiters.popleft()
+        if not waiters:
+            del self._queues[client]
+        self._count -= 1
+        self.served(client)
+        return waiter
+
+    def served(self, client: str) -> None:
+        """Count a turn ``client`` took without waiting (:meth:`pop` counts those it gives)."""
+        self._turns += 1
+        self._served[client] = self._turns
+        self._served.move_to_end(client)
+        if len(self._served) > self.REMEMBERED:
+            self._served.popitem(last=False)
+
+    def remove(self, client: str, waiter: _W) -> bool:
+        """Take ``waiter`` out of ``client``'s queue (it gave up); whether it was there."""
+        waiters = self._queues.get(client)
+        if waiters is None or waiter not in waiters:
+            return False
+        waiters.remove(waiter)
+        self._count -= 1
+        if not waiters:
+            del self._queues[client]
+        return True
