@@ -8,6 +8,7 @@
     llm-envs report runs/is_trainer      # a run's report (python -m baselines.report)
     llm-envs eval ...                    # evaluation (python -m baselines.eval)
     llm-envs check debate                # the pre-flight check (python -m baselines.check)
+    llm-envs best-response CHECKPOINT    # how beatable a checkpoint is, at least
     llm-envs serve --env debate          # episodes over the network (python -m llm_envs.serve)
     llm-envs sandbox-serve --port 8080   # SandboxFusion's API (python -m llm_envs.sandbox.service)
     llm-envs new-env my_game             # your environment's package (python -m llm_envs.scaffold)
@@ -56,6 +57,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "check": Command(
         "baselines.check.__main__", "check on CPU that training on an environment can work"
+    ),
+    "best-response": Command(
+        "baselines.is_trainer.best_response",
+        "train a best responder against a checkpoint: a lower bound on its exploitability",
     ),
     "serve": Command(
         "llm_envs.serve.__main__",

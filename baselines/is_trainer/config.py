@@ -213,8 +213,9 @@ class LeagueSettings:
     """
     anchors: tuple[str, ...] | None = None
     """league only: fixed opponents, ``scripted:SET`` (a set of the family's scripted players, such
-    as ``scripted:random``) or ``[NAME=]http(s)://URL[#model]`` (an OpenAI-compatible server); None
-    for every scripted set the family has.
+    as ``scripted:random``), ``[NAME=]model:FOLDER`` (a model folder, frozen: a checkpoint to
+    exploit) or ``[NAME=]http(s)://URL[#model]`` (an OpenAI-compatible server); None for every
+    scripted set the family has.
     """
     snapshot_every: NonNegativeInt = 2
     """league only: iterations between snapshots of the trained policy added to the pool (one before
@@ -233,7 +234,7 @@ class LeagueSettings:
 
     def __post_init__(self) -> None:
         for anchor in self.anchors or ():
-            parse_anchor(anchor)  # a bad spec names both forms
+            parse_anchor(anchor)  # a bad spec names every form
 
 
 @dataclass(frozen=True, kw_only=True, config=VALIDATION)

@@ -14,6 +14,8 @@
 * ``scripted:SET``: the family's scripted players
   (:meth:`~llm_envs.capabilities.ScriptedPlayers.scripted_players`), built afresh each
   iteration with a seed of the iteration (a resumed run plays the same moves);
+* ``model:FOLDER``: a model folder (a checkpoint to exploit, for instance),
+  loaded like a snapshot, frozen;
 * endpoints: an OpenAI-compatible server (:class:`~baselines.samplers.OpenAIPolicy`).
 
 The league's state (pool, ratings) is part of the checkpoint: a resumed run
@@ -48,6 +50,7 @@ def new_league(settings: LeagueSettings, family: Any) -> League:
 
     Raises:
         ValueError: a one-seat family, or a ``scripted:SET`` the family does not have.
+        FileNotFoundError: a ``model:FOLDER`` anchor whose folder does not exist.
     """
     if len(family.agents) < 2:
         raise ValueError(
@@ -65,6 +68,11 @@ def new_league(settings: LeagueSettings, family: Any) -> League:
             raise ValueError(
                 f"league anchor {anchor.name!r}: --env {family.name} has scripted players "
                 f"{scripted or 'none'} for these settings"
+            )
+        if anchor.kind == "model" and not Path(anchor.source).is_dir():
+            raise FileNotFoundError(
+                f"league anchor {anchor.name!r}: no model folder at {anchor.source!r}; give a "
+                "folder from_pretrained loads (a run's final_model)"
             )
     return League(
         matchmaking=settings.matchmaking,
@@ -169,7 +177,11 @@ class LeaguePlay:
                 self._endpoints[name] = _endpoint(opponent.source, self.learner.model_path)
             return self._endpoints[name]
         if name not in self._snapshots:
-            self._snapshots[name] = self._load_snapshot(opponent)
+            self._snapshots[name] = (
+                self._load_model(opponent)
+                if opponent.kind == "model"
+                else self._load_snapshot(opponent)
+            )
         return self._snapshots[name]
 
     def _scripted_policies(self, iteration: int) -> dict[str, Policy]:
@@ -213,6 +225,16 @@ class LeaguePlay:
             return VLLMAdapter(engine, adapter, opponent.iteration + 1, opponent.name)
         policy = TransformersPolicy.from_pretrained(
             str(path), device=str(self.learner.accelerator.device)
+        )
+        policy.model.requires_grad_(False)
+        return policy
+
+    def _load_model(self, opponent: Opponent) -> Policy:
+        """A model anchor: its folder's weights, frozen, sampled in this process."""
+        from baselines.samplers import TransformersPolicy
+
+        policy = TransformersPolicy.from_pretrained(
+            opponent.source, device=str(self.learner.accelerator.device)
         )
         policy.model.requires_grad_(False)
         return policy

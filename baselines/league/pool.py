@@ -1,8 +1,8 @@
 """A league: the pool of opponents, its ratings, and who meets whom.
 
 The pool holds the current policy (``latest``: mirror self-play), anchors of
-fixed strength (a family's scripted players, or any OpenAI-compatible
-server), and frozen snapshots of the trained policy, one every
+fixed strength (a family's scripted players, a model folder, or any
+OpenAI-compatible server), and frozen snapshots of the trained policy, one every
 ``snapshot_every`` iterations (the ``max_snapshots`` newest are kept). Each
 training group meets one opponent, drawn by the matchmaking
 (:mod:`baselines.league.matchmaking`) from the learner's online ratings
@@ -35,7 +35,7 @@ __all__ = ["LATEST", "League", "Opponent", "OpponentKind", "parse_anchor"]
 LATEST: Final = "latest"
 """The pool's name for the current policy (the learner's own weights, not trained on)."""
 
-OpponentKind = Literal["latest", "snapshot", "scripted", "endpoint"]
+OpponentKind = Literal["latest", "snapshot", "scripted", "model", "endpoint"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,12 @@ class Opponent:
 
     Attributes:
         name: what metrics and tables call it (``latest``, ``snapshot_00004``,
-            ``scripted:random``, or the name an endpoint anchor was given).
-        kind: ``latest``, ``snapshot``, ``scripted`` or ``endpoint``.
+            ``scripted:random``, or the name a model or endpoint anchor was given).
+        kind: ``latest``, ``snapshot``, ``scripted``, ``model`` or ``endpoint``.
         source: a scripted anchor's set of players (a name of the family's
-            ``scripted_players``), an endpoint's ``URL[#model]``, a snapshot's
-            weights file (relative to the run's output folder).
+            ``scripted_players``), a model anchor's folder, an endpoint's
+            ``URL[#model]``, a snapshot's weights file (relative to the run's
+            output folder).
         iteration: a snapshot's iteration (the weights after that many iterations).
     """
 
@@ -67,25 +68,35 @@ class Opponent:
         return cls(state["name"], state["kind"], state["source"], state["iteration"])
 
 
+ANCHOR_FORMS: Final = (
+    "scripted:SET (a family's scripted players), [NAME=]model:FOLDER (a model folder, "
+    "frozen) or [NAME=]http(s)://URL[#model] (an OpenAI-compatible server)"
+)
+
+
 def parse_anchor(spec: str) -> Opponent:
-    """An anchor from its spec: ``scripted:SET`` or ``[NAME=]http(s)://URL[#model]``.
+    """An anchor from its spec: ``scripted:SET``, ``[NAME=]model:FOLDER`` or ``[NAME=]http(s)://URL[#model]``.
 
     Example:
         >>> parse_anchor("scripted:random").kind
         'scripted'
+        >>> parse_anchor("target=model:runs/a/final_model").source
+        'runs/a/final_model'
         >>> parse_anchor("big=http://127.0.0.1:8000/v1#Qwen").source
         'http://127.0.0.1:8000/v1#Qwen'
 
     Raises:
-        ValueError: another form (the message shows both).
+        ValueError: another form (the message shows them all).
     """
-    forms = "scripted:SET (a family's scripted players) or [NAME=]http(s)://URL[#model]"
     if spec.startswith("scripted:") and len(spec) > len("scripted:"):
         return Opponent(spec, "scripted", spec.removeprefix("scripted:"))
-    name, _, url = spec.partition("=") if "=" in spec.split("://")[0] else ("", "", spec)
-    if url.startswith(("http://", "https://")):
-        return Opponent(name or url, "endpoint", url)
-    raise ValueError(f"league anchor {spec!r} is not {forms}")
+    head = spec.split("://")[0].split("model:")[0]
+    name, _, target = spec.partition("=") if "=" in head else ("", "", spec)
+    if target.startswith(("http://", "https://")):
+        return Opponent(name or target, "endpoint", target)
+    if target.startswith("model:") and len(target) > len("model:"):
+        return Opponent(name or target, "model", target.removeprefix("model:"))
+    raise ValueError(f"league anchor {spec!r} is not {ANCHOR_FORMS}")
 
 
 @dataclass
