@@ -71,7 +71,7 @@ import llm_envs
 from llm_envs.seats import SeatView, family_seat
 from llm_envs.serve.errors import Conflict, Invalid, ServeError, Unavailable
 from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
-from llm_envs.serve.hub import BUILD_DEADLINE, RECORD_DEADLINE, Status
+from llm_envs.serve.hub import BUILD_DEADLINE, MAX_HELD_CHARS, RECORD_DEADLINE, HeldChars, Status
 from llm_envs.serve.pool import DeadlinePool, Overdue
 from llm_envs.serve.protocol import EpisodeRequest, dumps, validation_message
 from llm_envs.serve.store import EpisodeStore, utc_now
@@ -121,7 +121,11 @@ class SingleSeat:
         workers: threads that run the sessions' steps and resets.
         max_stuck: threads still running a step past its deadline at which new
             episodes are refused and no more threads start.
-        pool: those threads (built from the three settings above).
+        held: the characters of actions running episodes hold, and their bound
+            (the episode server passes its hub's: ``--max-held-chars`` bounds
+            both together); a step past it is refused, and taken again once
+            episodes end.
+        pool: the threads (built from ``step_deadline``, ``workers`` and ``max_stuck``).
     """
 
     defaults: Defaults
@@ -130,6 +134,7 @@ class SingleSeat:
     step_deadline: float = 60.0
     workers: int = 64
     max_stuck: int = 16
+    held: HeldChars = field(default_factory=lambda: HeldChars(MAX_HELD_CHARS))
     pool: DeadlinePool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,7 +151,9 @@ class _Play:
     this object later; a new episode of the session is a new object.
     """
 
-    def __init__(self, view: SeatView, spec: EpisodeSpec, episode_id: str) -> None:
+    def __init__(
+        self, view: SeatView, spec: EpisodeSpec, episode_id: str, budget: HeldChars
+    ) -> None:
         self.view = view
         self.spec = spec
         self.id = episode_id
@@ -154,7 +161,20 @@ class _Play:
         self.returned = 0.0
         self.steps = 0
         self.status: Status | None = None
+        self._budget = budget
+        self._held = 0  # characters of the client's actions its environment holds
         self._guard = threading.Lock()
+
+    def hold(self, text: str) -> None:
+        """Count an action's characters in the server's budget until the episode ends.
+
+        Raises:
+            Unavailable: past the budget (``--max-held-chars``).
+        """
+        with self._guard:
+            if self.status is None:  # else the step refuses it
+                self._budget.take(len(text))
+                self._held += len(text)
 
     def end(self, status: Status) -> bool:
         """Claim the episode's end for ``status``; False when it had ended (it is recorded once)."""
@@ -162,6 +182,7 @@ class _Play:
             if self.status is not None:
                 return False
             self.status = status
+            self._budget.give(self._held)
             return True
 
 
@@ -216,7 +237,7 @@ class SeatEnvironment(Environment):
         )
         observation, info = view.reset(seed=reset_seed, options=options)
         self._leave("the client reset its session before the episode ended")
-        play = self._play = _Play(view, spec, episode_id or uuid.uuid4().hex)
+        play = self._play = _Play(view, spec, episode_id or uuid.uuid4().hex, self._shared.held)
         self._max_turns = int(family.max_agent_turns)
         self._state = State(episode_id=play.id, step_count=0, seat=seat, **spec.as_dict())
         if view.done and play.end("finished"):
@@ -279,8 +300,14 @@ class SeatEnvironment(Environment):
         paid before the step, and the step answers ``done`` and ``truncated``,
         its ``info`` holding ``status`` and ``detail``; the late step finishes
         in its thread on its own.
+
+        Raises:
+            Unavailable: the running episodes hold ``--max-held-chars``
+                characters of actions (the session's episode goes on: retry).
         """
         play = self._play
+        if play is not None:
+            play.hold(action.text)
         try:
             return await self._shared.pool.run(self._shared.step_deadline, self.step, action)
         except Overdue:

@@ -117,6 +117,12 @@ def build_parser(prog: str) -> CommandParser:
         "open-file limit, raised to its hard limit at start, less 128 kept for records)",
     )
     parser.add_argument(
+        "--max-connections-per-address",
+        type=_whole,
+        help="open connections of one client (an address; an IPv6 /64) past which its new one "
+        "gets 503, leaving room for the others (default: a quarter of --max-connections)",
+    )
+    parser.add_argument(
         "--max-held-chars",
         type=_whole,
         default=1 << 30,
@@ -176,6 +182,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         max_body_bytes=args.max_body_bytes,
         step_deadline=args.step_deadline,
         max_connections=args.max_connections,
+        max_connections_per_address=args.max_connections_per_address,
         max_held_chars=args.max_held_chars,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
@@ -189,7 +196,11 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        **uvicorn_limits(settings.max_body_bytes, settings.max_connections),
+        **uvicorn_limits(
+            settings.max_body_bytes,
+            settings.max_connections,
+            settings.max_connections_per_address,
+        ),
     )
     return 0
 

@@ -49,7 +49,7 @@ from llm_envs.registration import family_class, family_names
 from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
-from llm_envs.serve.hub import MAX_HELD_CHARS, Hub, Seat
+from llm_envs.serve.hub import MAX_HELD_CHARS, HeldChars, Hub, Seat
 from llm_envs.serve.protocol import (
     ActMessage,
     ActRequest,
@@ -104,8 +104,12 @@ class ServeSettings:
         max_connections: open connections past which a new one is answered 503
             and closed (None: the open-file limit less a reserve, so that records
             are written however many clients connect).
-        max_held_chars: characters of actions the running episodes may hold
-            together; an action past it gets 503 until episodes end.
+        max_connections_per_address: open connections of one client (an
+            address, an IPv6 /64) past which its new one is answered 503 and
+            closed (None: a quarter of ``max_connections``).
+        max_held_chars: characters of actions the running episodes (the OpenEnv
+            view's sessions' too) may hold together; an action past it gets 503
+            until episodes end.
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -119,6 +123,7 @@ class ServeSettings:
     max_body_bytes: int = 1 << 20
     step_deadline: float = 60.0
     max_connections: int | None = None
+    max_connections_per_address: int | None = None
     max_held_chars: int = MAX_HELD_CHARS
 
 
@@ -153,7 +158,7 @@ def build_app(settings: ServeSettings) -> FastAPI:
         max_held_chars=settings.max_held_chars,
     )
 
-    openenv = _openenv_view(settings, families, store)
+    openenv = _openenv_view(settings, families, store, hub.held)
     # A mounted app's lifespan never runs; the OpenEnv view's session reaper starts here.
     view_router = getattr(getattr(openenv, "app", None), "router", None)
 
@@ -278,7 +283,9 @@ def build_app(settings: ServeSettings) -> FastAPI:
     return app
 
 
-def _openenv_view(settings: ServeSettings, families: Families, store: EpisodeStore) -> Any:
+def _openenv_view(
+    settings: ServeSettings, families: Families, store: EpisodeStore, held: HeldChars
+) -> Any:
     """The OpenEnv single-seat view; without openenv-core, an app that says how to install it.
 
     openenv-core is installed apart (``--no-deps``: it declares a web UI the
@@ -295,6 +302,7 @@ def _openenv_view(settings: ServeSettings, families: Families, store: EpisodeSto
         store,
         step_deadline=settings.step_deadline,
         workers=settings.max_sessions,
+        held=held,
     )
     return openenv_app(
         shared, max_sessions=settings.max_sessions, idle_seconds=settings.seat_timeout
@@ -347,7 +355,11 @@ def serving_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[st
         host=host,
         port=port,
         log_level="warning",
-        **uvicorn_limits(settings.max_body_bytes, settings.max_connections),
+        **uvicorn_limits(
+            settings.max_body_bytes,
+            settings.max_connections,
+            settings.max_connections_per_address,
+        ),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="llm-envs-serve", daemon=True)

@@ -101,15 +101,19 @@ def token_from_environment(token: str | None) -> str | None:
     return token or os.environ.get(TOKEN_VARIABLE) or None
 
 
-def uvicorn_limits(max_body_bytes: int, max_connections: int | None = None) -> dict[str, Any]:
+def uvicorn_limits(
+    max_body_bytes: int,
+    max_connections: int | None = None,
+    max_per_address: int | None = None,
+) -> dict[str, Any]:
     """The settings of uvicorn that bound what it buffers before the app sees a request.
 
-    A request's head, its timing and the open connections: httptools with
-    bounds of ours (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`;
-    ``max_connections`` None is the open-file limit less a reserve), or h11,
-    which bounds a head itself but parses several times slower and bounds
-    neither time nor connections, where httptools is not installed. A
-    WebSocket message: ``ws_max_size``.
+    A request's head, its timing and the open connections, in all and per
+    client: httptools with bounds of ours
+    (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`; None: its
+    defaults), or h11, which bounds a head itself but parses several times
+    slower and bounds neither time nor connections, where httptools is not
+    installed. A WebSocket message: ``ws_max_size``.
     """
     try:
         from llm_envs.serve.heads import BoundedHttpToolsProtocol, default_max_connections
@@ -119,8 +123,12 @@ def uvicorn_limits(max_body_bytes: int, max_connections: int | None = None) -> d
             "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
             "ws_max_size": max_body_bytes,
         }
-    bound = max_connections or default_max_connections()
-    protocol = functools.partial(BoundedHttpToolsProtocol, max_connections=bound)
+    protocol = functools.partial(
+        BoundedHttpToolsProtocol,
+        max_connections=max_connections or default_max_connections(),
+        max_per_address=max_per_address,
+        per_address={},  # this server's connections by client
+    )
     return {"http": protocol, "ws_max_size": max_body_bytes}
 
 

@@ -51,7 +51,7 @@ from llm_envs.serve.pool import DeadlinePool, Overdue
 from llm_envs.serve.protocol import Message, accepted, error
 from llm_envs.serve.store import EpisodeStore, utc_now
 
-__all__ = ["MAX_HELD_CHARS", "Episode", "Hub", "Outcome", "Seat", "Status"]
+__all__ = ["MAX_HELD_CHARS", "Episode", "HeldChars", "Hub", "Outcome", "Seat", "Status"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,51 @@ RECORD_DEADLINE = 10.0
 """Seconds an ended episode's record may take to be taken and written, off the steps' threads."""
 MAX_HELD_CHARS = 1 << 30
 """Characters of actions the running episodes may hold together (about 1 byte of memory each)."""
+
+
+class HeldChars:
+    """The characters of clients' actions that running episodes hold, and their bound.
+
+    One per server, shared by the hub's episodes and the OpenEnv view's
+    sessions: an environment keeps its transcript until its episode ends, so
+    what every running episode holds, together, is bounded, not each alone.
+    Thread-safe.
+
+    Args:
+        limit: the most characters held at once.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"max_held_chars must be >= 1, got {limit}")
+        self.limit = limit
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Characters held now."""
+        return self._held
+
+    def take(self, chars: int) -> None:
+        """Count ``chars`` more in (an action about to be played).
+
+        Raises:
+            Unavailable: they would pass :attr:`limit` (nothing is counted).
+        """
+        with self._lock:
+            if self._held + chars > self.limit:
+                raise Unavailable(
+                    f"the running episodes hold {self._held} characters of actions and this "
+                    f"one has {chars}: past the server's {self.limit} (--max-held-chars); "
+                    "retry when episodes end"
+                )
+            self._held += chars
+
+    def give(self, chars: int) -> None:
+        """Count out what an ended episode held."""
+        with self._lock:
+            self._held -= chars
 
 
 @dataclass(frozen=True)
@@ -291,16 +336,13 @@ class Hub:
             raise ValueError(f"step_deadline must be > 0 seconds, got {step_deadline}")
         if max_stuck < 1:
             raise ValueError(f"max_stuck must be >= 1, got {max_stuck}")
-        if max_held_chars < 1:
-            raise ValueError(f"max_held_chars must be >= 1, got {max_held_chars}")
         self.families = families
         self.store = store
         self.seat_timeout = seat_timeout
         self.max_episodes = max_episodes
         self.keep_finished = keep_finished
         self.step_deadline = step_deadline
-        self.max_held_chars = max_held_chars
-        self._held = 0  # the running episodes' held characters, together
+        self.held = HeldChars(max_held_chars)  # the OpenEnv view's sessions count here too
         steps = workers if workers is not None else min(32, (os.cpu_count() or 1) + 4)
         self._steps = DeadlinePool(steps, max_stuck=max_stuck, name="llm-envs-step")
         self._service = DeadlinePool(SERVICE_WORKERS, max_stuck=max_stuck, name="llm-envs-serve")
@@ -461,13 +503,7 @@ class Hub:
                     f"turn {turn} of seat {seat!r} is over; its turn now is {place.turn} "
                     "(act on the latest turn message)"
                 )
-            if self._held + len(text) > self.max_held_chars:
-                raise Unavailable(
-                    f"the running episodes hold {self._held} characters of actions and this "
-                    f"one has {len(text)}: past the server's {self.max_held_chars} "
-                    "(--max-held-chars); retry when episodes end"
-                )
-            self._held += len(text)
+            self.held.take(len(text))
             episode.held += len(text)
             taken = place.turn
             self._stop_timer(place)
@@ -719,7 +755,7 @@ class Hub:
         for place in episode.seats.values():
             self._stop_timer(place)
         if self._running.pop(episode.id, None) is not None:
-            self._held -= episode.held
+            self.held.give(episode.held)
         self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
             self._finished.popitem(last=False)
