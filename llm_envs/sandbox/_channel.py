@@ -151,6 +151,8 @@ class Channel:
         self.exited = False
         #: How many calls of its program's functions the run answered.
         self.calls = 0
+        #: When the run reported its program loaded (``time.monotonic()``; 0.0: not yet).
+        self.loaded_at = 0.0
         #: Answers the run's calls of another run's functions (a ``C`` message's
         #: payload -> the frame to send back); None: the run may make none.
         self.outside: Callable[[bytes], bytes] | None = None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from llm_envs.sandbox import phases
 from llm_envs.sandbox._requests import Request, failed_report
 from llm_envs.sandbox._workers import WorkerProcess
 from llm_envs.sandbox.report import ProgramStatus, TestReport
@@ -153,6 +154,7 @@ class Dispatch:
             )
             return
         for message in messages:
+            phases.note(message.get("phases"))
             job = flight.jobs.popleft()
             flight.queued_bytes -= len(self.requests[job].payload)
             self.reports[job] = self.decode(message, self.requests[job])

@@ -34,6 +34,7 @@ import builtins
 import operator
 import random
 import sys
+import time
 import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -356,6 +357,7 @@ def judge(
             return JudgeResult(*_load_failure(kind, payload), outcomes)
         if kind != b"L":
             raise channel.end_broken("the program sent an unexpected message while loading")
+        channel.loaded_at = time.monotonic()
         try:
             report = _wire.decode(payload)
         except _wire.WireError as error:

@@ -64,6 +64,7 @@ OWN_MODULES = (
     "llm_envs.sandbox._processes",
     "llm_envs.sandbox._compile",
     "llm_envs.sandbox._cgroups",
+    "llm_envs.sandbox.phases",
 )
 _OPEN_FILES = 256
 #: What the spawner reports to the worker: a waiting run's pid, then its wait status.

@@ -75,6 +75,7 @@ from llm_envs.sandbox._processes import (
     read_exact,
 )
 from llm_envs.sandbox._startup import PRELOADED_MODULES
+from llm_envs.sandbox.phases import PHASES
 
 if TYPE_CHECKING:
     from llm_envs.sandbox._compile import CompiledProgram, PreparedTests
@@ -217,6 +218,8 @@ class Worker:
         #: Set when a run left a directory this worker could not clean: it answers
         #: that run, then exits, and the pool starts a fresh one.
         self.retiring = False
+        #: When each phase of the current run began (:data:`~llm_envs.sandbox.phases.PHASES`).
+        self.stamps: list[float] = []
         self.memory_limit = self._limit_own_memory()
 
     def _limit_own_memory(self) -> int:
@@ -376,10 +379,17 @@ class Worker:
             request = _receive(self.proto_in)
             if request is None:
                 return
+            self.stamps = [time.monotonic()]
             try:
                 reply = self.run(request)
             except Exception:
                 reply = {"internal_error": _format_exception(5)}
+            if len(self.stamps) == len(PHASES):
+                self.stamps.append(time.monotonic())
+                reply["phases"] = [
+                    int((end - start) * 1e6)
+                    for start, end in zip(self.stamps, self.stamps[1:], strict=False)
+                ]
             _send(self.proto_out, reply)
             if self.retiring:
                 return
@@ -439,11 +449,13 @@ class Worker:
                 # (A limit the kernel would not lower: this job runs under the last
                 # job's, and a fresh worker with fresh groups takes over after it.)
                 self.retiring = True
+        self.stamps.append(time.monotonic())
         children = self.runs.waiting_runs(count)
         if children is None:
             return self._not_started(len(tests))
         pidfds = [open_pidfd(child) for child in children]
         started = time.monotonic()
+        self.stamps.append(started)
         channels = [
             self._channel(child, pidfd, pipes, started + timeout)
             for child, pidfd, pipes in zip(children, pidfds, self.runs.pipes, strict=True)
@@ -468,16 +480,20 @@ class Worker:
             )
             asked = [not c.exited and c.ended is None and not c.timed_out for c in channels]
         finally:
-            duration = time.monotonic() - started
+            judged = time.monotonic()
+            duration = judged - started
+            self.stamps += [channel.loaded_at or judged, judged]
             for child, pidfd, ask, each in zip(children, pidfds, asked, channels, strict=True):
                 if pidfd >= 0:
                     self.runs.end(child, pidfd, ask=ask, job_write=each.job_fd)
+            self.stamps.append(time.monotonic())
             if not self.runs.kill_leftovers(children):
                 # Something of the run outlived the cleanup: this worker (and with it
                 # its namespace, where it has one) goes; the pool starts a fresh one.
                 self.retiring = True
             out_of_memory = self.groups is not None and self.groups.out_of_memory()
             self.runs.release()
+            self.stamps.append(time.monotonic())
         reply = self._reply(result, children[-1], timeout)
         if out_of_memory:
             self._out_of_memory(reply, result)
