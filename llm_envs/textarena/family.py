@@ -15,7 +15,8 @@
   a Nash player that makes mistakes at ``mistake_rate``.
 * The meter (:meth:`TextArenaFamily.measure`): Kuhn Poker's exploitability
   (:mod:`llm_envs.textarena.kuhn_meter`), under the payoff the game pays
-  (``env_kwargs["payoff"]``: ``game``, TextArena's win or loss, or ``chips``).
+  (``env_kwargs["payoff"]``: ``game``, TextArena's win or loss, or ``chips``);
+  Tic Tac Toe's (:mod:`llm_envs.textarena.tictactoe_meter`).
 
 There is one task, ``default``: the game (``env_kwargs["game"]``) is the task,
 and its seeds are the problems.
@@ -24,6 +25,7 @@ and its seeds are the problems.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -236,16 +238,29 @@ class TextArenaFamily(FamilyBase):
         return sets
 
     def measure(self, sample: Sampler, *, samples: int, seed: int) -> dict[str, float]:
-        """Kuhn Poker's exploitability of the policy ``sample`` plays by; ``{}`` for other games.
+        """The exploitability of the policy ``sample`` plays by in Kuhn Poker or Tic Tac Toe.
 
         Returns:
-            ``exploitability`` under the game's payoff with its interval
+            Kuhn Poker: ``exploitability`` under the game's payoff with its interval
             (``exploitability_low``, ``exploitability_high``), the same under
             Kuhn Poker's chips (``exploitability_chips...``: one round, the
             uniform policy's 11/24) and the share of invalid texts
             (``exploitability_invalid``): see :mod:`llm_envs.textarena.kuhn_meter`.
+            Tic Tac Toe: ``exploitability`` with its interval, the share of
+            invalid texts and the positions asked (``exploitability_positions``),
+            or ``{}`` with a warning past the meter's bound on positions: see
+            :mod:`llm_envs.textarena.tictactoe_meter`. Other games: ``{}``.
         """
-        if not self.kuhn or samples <= 0:
+        if samples <= 0:
+            return {}
+        if game_name(self.game) == "TicTacToe":
+            from llm_envs.textarena import tictactoe_meter
+
+            found = tictactoe_meter.measure(sample, self.env_kwargs, samples=samples, seed=seed)
+            if found.reason:
+                warnings.warn(f"no Tic Tac Toe exploitability: {found.reason}", stacklevel=2)
+            return found.metrics()
+        if not self.kuhn:
             return {}
         from llm_envs.textarena.kuhn_meter import measure
 
