@@ -762,6 +762,26 @@ RUNS: dict[tuple[str, str], Run] = {
         training=True,
         timeout=400,
     ),
+    ("docs/league.md", "llm-envs best-response"): Run(
+        after=("docs/league.md", "--eval-every 2 --output-dir runs/tictactoe_league"),
+        replace=(
+            (
+                "--num-iterations 4 --output-dir runs/br",
+                "--num-iterations 1 --output-dir runs/br --groups-per-batch 1 "
+                "--league-group-size 2 --max-tokens 8 --eval-groups 1 --no-progress "
+                "--num-threads 1",
+            ),
+        ),
+        why="one iteration of one group of two games, short answers, against the tiny model",
+        check=(
+            "import json, pathlib\n"
+            "result = json.loads(pathlib.Path('runs/br/best_response.json').read_text())\n"
+            "assert -1 <= result['lower_bound'] <= 1 and result['budget']['lora_r'] == 8, result\n"
+        ),
+        training=True,
+        slow=True,
+        timeout=400,
+    ),
     ("docs/league.md", "snapshot_00004 scripted:random reference"): Run(
         after=("docs/league.md", "--eval-every 2 --output-dir runs/tictactoe_league"),
         replace=(("--problems 16", "--problems 2 --max-tokens 8 --num-threads 1"),),
