@@ -8,11 +8,12 @@ around the whole program) prints a line whenever nothing was said for
 ``every`` seconds, naming the innermost phase, how far it is and for how long
 it has run::
 
-    sample: 12/32 episodes, 41 s (iteration 3/5)
+    generate: 5/32 completions, 41 s, token 57/256 (sampling: 0/32 episodes; iteration 3/5)
 
-Phases nest (the outer ones are named after the innermost, in brackets), cost
-a lock and a few attribute writes when nothing is shown, and may be opened
-from any thread. Lines the program prints through :func:`say` count as
+Phases nest: the outer ones follow the innermost in brackets, with their
+counts, and an outer phase of the same name as the one inside it is not
+repeated. A phase costs a lock and a few attribute writes when nothing is
+shown, and may be opened from any thread. Lines the program prints through :func:`say` count as
 something said.
 
 Example:
@@ -26,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import threading
 import time
@@ -75,20 +77,30 @@ class Phase:
             return f"{self.name}: {self.done}{unit}, {elapsed}"
         return f"{self.name}, {elapsed}"
 
+    def count(self) -> str:
+        """How an outer phase is shown: ``name: done/total unit``, or ``name`` alone."""
+        if self.total is None:
+            return self.name
+        return f"{self.name}: {self.done}/{self.total}" + (f" {self.unit}" if self.unit else "")
+
 
 @contextlib.contextmanager
 def phase(
-    name: str, total: int | None = None, unit: str = "", *, bar: bool = False
+    name: str, total: int | None = None, unit: str = "", *, bar: bool | None = False
 ) -> Iterator[Phase]:
     """Open a phase for the ``with`` block; yields the :class:`Phase` to :meth:`~Phase.advance`.
 
     Args:
-        name: what the run is doing (``"sample"``, ``"evaluate"``, ``"convert model"``).
+        name: what the run is doing (``"sampling"``, ``"evaluation"``, ``"convert model"``).
         total: how many of ``unit`` the phase does, when known.
         unit: what it counts (``"episodes"``, ``"steps"``).
-        bar: in a terminal, show a tqdm bar of the count (removed when done).
+        bar: in a terminal, show a tqdm bar of the count (removed when done);
+            None: when the enclosing phase shows one (a sampler's count under a rollout's bar).
     """
     current = Phase(name, total, unit)
+    if bar is None:
+        with _lock:
+            bar = bool(_phases) and _phases[-1].bar is not None
     if bar and total is not None and in_terminal():
         with contextlib.suppress(ImportError):  # tqdm comes with the train extra
             from tqdm.auto import tqdm
@@ -113,8 +125,9 @@ def status(now: float | None = None) -> str:
     if not phases:
         return "working"
     line = phases[-1].describe(now)
-    if len(phases) > 1:
-        line += " (" + "; ".join(p.name for p in reversed(phases[:-1])) + ")"
+    outer = [p for p, inner in itertools.pairwise(phases) if p.name != inner.name]
+    if outer:
+        line += " (" + "; ".join(p.count() for p in reversed(outer)) + ")"
     return line
 
 

@@ -195,7 +195,7 @@ def _rows(
         # The same weights on both sides: each setting once, every seat on both.
         plan, opponent_seats = one_per_setting(plan)
     batch = batch_of(plan)
-    for result in learner.play(batch, batch.assignment(trained, opponent), EVAL_SEED, "eval"):
+    for result in learner.play(batch, batch.assignment(trained, opponent), EVAL_SEED, "evaluation"):
         seats = batch.trained_agents[result.env_index]
         for agent, trajectory in result.trajectories.items():
             numeric = dict(numeric_info(result.final_infos[agent]))

@@ -151,7 +151,7 @@ class LeaguePlay:
             )
             self._scripted = self._scripted_policies(iteration)
             policy = plan.assignment(learner.sampler.policy, self._policy)
-            results = learner.play(plan.batch, policy, iteration, "sample", timings)
+            results = learner.play(plan.batch, policy, iteration, "league play", timings)
             groups = plan.to_groups(results)
             games = plan.games(results)
             learner.save_episodes(iteration, plan.batch.envs)

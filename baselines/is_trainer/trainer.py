@@ -150,7 +150,8 @@ class ISTrainer(TrainingRun):
         groups: list[TrajectoryGroup] = []
         if indices:
             batch = batch_of(self.family.training(indices, derive_seed(config.seed, iteration)))
-            results = learner.play(batch, learner.sampler.policy, iteration, "sample", self._costs)
+            policy = learner.sampler.policy
+            results = learner.play(batch, policy, iteration, "sampling", self._costs)
             groups = batch.to_groups(results)
             learner.save_episodes(iteration, batch.envs)
         return learner.gather(groups)
@@ -166,7 +167,7 @@ class ISTrainer(TrainingRun):
         losses, norms = [], []
         timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
         chunks = [c for c in chunks if c]
-        with phase("train", total=len(chunks), unit="optimizer steps") as progress:
+        with phase("training", total=len(chunks), unit="optimizer steps") as progress:
             for substep, chunk in enumerate(chunks):
                 total_weight = float(sum(float(data_D[i].weights.sum()) for i in chunk))
                 if config.loss_normalization == "action_tokens" and total_weight <= 0:
@@ -275,6 +276,17 @@ class ISTrainer(TrainingRun):
             "reward": f"{metrics.get('env/all/reward/total', math.nan):.3f}",
             "kl": f"{metrics.get('optim/kl_sample_train_v2', math.nan):.1e}",
         }
+
+    def run(self) -> Path:
+        """Train; with ``num_iterations=0`` and a warm start, the warm start alone.
+
+        The warm-started model is then the final model (and, with ``eval_every``,
+        what the final evaluation measures): a starting point several runs can share.
+        """
+        config = self.config
+        if config.num_iterations == 0 and config.warm_start.steps > 0:
+            self.log({"iteration": 0, **warm_start(self.learner, self.family, config.warm_start)})
+        return super().run()
 
     def finish(self) -> None:
         """Close the sampler's engine (if it has one), then wait for every process."""

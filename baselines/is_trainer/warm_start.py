@@ -64,7 +64,9 @@ def warm_start(learner: Learner, family: Any, settings: WarmStartSettings) -> di
     )
     batch = batch_of(plan)
     teacher = ScriptedPolicy(teachers, tokenizer=learner.tokenizer)
-    data = demonstration_data(batch.to_groups(learner.play(batch, teacher, first, "teacher")))
+    with phase("warm start"):
+        played = learner.play(batch, teacher, first, "teacher play")
+    data = demonstration_data(batch.to_groups(played))
     timings = {"time/forward_backward": 0.0, "time/optimizer_step": 0.0, "time/refresh": 0.0}
     learner.schedule_first_steps(settings.learning_rate, settings.steps)
     losses = []

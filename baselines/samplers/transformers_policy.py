@@ -4,6 +4,13 @@ The policy can share its model object with the trainer: then the sampler
 always sees the current weights and needs no refresh. Logprobs come from the
 processed scores (temperature and top-p applied), i.e. the distribution each
 token was drawn from.
+
+A call is a :func:`~baselines.progress.phase` named ``generate`` that counts
+completions: a row counts once it has stopped (its first end-of-sequence or
+padding token: ``generate`` pads the rows that are done, whatever stopped
+them), the rest when its batch ends; the note says which token of at most
+``max_tokens`` the batch is at. A long batch shows progress in a run's
+heartbeat lines instead of a count that sits still for minutes.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from baselines.progress import Phase, phase
 from baselines.samplers.base import (
     ChatRenderer,
     Completion,
@@ -69,12 +77,20 @@ class TransformersPolicy:
         by_stop: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
             by_stop[tuple(r.stop)].append(i)
+        batches = [
+            (stop, indices[start : start + self.batch_size])
+            for stop, indices in by_stop.items()
+            for start in range(0, len(indices), self.batch_size)
+        ]
         results: list[Completion | None] = [None] * len(requests)
-        for stop, indices in by_stop.items():
-            for start in range(0, len(indices), self.batch_size):
-                chunk = indices[start : start + self.batch_size]
+        with phase("generate", len(requests), "completions", bar=None) as made:
+            for number, (stop, chunk) in enumerate(batches, 1):
                 seed = None if params.seed is None else params.seed + chunk[0]
-                done = self._generate([prompts[i] for i in chunk], stop, params, seed)
+                where = f"batch {number}/{len(batches)}, " if len(batches) > 1 else ""
+                ends = {*self._eos, self._pad}
+                rows = _StoppedRows(made, len(chunk), ends, where, params.max_tokens)
+                done = self._generate([prompts[i] for i in chunk], stop, params, seed, rows)
+                made.advance(rows.running())
                 for i, completion in zip(chunk, done, strict=True):
                     results[i] = completion
         return [c for c in results if c is not None]
@@ -85,6 +101,7 @@ class TransformersPolicy:
         stop: tuple[str, ...],
         params: SamplingParams,
         seed: int | None,
+        streamer: Any = None,
     ) -> list[Completion]:
         import torch
 
@@ -115,6 +132,7 @@ class TransformersPolicy:
                     tokenizer=self.tokenizer if stop else None,
                     output_scores=True,
                     return_dict_in_generate=True,
+                    streamer=streamer,
                     # Its model is always whole (sharded training samples with a
                     # copy): processes never wait on each other to generate, which
                     # transformers would make them do while a ZeRO-3 config is active.
@@ -156,3 +174,38 @@ class TransformersPolicy:
                     lo = mid + 1
             tokens, logprobs, reason = tokens[:lo], logprobs[:lo], "stop"
         return Completion(tuple(prompt), tuple(tokens), tuple(logprobs), text, reason)
+
+
+class _StoppedRows:
+    """A ``generate`` streamer that counts a batch's rows into ``progress`` as they stop.
+
+    ``generate`` hands it the prompts (one 2-D tensor), then each step's new
+    token of every row (1-D). A row has stopped at its first token in ``ends``
+    (end of sequence, or the padding that follows any stop); rows that run to
+    ``max_tokens`` are counted by the caller (:meth:`running`) when the batch
+    ends. The note is ``where`` (the batch) and the step.
+    """
+
+    def __init__(
+        self, progress: Phase, rows: int, ends: set[int], where: str, max_tokens: int
+    ) -> None:
+        self.progress, self.ends, self.where, self.max_tokens = progress, ends, where, max_tokens
+        self.stopped = [False] * rows
+        self.steps = 0
+
+    def put(self, value: Any) -> None:
+        if value.dim() != 1:
+            return  # the prompts
+        self.steps += 1
+        new = [i for i, t in enumerate(value.tolist()) if t in self.ends and not self.stopped[i]]
+        for i in new:
+            self.stopped[i] = True
+        self.progress.advance(len(new))
+        self.progress.note = f"{self.where}token {self.steps}/{self.max_tokens}"
+
+    def end(self) -> None:
+        """``generate`` is done with the batch: nothing to flush."""
+
+    def running(self) -> int:
+        """Rows not counted yet."""
+        return self.stopped.count(False)

@@ -10,14 +10,21 @@ the model directly. Prompts are rendered with the chat template here and sent
 as token ids, so the sampler conditions on exactly the tokens a trainer will
 see. Logprobs are requested in ``processed_logprobs`` mode: those of the
 distribution each token was drawn from (temperature and top-p applied).
+
+A call is a :func:`~baselines.progress.phase` named ``generate`` that counts
+completions as the engine finishes them (through ``LLM.generate``'s
+``use_tqdm`` hook, with a bar that prints nothing), so a run's heartbeat
+lines move during a long engine call.
 """
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from baselines.progress import Phase, phase
 from baselines.samplers.base import (
     ChatRenderer,
     Completion,
@@ -26,7 +33,7 @@ from baselines.samplers.base import (
     finished_text,
 )
 
-__all__ = ["VLLMAdapter", "VLLMPolicy"]
+__all__ = ["VLLMAdapter", "VLLMPolicy", "counting_bar"]
 
 
 def _on_cpu() -> bool:
@@ -143,12 +150,13 @@ class VLLMPolicy:
             )
             for i, r in enumerate(requests)
         ]
-        outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
-            sampling,
-            use_tqdm=False,
-            lora_request=lora,
-        )
+        with phase("generate", len(requests), "completions", bar=None) as made:
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+                sampling,
+                use_tqdm=counting_bar(made),
+                lora_request=lora,
+            )
         completions = []
         for prompt, request, output in zip(prompts, requests, outputs, strict=True):
             sample = output.outputs[0]
@@ -186,6 +194,26 @@ class VLLMPolicy:
         client = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if client is not None:
             client.shutdown()
+
+
+def counting_bar(progress: Phase) -> Callable[..., Any]:
+    """The ``use_tqdm`` hook of ``LLM.generate``: silent bars whose updates advance ``progress``.
+
+    vLLM makes one bar over the prompts it renders (iterated: no ``update``)
+    and one it updates by the completions each engine step finishes; the bars
+    write to a buffer nobody reads, the phase is what a run shows.
+    """
+    from tqdm import tqdm
+
+    class Counting(tqdm):
+        def update(self, n: float | None = 1) -> bool | None:
+            progress.advance(int(n or 0))
+            return super().update(n)
+
+    def bar(*args: Any, **kwargs: Any) -> Any:
+        return Counting(*args, **{**kwargs, "file": io.StringIO(), "dynamic_ncols": False})
+
+    return bar
 
 
 class VLLMAdapter:

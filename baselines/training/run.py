@@ -15,8 +15,8 @@ the rest, the same for every trainer:
 * after the last iteration: a final evaluation at ``num_iterations``, the final
   model;
 * progress: in a terminal, a bar for the iterations (and the phases' own,
-  through :meth:`TrainingRun.phase`); in a log file, one line per iteration;
-  the size of the first checkpoint, once;
+  :mod:`baselines.progress`); in a log file, one line per iteration; the size
+  of the first checkpoint, once;
 * experiment trackers: when the trainer sets :attr:`TrainingRun.accelerator`
   (an ``accelerate.Accelerator`` built with
   :func:`~baselines.training.trackers.make_trackers`' trackers), they are
@@ -325,15 +325,6 @@ class TrainingRun(abc.ABC):
         """What the progress bar (or line) shows after an iteration."""
         return {}
 
-    def phase(self, name: str) -> str | None:
-        """The progress label of a phase (``"sample"``, ``"eval"``) or None: progress is off.
-
-        Rollouts take it as their ``progress`` argument: a bar of finished
-        episodes under the iterations' bar in a terminal, the phase's name in
-        the heartbeat's lines otherwise (:mod:`baselines.progress`).
-        """
-        return name if self.config.progress and self.run_dir.writer else None
-
     def finish(self) -> None:
         """Called last, on every process (e.g. to wait for the others)."""
         return None
@@ -374,7 +365,7 @@ class TrainingRun(abc.ABC):
         start = time.perf_counter()
         metrics: dict[str, Any] = {"iteration": iteration}
         if self.eval_due(iteration):
-            with phase("evaluate"):
+            with phase("evaluation"):
                 metrics.update(self.evaluate(iteration))
             metrics["time/eval"] = time.perf_counter() - start
         metrics.update(self.train_iteration(iteration))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import time
@@ -32,6 +33,47 @@ def test_status_names_the_innermost_phase_then_the_outer_ones():
     assert line.startswith("sample: 12/32 episodes, ")
     assert line.endswith(" s, 96 turns sampled (iteration 2/5)")
     assert status() == "working"  # every phase closed
+
+
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [
+        # the outer phases with their counts, innermost first
+        (
+            [
+                ("iteration 3/5", None, ""),
+                ("sampling", 32, "episodes"),
+                ("generate", 32, "completions"),
+            ],
+            "generate: 0/32 completions, 0 s (sampling: 0/32 episodes; iteration 3/5)",
+        ),
+        # an outer phase named as the one inside it is said once
+        (
+            [("iteration 1/5", None, ""), ("evaluation", None, ""), ("evaluation", 12, "episodes")],
+            "evaluation: 0/12 episodes, 0 s (iteration 1/5)",
+        ),
+        (
+            [("warm start", None, ""), ("teacher play", 8, "")],
+            "teacher play: 0/8, 0 s (warm start)",
+        ),
+    ],
+)
+def test_status_counts_the_outer_phases_and_names_each_once(phases, expected):
+    with contextlib.ExitStack() as stack:
+        for name, total, unit in phases:
+            stack.enter_context(phase(name, total, unit)).started = 0.0
+        assert status(now=0.2) == expected
+
+
+def test_a_sampler_phase_shows_a_bar_when_the_rollout_around_it_does(monkeypatch):
+    pytest.importorskip("tqdm")
+    monkeypatch.setattr("baselines.progress.in_terminal", lambda: True)
+    with phase("sampling", 2, "episodes", bar=False), phase("generate", 4, bar=None) as inner:
+        assert inner.bar is None
+    with phase("sampling", 2, "episodes", bar=True), phase("generate", 4, bar=None) as inner:
+        assert inner.bar is not None
+        inner.advance(3)
+        assert inner.bar.n == 3
 
 
 def test_a_phase_that_counts_nothing_says_how_long_it_has_run():

@@ -70,3 +70,21 @@ def test_a_warm_start_on_the_kuhn_teacher_runs(tmp_path, tiny_model_dir):
     warm = next(r for r in rows if "warm_start/loss_first" in r)
     # Every teacher move is a legal one: each game's two to three moves are imitated.
     assert warm["warm_start/datums"] >= 8 and warm["warm_start/steps"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_zero_iterations_with_a_warm_start_save_the_warm_started_model(tmp_path, tiny_model_dir):
+    from safetensors.torch import load_file
+
+    from baselines.is_trainer.trainer import train
+
+    config = kuhn_config(
+        tmp_path, tiny_model_dir, num_iterations=0, warm_start_steps=2, warm_start_groups=4
+    )
+    rows = read_metrics(train(config))
+    assert rows[0]["warm_start/steps"] == 2
+    assert [r["iteration"] for r in rows if "eval/exploitability" in r] == [0]  # measured after
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    after = load_file(str(Path(config.output_dir) / "final_model" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the warm start's weights

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import itertools
 import json
 import re
 from pathlib import Path
@@ -411,6 +412,43 @@ def test_a_warm_start_imitates_the_teacher_before_the_first_iteration(
     assert row["time/warm_start"] > 0
     # the learning rate of the run is back for the reinforcement learning step
     assert row["optim/learning_rate"] == config.learning_rate
+
+
+@pytest.mark.slow
+@pytest.mark.training
+def test_progress_lines_name_the_phase_and_move_within_a_generation(
+    tmp_path, tiny_model_dir, capsys, monkeypatch
+):
+    import functools
+    import time
+
+    from transformers import Qwen2ForCausalLM
+
+    import baselines.training.run
+    from baselines.is_trainer.trainer import train
+    from baselines.progress import heartbeat
+
+    forward = Qwen2ForCausalLM.forward
+
+    def slow(self, *args, **kwargs):
+        if not torch.is_grad_enabled():  # a sampling step, 10 ms: generations span heartbeats
+            time.sleep(0.01)
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(Qwen2ForCausalLM, "forward", slow)
+    monkeypatch.setattr(
+        baselines.training.run, "heartbeat", functools.partial(heartbeat, every=0.05)
+    )
+    config = tiny_config(
+        tmp_path, tiny_model_dir, num_iterations=1, eval_every=1, eval_groups=1, progress=True
+    )
+    train(config)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("generate: ")]
+    for name in ("sampling", "evaluation"):
+        named = [line for line in lines if f"({name}: " in line]
+        tokens = [int(m.group(1)) for m in map(re.compile(r"token (\d+)/16").search, named) if m]
+        # the count moves while the generation runs (it restarts with each turn's call)
+        assert any(b > a for a, b in itertools.pairwise(tokens)), lines
 
 
 @pytest.mark.slow

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+import io
+import re
+import time
 
 import pytest
 
+from baselines.progress import Phase, heartbeat, phase
 from baselines.samplers import (
     ChatRenderer,
     Completion,
@@ -127,6 +131,30 @@ class TestTransformersPolicy:
         b = policy.sample(requests, SamplingParams(max_tokens=16, seed=5))
         assert a == b
 
+    def test_a_long_batch_moves_the_heartbeat_lines(self, policy, monkeypatch):
+        # Each decoding step slowed to 20 ms: a batch spans many 50 ms heartbeats.
+        forward = policy.model.forward
+
+        def slow(*args, **kwargs):
+            time.sleep(0.02)
+            return forward(*args, **kwargs)
+
+        monkeypatch.setattr(policy.model, "forward", slow)
+        out = io.StringIO()
+        requests = [SampleRequest(chat) for chat in CHATS]  # batches of 2 rows and 1
+        with heartbeat(every=0.05, stream=out), phase("sampling", 3, "episodes"):
+            policy.sample(requests, SamplingParams(max_tokens=12, seed=0))
+        lines = [line for line in out.getvalue().splitlines() if line.startswith("generate: ")]
+        assert lines and all(line.endswith(" (sampling: 0/3 episodes)") for line in lines)
+        found = [
+            re.search(r"^generate: (\d)/3 completions, .*batch (\d)/2, token (\d+)/12", line)
+            for line in lines
+        ]
+        counts = [tuple(map(int, m.groups())) for m in found if m]
+        assert counts == sorted(counts) and len(set(counts)) >= 4, lines
+        # the first batch's rows are counted by the time the second runs
+        assert {done for done, batch, _ in counts if batch == 2} == {2}, lines
+
 
 @pytest.mark.slow
 class TestVLLMPolicy:
@@ -170,6 +198,19 @@ class TestVLLMPolicy:
         completions = policy.sample(requests, SamplingParams(max_tokens=8, seed=11))
         assert [c.prompt_tokens for c in completions] == prompts
         assert all(len(c.tokens) == len(c.logprobs) > 0 for c in completions)
+
+    def test_each_finished_completion_advances_the_phase(self, policy, monkeypatch):
+        counted: list[tuple[str, int]] = []
+        advance = Phase.advance
+
+        def record(self, count=1):
+            counted.append((self.name, count))
+            advance(self, count)
+
+        monkeypatch.setattr(Phase, "advance", record)
+        requests = [SampleRequest(chat, stop=(" ",)) for chat in CHATS] * 2
+        policy.sample(requests, SamplingParams(max_tokens=48, seed=1))
+        assert counted == [("generate", 1)] * 6
 
     def test_weight_refresh_follows_the_updated_model(self, policy, tiny_model):
         model, _ = tiny_model
