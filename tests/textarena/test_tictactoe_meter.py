@@ -29,6 +29,7 @@ from llm_envs.textarena.tictactoe_meter import (
     EMPTY,
     best_response_values,
     exploitability,
+    exploitability_interval,
     measure,
     read_move,
     search,
@@ -170,6 +171,17 @@ def test_one_move_from_the_end(shares, retries, seat1):
     assert seat0 == 1.0  # in seat 0 the responder is X, to move: it wins at 2
     assert found == pytest.approx(seat1)
     assert list(tree.behaviour) == [NEAR_END]  # after X's 8, O's 2 ends the game
+
+
+@pytest.mark.parametrize(("count", "width_below"), [(8, 0.6), (80, 0.2)])
+def test_the_interval_holds_the_estimate_and_narrows_with_counts(count, width_below):
+    # Seat 0's responder wins at once (1); seat 1's gets -1 or +1 half the time (0): 1/2.
+    counts = [0.0] * 10
+    counts[2] = counts[8] = count
+    tree = search(lambda board, _: counts, start=NEAR_END)
+    low, high = exploitability_interval(tree, draws=2000)
+    assert low <= 0.5 <= high and high - low < width_below
+    assert (low, high) == exploitability_interval(tree, draws=2000)  # seeded
 
 
 def test_the_best_response_stops_at_a_sure_win():
