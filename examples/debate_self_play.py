@@ -29,7 +29,9 @@ votes agree with the reference in 0 to 67% of the answers, with no upward
 trend in two seeds of three, and it votes by the numbers it reads (the
 labels make that pay no seat). On a CPU with bf16 arithmetic the run trains
 and samples in bf16 (``--precision``): 6.5 to 8.5 minutes on 2 quiet cores
-with vLLM (docs/results.md has the tables, and the earlier two-round setting):
+with vLLM (docs/results.md has the tables, and the earlier two-round setting).
+On a CPU it prints first which precision and sampler it chose, why, and how
+long the main job took on such a CPU where that was measured:
 
     python examples/debate_self_play.py
 
@@ -53,16 +55,24 @@ recipe's debate as it is.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.trainer import train
 from baselines.models import DEFAULT_MODEL
-from baselines.precision import fastest_precision
+from baselines.precision import BF16_CPU_FLAGS, cpu_flags, fastest_precision
 from baselines.report import first_and_last, load_metrics, write_report
 from llm_envs.command_line import CommandParser
+
+
+def torch_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -219,8 +229,59 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
     )
 
 
+# The main job's measured durations (docs/results.md), by training precision and sampler,
+# on 2 quiet cores of a CPU of that kind; None where no run measured it.
+MEASURED_MINUTES: dict[tuple[str, str], str | None] = {
+    ("bf16", "vllm"): "6.5 to 8.5 minutes (2 quiet cores with bf16 arithmetic)",
+    (
+        "fp32",
+        "vllm",
+    ): "over 23 minutes (2 quiet AVX2-only cores: stopped at 23 in its last evaluation)",
+    ("bf16", "transformers"): None,
+    ("fp32", "transformers"): None,
+}
+
+
+MAIN_JOB_SIZE = ("model", "iterations", "groups", "agents", "rounds", "max_tokens", "eval_groups")
+"""The flags that size the main job: its measured durations hold at their defaults."""
+
+
+def plan(precision: str, sampler: str, flags: frozenset[str], vllm: bool, cores: int) -> str:
+    """The line the main job prints at start: its precision and sampler, why, and how long."""
+    bf16 = precision == "bf16"
+    has = sorted(flags & BF16_CPU_FLAGS)
+    if bf16:
+        why = f"this CPU has {', '.join(has)}" if has else "as asked, without bf16 arithmetic: slow"
+    else:
+        why = "as asked" if has else "no bf16 arithmetic on this CPU (avx512_bf16 or amx_bf16)"
+    kind = sampler if sampler != "auto" else ("vllm" if vllm else "transformers")
+    if kind == "vllm":
+        sampled = "vLLM sampler (installed)"
+    elif sampler == "auto":
+        sampled = (
+            "transformers sampler (vLLM not installed: sampling about 3x slower; see the README)"
+        )
+    else:
+        sampled = "transformers sampler (as asked)"
+    expected = MEASURED_MINUTES[("bf16" if bf16 else "fp32", kind)]
+    how_long = (
+        f"expected {expected} on {cores} cores"
+        if expected
+        else "duration not measured for this choice"
+    )
+    return f"main job: {'bf16' if bf16 else 'fp32'} ({why}), {sampled}; {how_long}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    config = build_config(parse_args(argv))
+    args = parse_args(argv)
+    config = build_config(args)
+    if not torch_cuda():
+        vllm = importlib.util.find_spec("vllm") is not None
+        line = plan(args.precision, args.sampler, cpu_flags(), vllm, os.cpu_count() or 1)
+        defaults = vars(parse_args([]))
+        if any(getattr(args, k) != defaults[k] for k in MAIN_JOB_SIZE):
+            line = line.split("; ")[0] + "; duration not measured for these settings"
+        print(line, flush=True)
     metrics_path = train(config)
     rows = load_metrics(metrics_path)
     index = write_report(config.output_dir)

@@ -84,6 +84,12 @@ def test_debate_self_play_trains_and_reports(tmp_path, run_example):
         *["--output-dir", str(run_dir)],
     ).stdout
     check_run(run_dir, out, iterations=2)
+    # The tiny model is not the main job: its precision and sampler, and no duration.
+    assert re.search(
+        r"main job: (fp32|bf16) \(.*\), .* sampler .*; duration not measured for "
+        r"these settings",
+        out,
+    ), out[:500]
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env"] == "debate" and config["task"] == "arithmetic"
     assert config["env_kwargs"] == {
@@ -140,3 +146,59 @@ def test_expert_iteration_mixed_rejects_a_malformed_mix(run_example):
     done = run_example("expert_iteration_mixed.py", "--mix", "iid", timeout=120, ok=False)
     assert done.returncode == 2
     assert "expected strategy=int, e.g. iid=2, got 'iid'" in done.stderr
+
+
+def _debate_example():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "debate_self_play.py"
+    spec = importlib.util.spec_from_file_location("debate_self_play", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+@pytest.mark.parametrize(
+    ("precision", "sampler", "flags", "vllm", "expected"),
+    [
+        (
+            "bf16",
+            "auto",
+            {"avx512_bf16", "avx2"},
+            True,
+            "main job: bf16 (this CPU has avx512_bf16), vLLM sampler (installed); expected 6.5 "
+            "to 8.5 minutes (2 quiet cores with bf16 arithmetic) on 2 cores",
+        ),
+        (
+            "auto",
+            "auto",
+            {"avx2"},
+            True,
+            "main job: fp32 (no bf16 arithmetic on this CPU (avx512_bf16 or amx_bf16)), vLLM "
+            "sampler (installed); expected over 23 minutes (2 quiet AVX2-only cores: stopped at "
+            "23 in its last evaluation) on 2 cores",
+        ),
+        (
+            "auto",
+            "auto",
+            {"avx2"},
+            False,
+            "main job: fp32 (no bf16 arithmetic on this CPU (avx512_bf16 or amx_bf16)), "
+            "transformers sampler (vLLM not installed: sampling about 3x slower; see the README); "
+            "duration not measured for this choice",
+        ),
+        (
+            "fp32",
+            "transformers",
+            {"amx_bf16"},
+            True,
+            "main job: fp32 (as asked), transformers sampler (as asked); duration not measured "
+            "for this choice",
+        ),
+    ],
+)
+def test_the_main_job_says_its_precision_sampler_and_duration(
+    precision, sampler, flags, vllm, expected
+):
+    assert _debate_example().plan(precision, sampler, frozenset(flags), vllm, 2) == expected
