@@ -110,8 +110,10 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
     dup2, close, write, pack = os.dup2, os.close, os.write, STATUS.pack
     receive = socket.recv_fds
     go = socket.socket(fileno=GO_FD)
-    strays = _isolation.ChildrenListing()
-    run_main = _make_run_main(worker, spawner, nested, strays.fd)
+    # Where the seccomp filter is installed (not nested), no run can make a child
+    # of this process (clone(CLONE_PARENT) is refused): nothing to look for.
+    strays = _isolation.ChildrenListing() if nested else None
+    run_main = _make_run_main(worker, spawner, nested, strays.fd if strays else -1)
     # Without the seccomp filter, a run may change this process's limits and
     # scheduling (same uid): checked after every run.
     unchanged = None if worker.seccomp else _own_settings()
@@ -144,7 +146,8 @@ def spawner_main(worker: Worker, status_write: int, go_read: int) -> NoReturn:
             write(STATUS_FD, pack(run))
             runs.append(run)
         statuses = [wait_status(run) for run in runs]
-        _kill_strays(strays)
+        if strays is not None:
+            _kill_strays(strays)
         for status in statuses:
             write(STATUS_FD, pack(status))
         if unchanged is not None and unchanged != _own_settings():

@@ -92,25 +92,30 @@ def become_pid_namespace_init(proto_in: int, proto_out: int) -> None:
 
 
 def pick_uid(index: int, import_paths: list[str]) -> int | None:
-    """An unused uid this (root) worker's runs can switch to and import as, or None."""
+    """An unused uid this (root) worker's runs can switch to and import as, or None.
+
+    Each uid is tried in a probe process: the account lookup loads the C
+    library's name-service modules, which would otherwise stay mapped in the
+    worker, and so be copied into every run's page tables.
+    """
     import pwd  # only needed as root
 
     for uid in (_SANDBOX_UID_BASE + index, _FALLBACK_UID):
-        try:
-            pwd.getpwuid(uid)
-            if uid != _FALLBACK_UID:
-                continue  # a real account: never borrow it
-        except KeyError:
-            pass
         probe = os.fork()
         if probe == 0:
             try:
+                try:
+                    pwd.getpwuid(uid)
+                    if uid != _FALLBACK_UID:
+                        os._exit(2)  # a real account: never borrow it
+                except KeyError:
+                    pass
                 os.setgroups([])
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
                 for path in import_paths:  # runs must be able to import
                     os.listdir(path)
-            except OSError:
+            except BaseException:
                 os._exit(1)
             os._exit(0)
         if os.waitstatus_to_exitcode(wait_status(probe)) == 0:

@@ -205,6 +205,10 @@ class Worker:
         # then leaves their pages alone instead of copying them.
         gc.collect()
         gc.freeze()
+        # The spawner, and every run, starts with a copy of this process's page
+        # tables: memory freed so far (the start-up's, the compiler's where the
+        # sources have no bytecode cache) goes back to the system first.
+        _isolation.LIBC.malloc_trim(0)
         self.runs = _runs.Runs(self)
         self.runs.start_spawner()
         # The compiler (with ``ast``) is imported only now: the spawner, and so every
