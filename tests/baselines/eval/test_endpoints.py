@@ -127,7 +127,9 @@ def test_eval_against_a_server_that_fails_then_resumes(tmp_path, monkeypatch, ca
         assert [json.loads(line)["episode_id"] for line in results] == ["p00000-s000"]
 
         assert main([*args, *models]) == 0  # the server is back
-        assert len(server.requests) == 2 + 2 + 2  # only the missing debate was played again
+        # Only the missing debate was played again; then the majority vote's answers alone
+        # (2 problems x 2 agents).
+        assert len(server.requests) == 2 + 2 + 2 + 2 * 2
         assert all(h["Authorization"] == f"Bearer {SECRET}" for _, h, _ in server.requests)
     printed = capsys.readouterr().out
     assert "| api | 2 |" in printed
