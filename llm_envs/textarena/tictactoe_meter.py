@@ -39,28 +39,35 @@ The search
     positions there is no value, and the measurement says why.
 
 The interval
-    At each visited position the shares of the moves seen and of a refused
+    At each visited position the shares of its free cells and of a refused
     move are drawn from their posterior (Dirichlet, Jeffreys' prior: the
-    counts plus 1/2), and each draw's value is computed exactly over the same
-    search; the percentile interval is joined with its reflection about the
-    estimate (the basic bootstrap interval), as in
-    :mod:`~llm_envs.textarena.kuhn_meter`, clipped to ``[0, 1]``. It covers
-    the sampling error of the seen shares only: a move never seen at a
-    position is taken as never played (its positions were not asked), so a
-    rare blunder the samples missed is outside it.
+    counts plus 1/2), and each draw's value is computed over the same
+    search. A move never seen at a position has mass but no explored
+    subtree: its value is bounded, below by what perfect play guarantees the
+    best response from there, above by a win. The interval joins the lower
+    quantile of the draws at the low bound and the upper quantile at the high
+    bound with their reflections about the estimate (the basic bootstrap
+    interval, as in :mod:`~llm_envs.textarena.kuhn_meter`), clipped to
+    ``[0, 1]``: conservative where moves went unseen. Coverage of 95%
+    intervals in simulated measurements (N texts a position): minimax 1.00
+    (N=16, mean width 0.63; N=64, 0.23); 85% minimax, 10% another cell, 5%
+    refused (exploitability 0.279) 1.00 (N=16, 0.74; N=64, 0.34); uniform
+    0.90 (N=16, 0.09: sampled shares look more predictable than they are, an
+    upward bias of 0.018).
 
-Cost (``samples=16``, both seats; texts = positions x samples, read on 2 busy cores)
-    ======================  =========  =======  ==============
-    policy                  positions  texts    seconds
-    ======================  =========  =======  ==============
-    minimax                 185        2,960    3
-    first free cell         39         624      0.5
-    uniform random          1,590      25,440   40
-    never a valid move      2          32       0.1
-    ======================  =========  =======  ==============
+Cost (texts = positions x samples; seconds with ``samples=16`` on 2 shared cores)
+    ======================  =========  ============  =======
+    policy                  positions  texts (N=16)  seconds
+    ======================  =========  ============  =======
+    minimax player          507        8,112         6-22
+    first free cell         5          80            0.1
+    never a valid move      2          32            0.0
+    uniform, exact shares   3,742
+    uniform, 16 texts       2,293      36,688        242
+    ======================  =========  ============  =======
 
-    plus ``draws`` evaluations of the search for the interval (vectorised:
-    about 0.1 s for a thousand positions and 1000 draws).
+    and two vectorised evaluations of the search for the interval
+    (``80 * draws`` bytes per position).
 """
 
 from __future__ import annotations

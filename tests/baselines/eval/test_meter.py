@@ -48,9 +48,9 @@ def test_each_entrant_gets_its_exploitability(tmp_path, monkeypatch):
 
 def test_a_game_without_a_meter_has_no_column(tmp_path):
     settings = {
-        "models": ("scripted:random", "reference"),
+        "models": ("a=scripted:random", "b=scripted:random"),
         "env": "textarena",
-        "env_kwargs": {"game": "TicTacToe-v0"},
+        "env_kwargs": {"game": "IteratedPrisonersDilemma-v0"},
         "task": "default",
         "problems": 1,
     }
