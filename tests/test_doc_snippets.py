@@ -865,7 +865,7 @@ RUNS: dict[tuple[str, str], Run] = {
         timeout=60,
     ),
     # ---- docs/scaling.md
-    ("docs/scaling.md", 'pip install "llm-envs[train]"'): Run(skip=_NETWORK),
+    ("docs/scaling.md", 'pip install -e ".[train]"'): Run(skip=_NETWORK),
     ("docs/scaling.md", "[train,peft]"): Run(skip=_NETWORK),
     ("docs/scaling.md", "[train,wandb]"): Run(skip=_NETWORK),
     ("docs/scaling.md", "[train,tensorboard]"): Run(skip=_NETWORK),
