@@ -284,13 +284,10 @@ def test_the_meter_plays_the_scripted_players(name, player, value, positions, in
     )
     assert found.low is not None and found.high is not None
     assert found.low - 1e-12 <= found.exploitability <= found.high + 1e-12
+    if name == "minimax":
+        # Two texts a position cannot rule out a rare blunder: the interval reaches above 0.
+        assert found.low == 0.0 and 0 < found.high < 1
     assert found.metrics()["exploitability"] == found.exploitability
-
-
-def test_the_minimax_interval_leaves_room_for_unseen_refusals():
-    # Two texts a position cannot rule out a few refused ones: the interval reaches above 0.
-    found = measure(agent_sampler(minimax_player), TTT, samples=2, draws=200)
-    assert found.low == 0.0 and 0 < found.high < 1
 
 
 def test_the_sampled_random_player_matches_the_brute_force_on_its_counts():
@@ -348,8 +345,8 @@ def test_bad_arguments_are_refused():
 
 def test_the_family_measures_tic_tac_toe():
     family = TextArenaFamily(TTT)
-    found = family.measure(agent_sampler(minimax_player), samples=1, seed=0)
-    assert found["exploitability"] == 0.0 and found["exploitability_positions"] == 507
+    found = family.measure(agent_sampler(first_free_player), samples=1, seed=0)
+    assert found["exploitability"] == 1.0 and found["exploitability_positions"] == 5
     assert family.measure(agent_sampler(minimax_player), samples=0, seed=0) == {}
     assert (
         TextArenaFamily({"game": "IteratedPrisonersDilemma-v0"}).measure(
