@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llm_envs.arguments import check_int, describe
+from llm_envs.arguments import check_int, check_number, describe
 
 __all__ = ["DEFAULT_GAME", "PAYOFFS", "Payoff", "TextArenaConfig"]
 
@@ -58,6 +58,13 @@ class TextArenaConfig:
             them out, so its ``[bet]`` risks nothing); a player whose invalid
             moves end the game loses its stake of the round, 1 chip, as a
             fold would. Checked against the game when the environment is built.
+        invalid_move_penalty: a training signal, not part of the payoff: this
+            much is taken from an agent's reward at each of its invalid moves,
+            retried ones included. TextArena forgives a first invalid move
+            with a retry, so without it an invalid text costs nothing unless
+            a second follows, and reinforcement learning can drift away from
+            the move format (Kuhn Poker, docs/results.md). ``game_reward``, the
+            outcome and the meter stay the game's. At least 0 (0: off).
     """
 
     game: str = DEFAULT_GAME
@@ -65,6 +72,7 @@ class TextArenaConfig:
     game_kwargs: dict[str, Any] = field(default_factory=dict)
     max_turns: int = 200
     payoff: Payoff = "game"
+    invalid_move_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.game, str) or not self.game.strip():
@@ -74,6 +82,8 @@ class TextArenaConfig:
             )
         check_int("num_players", self.num_players, minimum=1)
         check_int("max_turns", self.max_turns, minimum=1)
+        penalty = check_number("invalid_move_penalty", self.invalid_move_penalty, minimum=0.0)
+        object.__setattr__(self, "invalid_move_penalty", penalty)
         if self.payoff not in PAYOFFS:
             raise ValueError(
                 f"payoff must be one of {PAYOFFS}, got {describe(self.payoff)}; "

@@ -334,6 +334,9 @@ class TextArenaEnv(TextEnvMixin, AECEnv[str, Observation, str]):
         else:
             self.agent_selection = self._current_agent()
 
+        if invalid and self.config.invalid_move_penalty:
+            self.rewards[agent] -= self.config.invalid_move_penalty  # after the game's own
+
         ended = self.done
         for a in self.agents:
             info = {**self.infos[a], STOP: [], TURN: len(self.turns)}

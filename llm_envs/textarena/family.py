@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from llm_envs.client_settings import ClientSettings, OneOf, Whole
+from llm_envs.client_settings import ClientSettings, Number, OneOf, Whole
 from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler
 from llm_envs.seeding import derive_seed
 from llm_envs.textarena.config import PAYOFFS
@@ -98,6 +98,7 @@ class TextArenaFamily(FamilyBase):
             "num_players": Whole(1, 4),
             "max_turns": Whole(1, 400),
             "payoff": OneOf(PAYOFFS),
+            "invalid_move_penalty": Number(0.0, 1.0),
         }
     )
 
@@ -126,9 +127,10 @@ class TextArenaFamily(FamilyBase):
         self.max_agent_turns = probe.config.max_turns  # a bound: the cap on every agent's actions
         self.seed = seed
         self.kuhn = game_name(self.game) == "KuhnPoker"
-        if probe.config.payoff == "chips":
-            most = probe.kuhn_rules().max_payoff  # 2 chips a round
-            self.reward_range = (-most, most)
+        most = probe.kuhn_rules().max_payoff if probe.config.payoff == "chips" else 1.0
+        # Each of an agent's turns may be an invalid move that costs the penalty.
+        penalties = probe.config.invalid_move_penalty * self.max_agent_turns
+        self.reward_range = (-most - penalties, most)
 
     def _plan(self, keys: list[int], seeds: list[int], seats: list[frozenset[str]]) -> EpisodePlan:
         return EpisodePlan(
