@@ -7,8 +7,8 @@ most that much, so the responder's measured payoff against the frozen
 checkpoint is a lower bound on the checkpoint's exploitability: as tight as
 the responder's budget (iterations, games, LoRA rank) makes it, and only
 ever an underestimate. Where the game is small enough for an exact value
-(Kuhn Poker's ``eval/exploitability``), prefer that; this works for any
-family with two seats and a fixed evaluation opponent.
+(a family meter's ``eval/exploitability``), prefer that; this works for
+any family with two seats and a fixed evaluation opponent.
 
 The responder is the importance-sampling trainer with:
 
@@ -26,8 +26,8 @@ Every other flag is the trainer's (``llm-envs train --help``). The bound,
 its interval where the payoff is a win or a loss, and the budget are printed
 and written to ``OUTPUT_DIR/best_response.json``.
 
-    llm-envs best-response runs/kuhn/final_model --env textarena
-        --env-kwargs '{"game": "KuhnPoker-v0"}' --num-iterations 4 --output-dir runs/br
+    llm-envs best-response runs/game/final_model --env my_game --num-iterations 4
+        --output-dir runs/br   # docs/league.md has a Tic Tac Toe example
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def trainer_argv(checkpoint: str, base: str | None, argv: Sequence[str]) -> list
     """The IS trainer's command line for a responder to ``checkpoint`` (see the module docstring).
 
     Example:
-        >>> trainer_argv("ck", None, ["--env", "textarena", "--num-iterations", "2"])[:4]
+        >>> trainer_argv("ck", None, ["--env", "my_game", "--num-iterations", "2"])[:4]
         ['--model', 'ck', '--opponents', 'league']
 
     Raises:
