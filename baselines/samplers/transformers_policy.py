@@ -190,16 +190,14 @@ class _StoppedRows:
         self, progress: Phase, rows: int, ends: set[int], where: str, max_tokens: int
     ) -> None:
         self.progress, self.ends, self.where, self.max_tokens = progress, ends, where, max_tokens
-        self.stopped = [False] * rows
-        self.steps = 0
+        self.rows, self.stopped, self.steps = rows, set[int](), 0
 
     def put(self, value: Any) -> None:
         if value.dim() != 1:
             return  # the prompts
         self.steps += 1
-        new = [i for i, t in enumerate(value.tolist()) if t in self.ends and not self.stopped[i]]
-        for i in new:
-            self.stopped[i] = True
+        new = {i for i, t in enumerate(value.tolist()) if t in self.ends} - self.stopped
+        self.stopped |= new
         self.progress.advance(len(new))
         self.progress.note = f"{self.where}token {self.steps}/{self.max_tokens}"
 
@@ -208,4 +206,4 @@ class _StoppedRows:
 
     def running(self) -> int:
         """Rows not counted yet."""
-        return self.stopped.count(False)
+        return self.rows - len(self.stopped)

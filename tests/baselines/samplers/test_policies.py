@@ -125,6 +125,21 @@ class TestTransformersPolicy:
             shorter = policy.renderer.decode(c.tokens[:-1])
             assert " " not in shorter, "tokens must end with the token completing the stop"
 
+    def test_each_row_counts_once_when_it_stops(self, policy, monkeypatch):
+        counted: list[int] = []
+        advance = Phase.advance
+
+        def record(self, count=1):
+            counted.append(count)
+            advance(self, count)
+
+        monkeypatch.setattr(Phase, "advance", record)
+        requests = [SampleRequest(chat, stop=(" ",)) for chat in CHATS] * 2
+        policy.sample(requests, SamplingParams(max_tokens=48, seed=1))
+        assert sum(counted) == 6  # every row once, whether it stopped early or ran out
+        # rows counted as they stop, not only when their batch (of 3) ends
+        assert len([c for c in counted if c]) > 3, counted
+
     def test_same_seed_same_samples(self, policy):
         requests = [SampleRequest(CHATS[0])]
         a = policy.sample(requests, SamplingParams(max_tokens=16, seed=5))
