@@ -31,6 +31,7 @@ import torch
 from baselines.env_families import EpisodeBatch, derive_seed
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.model import PolicyModel, make_optimizer
+from baselines.progress import phase
 from baselines.rollouts import EpisodeResult, PolicyAssignment, rollout
 from baselines.run_directory import RunDirectory
 from baselines.samplers.base import Policy, SamplingParams
@@ -293,19 +294,23 @@ class Learner:
         mine, num_micro = plans[self.rank], max(len(p) for p in plans)
         start, local_loss = time.perf_counter(), 0.0
         local_logprobs: dict[int, np.ndarray] = {}
-        for m in range(num_micro):
-            # Gradients are all-reduced once, in the last backward of the step.
-            with accumulating(acc, self.model, last=m == num_micro - 1):
-                if m >= len(mine):
-                    self._dummy_backward()
-                    continue
-                loss, logprobs_D = self._microbatch_loss(
-                    [data_D[i] for i in mine[m]], self.world / denominator, loss_fn or self.loss_fn
-                )
-                local_loss += loss
-                local_logprobs.update(
-                    (i, lp.numpy()) for i, lp in zip(mine[m], logprobs_D, strict=True)
-                )
+        with phase("forward and backward", num_micro, "microbatches") as passes:
+            for m in range(num_micro):
+                # Gradients are all-reduced once, in the last backward of the step.
+                with accumulating(acc, self.model, last=m == num_micro - 1):
+                    if m < len(mine):
+                        loss, logprobs_D = self._microbatch_loss(
+                            [data_D[i] for i in mine[m]],
+                            self.world / denominator,
+                            loss_fn or self.loss_fn,
+                        )
+                        local_loss += loss
+                        local_logprobs.update(
+                            (i, lp.numpy()) for i, lp in zip(mine[m], logprobs_D, strict=True)
+                        )
+                    else:
+                        self._dummy_backward()
+                passes.advance()
         timings["time/forward_backward"] += time.perf_counter() - start
         start = time.perf_counter()
         max_norm = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf

@@ -431,8 +431,8 @@ def test_progress_lines_name_the_phase_and_move_within_a_generation(
     forward = Qwen2ForCausalLM.forward
 
     def slow(self, *args, **kwargs):
-        if not torch.is_grad_enabled():  # a sampling step, 10 ms: generations span heartbeats
-            time.sleep(0.01)
+        # 10 ms a sampling step, 200 ms a microbatch's forward: both span heartbeats
+        time.sleep(0.01 if not torch.is_grad_enabled() else 0.2)
         return forward(self, *args, **kwargs)
 
     monkeypatch.setattr(Qwen2ForCausalLM, "forward", slow)
@@ -440,15 +440,28 @@ def test_progress_lines_name_the_phase_and_move_within_a_generation(
         baselines.training.run, "heartbeat", functools.partial(heartbeat, every=0.05)
     )
     config = tiny_config(
-        tmp_path, tiny_model_dir, num_iterations=1, eval_every=1, eval_groups=1, progress=True
+        tmp_path,
+        tiny_model_dir,
+        num_iterations=1,
+        eval_every=1,
+        eval_groups=1,
+        progress=True,
+        max_tokens_per_microbatch=64,  # a step of several microbatches
     )
     train(config)
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("generate: ")]
+    err = capsys.readouterr().err.splitlines()
+    lines = [line for line in err if line.startswith("generate: ")]
     for name in ("sampling", "evaluation"):
         named = [line for line in lines if f"({name}: " in line]
         tokens = [int(m.group(1)) for m in map(re.compile(r"token (\d+)/16").search, named) if m]
         # the count moves while the generation runs (it restarts with each turn's call)
         assert any(b > a for a, b in itertools.pairwise(tokens)), lines
+    passes = [
+        int(m.group(1))
+        for line in err
+        if (m := re.match(r"forward and backward: (\d+)/\d+ microbatches, .*\(training: ", line))
+    ]
+    assert any(b > a for a, b in itertools.pairwise(passes)), err
 
 
 @pytest.mark.slow
