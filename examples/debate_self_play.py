@@ -246,8 +246,14 @@ MAIN_JOB_SIZE = ("model", "iterations", "groups", "agents", "rounds", "max_token
 """The flags that size the main job: its measured durations hold at their defaults."""
 
 
-def plan(precision: str, sampler: str, flags: frozenset[str], vllm: bool, cores: int) -> str:
-    """The line the main job prints at start: its precision and sampler, why, and how long."""
+def plan(
+    precision: str, sampler: str, flags: frozenset[str], vllm: bool, cores: int, sized: bool = True
+) -> str:
+    """The line the main job prints at start: its precision and sampler, why, and how long.
+
+    ``sized``: the run has the main job's size (:data:`MAIN_JOB_SIZE` at their defaults),
+    the only size whose duration was measured.
+    """
     bf16 = precision == "bf16"
     has = sorted(flags & BF16_CPU_FLAGS)
     if bf16:
@@ -264,11 +270,13 @@ def plan(precision: str, sampler: str, flags: frozenset[str], vllm: bool, cores:
     else:
         sampled = "transformers sampler (as asked)"
     expected = MEASURED_MINUTES[("bf16" if bf16 else "fp32", kind)]
-    how_long = (
-        f"expected {expected} on {cores} cores"
-        if expected
-        else "duration not measured for this choice"
-    )
+    if not sized:
+        how_long = "duration not measured for these settings"
+    elif expected:
+        how_long = f"expected {expected} on {cores} cores"
+    else:
+        how_long = "duration not measured for this choice"
+
     return f"main job: {'bf16' if bf16 else 'fp32'} ({why}), {sampled}; {how_long}"
 
 
@@ -277,11 +285,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = build_config(args)
     if not torch_cuda():
         vllm = importlib.util.find_spec("vllm") is not None
-        line = plan(args.precision, args.sampler, cpu_flags(), vllm, os.cpu_count() or 1)
         defaults = vars(parse_args([]))
-        if any(getattr(args, k) != defaults[k] for k in MAIN_JOB_SIZE):
-            line = line.split("; ")[0] + "; duration not measured for these settings"
-        print(line, flush=True)
+        sized = all(getattr(args, k) == defaults[k] for k in MAIN_JOB_SIZE)
+        cores = os.cpu_count() or 1
+        print(plan(args.precision, args.sampler, cpu_flags(), vllm, cores, sized), flush=True)
     metrics_path = train(config)
     rows = load_metrics(metrics_path)
     index = write_report(config.output_dir)

@@ -250,7 +250,7 @@ _METER_MEANINGS = {
     "single_answer/correct": "fraction of those answers given alone that are correct",
     "exploitability": (
         "exploitability: what a best response wins against the policy, under the game's payoff "
-        "(Kuhn Poker; 0 at an equilibrium)"
+        "(the family's meter; 0 at an equilibrium)"
     ),
     "exploitability_chips": (
         "exploitability in chips, one round, a bet costing a chip (uniform play: 11/24 = 0.458)"

@@ -202,3 +202,12 @@ def test_the_main_job_says_its_precision_sampler_and_duration(
     precision, sampler, flags, vllm, expected
 ):
     assert _debate_example().plan(precision, sampler, frozenset(flags), vllm, 2) == expected
+
+
+def test_a_run_of_another_size_keeps_the_whole_choice_and_names_no_duration():
+    line = _debate_example().plan("auto", "auto", frozenset({"avx2"}), False, 2, sized=False)
+    assert line == (
+        "main job: fp32 (no bf16 arithmetic on this CPU (avx512_bf16 or amx_bf16)), "
+        "transformers sampler (vLLM not installed: sampling about 3x slower; see the README); "
+        "duration not measured for these settings"
+    )
