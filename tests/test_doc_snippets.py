@@ -834,6 +834,43 @@ RUNS: dict[tuple[str, str], Run] = {
         training=True,
         timeout=400,
     ),
+    ("docs/results.md", "--warm-start-mistake-rate 1.0"): Run(
+        replace=(
+            ("--model smollm2-135m-instruct", "--model tiny"),
+            (
+                "--warm-start-steps 8 --warm-start-groups 32",
+                "--warm-start-steps 1 --warm-start-groups 2",
+            ),
+            (
+                "--output-dir runs/kuhn_warm",
+                "--output-dir runs/kuhn_warm --no-progress --num-threads 1",
+            ),
+        ),
+        why="the tiny model, one warm-start step on two teacher games",
+        training=True,
+        timeout=300,
+    ),
+    ("docs/results.md", "--model runs/kuhn_warm/final_model"): Run(
+        replace=(
+            (
+                "--arms mirror random league --seeds 0 1 2 --iterations 4 --eval-every 2",
+                "--arms league --seeds 0 --iterations 1 --games 4 --eval-every 1 --eval-groups 1 "
+                "--max-tokens 8 --meter-samples 1",
+            ),
+            ("--plot docs/images/kuhn_league_vs_mirror.svg", "--plot kuhn.svg"),
+        ),
+        why=(
+            "the warm-started tiny model of the command above, one seed of the league's arm, one "
+            "iteration, one text per information set; the plot in the test's folder"
+        ),
+        check=(
+            "import pathlib\n"
+            "svg = pathlib.Path('kuhn.svg').read_text()\n"
+            "assert svg.startswith('<svg xmlns=') and 'league' in svg, svg[:200]\n"
+        ),
+        training=True,
+        timeout=400,
+    ),
     ("docs/results.md", "Qwen/Qwen2.5-0.5B-Instruct"): Run(
         replace=(
             ("--model Qwen/Qwen2.5-0.5B-Instruct --seeds 0 1 2 --iterations 40 --games 64", ""),
