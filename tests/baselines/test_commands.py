@@ -37,7 +37,12 @@ def test_extras_are_named_for_what_they_bring():
         ([], 2, "out", "usage: llm-envs COMMAND"),
         (["--help"], 0, "out", "report         write a run's report"),
         (["--version"], 0, "out", "llm-envs "),
-        (["fit"], 2, "err", "unknown command 'fit'; choose one of ['best-response', 'check', 'eval'"),
+        (
+            ["fit"],
+            2,
+            "err",
+            "unknown command 'fit'; choose one of ['best-response', 'check', 'eval'",
+        ),
     ],
 )
 def test_the_command_line_explains_itself(capsys, argv, status, stream, text):
