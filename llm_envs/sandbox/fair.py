@@ -40,17 +40,27 @@ _GIVE_UP: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
-def client_key(host: str | None) -> str:
-    """The client a peer address counts as: the address, an IPv6 address's /64.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
-    A host is usually given a whole IPv6 /64, so its addresses are one client.
-    Each ``127.0.0.0/8`` loopback address is a client of its own: a process on
-    the server's machine can count as many clients, on purpose (it can already
+
+def client_key(host: str | None) -> str:
+    """The client a peer address counts as: an IPv4 address, or an IPv6 site's /48.
+
+    One site is commonly given a whole IPv6 /48 (a home or a customer a /56
+    or /48 of it), so its 65,536 /64s count as one client: any finer and one
+    site could count as thousands and take all but one turn in thousands.
+    Addresses that carry an IPv4 address count as that address: mapped
+    (``::ffff:a.b.c.d``), 6to4 (``2002::/16``: one IPv4 host has 65,536
+    /64s there), Teredo's client and NAT64 (``64:ff9b::/96``). Each
+    ``127.0.0.0/8`` loopback address is a client of its own: a process on the
+    server's machine can count as many clients, on purpose (it can already
     stop the server, and trainers sharing one machine are told apart so).
 
     Example:
-        >>> client_key("127.0.0.1"), client_key("2001:db8::1"), client_key("2001:db8::2")
-        ('127.0.0.1', '2001:db8::/64', '2001:db8::/64')
+        >>> client_key("127.0.0.1"), client_key("2001:db8:1:2::1"), client_key("2001:db8:1:ff::2")
+        ('127.0.0.1', '2001:db8:1::/48', '2001:db8:1::/48')
+        >>> client_key("2002:c000:204::1"), client_key("64:ff9b::c000:221")
+        ('192.0.2.4', '192.0.2.33')
     """
     if not host:
         return "unknown"
@@ -59,9 +69,16 @@ def client_key(host: str | None) -> str:
     except ValueError:  # a unix socket's path, a test client's name
         return host
     if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+        teredo = address.teredo
+        embedded = (
+            address.ipv4_mapped
+            or address.sixtofour
+            or (teredo[1] if teredo else None)
+            or (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) if address in _NAT64 else None)
+        )
+        if embedded is not None:
+            return str(embedded)
+        return str(ipaddress.ip_network(f"{address}/48", strict=False))
     return str(address)
 
 

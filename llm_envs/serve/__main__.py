@@ -119,7 +119,7 @@ def build_parser(prog: str) -> CommandParser:
     parser.add_argument(
         "--max-connections-per-address",
         type=_whole,
-        help="open connections of one client (an address; an IPv6 /64) past which its new one "
+        help="open connections of one client (an address; an IPv6 /48) past which its new one "
         "gets 503, leaving room for the others (default: a quarter of --max-connections)",
     )
     parser.add_argument(

@@ -105,7 +105,7 @@ class ServeSettings:
             and closed (None: the open-file limit less a reserve, so that records
             are written however many clients connect).
         max_connections_per_address: open connections of one client (an
-            address, an IPv6 /64) past which its new one is answered 503 and
+            address, an IPv6 /48) past which its new one is answered 503 and
             closed (None: a quarter of ``max_connections``).
         max_held_chars: characters of actions the running episodes (the OpenEnv
             view's sessions' too) may hold together; an action past it gets 503

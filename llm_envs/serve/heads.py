@@ -20,7 +20,7 @@ only while it makes progress, and only so many are held:
   answered 503 and closed at once, which keeps :data:`FD_RESERVE` descriptors
   of the process's limit for records, the sandbox and the step threads;
 - past ``max_per_address`` of them from one client
-  (:func:`~llm_envs.sandbox.fair.client_key`: one address, an IPv6 /64), a new
+  (:func:`~llm_envs.sandbox.fair.client_key`: one address, an IPv6 /48), a new
   one of that client's is answered 503 and closed too, so that one client
   holding connections leaves room for the others (default a quarter of
   ``max_connections``). Each loopback address counts apart, as in the sandbox

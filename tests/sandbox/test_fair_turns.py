@@ -151,3 +151,32 @@ def test_a_caller_past_its_give_up_time_stops_waiting_and_the_pool_carries_on():
         blocker.join(timeout=30)
         assert pool.run_tests("x = 1", ["assert x == 1"]).all_passed  # nobody left waiting
     assert 0.25 < gave_up < 1.0
+
+
+def test_a_site_of_thousands_of_ipv6_prefixes_is_one_client_and_takes_one_turn_in_two():
+    # One /48 holds 65,536 /64s, and one IPv4 host as many 6to4 /64s: were each a client,
+    # an honest client would wait behind thousands of them (a turn in 5,001).
+    site = [f"2001:db8:7:{i:x}::1" for i in range(2500)]
+    sixtofour = [f"2002:c000:204:{i:x}::1" for i in range(2500)]  # all of 192.0.2.4
+    turns: RoundRobin[str] = RoundRobin()
+    for address in site + sixtofour:
+        turns.push(client_key(address), address)
+    turns.push(client_key("198.51.100.9"), "honest")
+    served = [turns.pop() for _ in range(3)]
+    assert "honest" in served
+    assert {client_key(a) for a in site} == {"2001:db8:7::/48"}
+    assert {client_key(a) for a in sixtofour} == {"192.0.2.4"}
+
+
+@pytest.mark.parametrize(
+    ("address", "client"),
+    [
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.0.2.45"),  # Teredo: its client's IPv4
+        ("64:ff9b::c000:221", "192.0.2.33"),  # NAT64
+        ("::ffff:192.0.2.1", "192.0.2.1"),
+        ("2001:db8:1:ffff:1::1", "2001:db8:1::/48"),
+        ("fe80::1", "fe80::/48"),
+    ],
+)
+def test_addresses_that_carry_an_ipv4_address_count_as_it(address, client):
+    assert client_key(address) == client

@@ -108,6 +108,37 @@ def test_admission_is_bounded_per_client_in_total_and_in_bytes():
     assert fair.admit("c", 80) is None
 
 
+def test_one_client_holds_at_most_its_share_of_the_bodies_bytes():
+    # A client declaring large bodies it sends slowly: it counts by its declared sizes.
+    fair = FairQueue(1, max_per_client=100, max_total=100, max_bytes=1000, max_bytes_per_client=300)
+    assert fair.admit("slow", 160) is None and fair.admit("slow", 140) is None
+    refused = fair.admit("slow", 1)
+    assert refused is not None and refused.status == 429
+    assert "--max-queued-bytes-per-client 300" in refused.detail and "300 bytes" in refused.detail
+    for other in "abc":  # the other clients keep the rest of the service's bytes
+        assert fair.admit(other, 200) is None
+    fair.leave("slow", 160)
+    assert fair.admit("slow", 160) is None  # its bytes came back when a request left
+    assert fair.admit("d", 101) is not None  # 1000 bytes held in all: 503, the service's limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 400)), max_size=40))
+def test_no_client_ever_holds_more_than_its_bytes_and_leaving_gives_them_back(requests):
+    fair = FairQueue(
+        1, max_per_client=1000, max_total=1000, max_bytes=2000, max_bytes_per_client=500
+    )
+    held: dict[str, list[int]] = {}
+    for client, size in requests:
+        if fair.admit(client, size) is None:
+            held.setdefault(client, []).append(size)
+        assert all(sum(sizes) <= 500 for sizes in held.values())
+    for client, sizes in held.items():
+        for size in sizes:
+            fair.leave(client, size)
+    assert fair.admit("a", 500) is None and fair.admit("b", 500) is None
+
+
 def test_a_cancelled_waiter_passes_its_turn_on():
     async def scenario() -> list[str]:
         fair, order = queue(), []
@@ -133,11 +164,12 @@ def test_a_cancelled_waiter_passes_its_turn_on():
     assert asyncio.run(scenario()) == ["a", "c"]
 
 
-def test_a_client_is_its_address_and_an_ipv6_host_its_prefix():
+def test_a_client_is_its_address_and_an_ipv6_site_its_prefix():
     assert client_key("10.0.0.7") == "10.0.0.7"
     assert client_key("::ffff:10.0.0.7") == "10.0.0.7"
     assert client_key("2001:db8:1:2::5") == client_key("2001:db8:1:2:ffff::9")
-    assert client_key("2001:db8:1:3::5") != client_key("2001:db8:1:2::5")
+    assert client_key("2001:db8:1:3::5") == client_key("2001:db8:1:2::5")  # one site's /48
+    assert client_key("2001:db8:2::5") != client_key("2001:db8:1::5")
 
 
 # --- through HTTP ----------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Attack round 4: one client holding ``--max-connections`` idle sockets got every
 other client a 503 until its sockets timed out (30 s a wave). A client is an
-address (an IPv6 /64); each loopback address counts apart, so these tests
+address (an IPv6 /48); each loopback address counts apart, so these tests
 play two clients from 127.0.0.1 and 127.0.0.2.
 """
 

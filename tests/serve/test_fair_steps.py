@@ -83,7 +83,7 @@ def test_the_guard_sets_the_client_from_the_peer_address_not_a_header():
 
     asyncio.run(request("10.0.0.7"))
     asyncio.run(request("2001:db8::1"))
-    assert seen == ["10.0.0.7", "2001:db8::/64"]
+    assert seen == ["10.0.0.7", "2001:db8::/48"]
     assert current_client() == "local"
 
 

@@ -241,6 +241,7 @@ def create_app(
         max_per_client=settings.max_queued_per_client,
         max_total=settings.max_queued,
         max_bytes=settings.max_queued_bytes,
+        max_bytes_per_client=settings.max_queued_bytes_per_client,
     )
 
     @contextlib.asynccontextmanager

@@ -1,7 +1,7 @@
 """Turns at the sandbox service's pool, shared fairly between clients, and bounded.
 
 A **client** is the peer's network address as the service's own socket sees
-it (:func:`~llm_envs.sandbox.fair.client_key`: an IPv6 address by its /64
+it (:func:`~llm_envs.sandbox.fair.client_key`: an IPv6 address by its /48
 prefix, each loopback address its own), never a header. The service runs
 uvicorn without proxy headers (``X-Forwarded-For`` is not read), so a client
 cannot choose its key by a header either. Behind a reverse proxy every request
@@ -55,15 +55,31 @@ class FairQueue:
         max_per_client: requests of one client admitted at once (queued or running).
         max_total: requests of all clients admitted at once.
         max_bytes: request bodies admitted at once, in bytes.
+        max_bytes_per_client: one client's request bodies admitted at once, in
+            bytes (None: ``max_bytes``). A body counts by its declared size from
+            its head on, so without it one client declaring large bodies and
+            sending them a byte at a time would hold ``max_bytes`` alone.
 
     All methods run on the event loop's thread; none blocks.
     """
 
-    def __init__(self, slots: int, *, max_per_client: int, max_total: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        slots: int,
+        *,
+        max_per_client: int,
+        max_total: int,
+        max_bytes: int,
+        max_bytes_per_client: int | None = None,
+    ) -> None:
         self.slots = slots
         self.max_per_client = max_per_client
         self.max_total = max_total
         self.max_bytes = max_bytes
+        self.max_bytes_per_client = (
+            max_bytes if max_bytes_per_client is None else max_bytes_per_client
+        )
+        self._client_bytes: dict[str, int] = {}
         self._free = slots
         self._waiting: RoundRobin[asyncio.Future[None]] = RoundRobin()
         self._admitted: dict[str, int] = {}
@@ -81,6 +97,16 @@ class FairQueue:
                 f"may (--max-queued-per-client {self.max_per_client}); wait for their answers",
                 self._retry_after(self.max_per_client),
             )
+        client_bytes = self._client_bytes.get(client, 0)
+        if client_bytes + size > self.max_bytes_per_client:
+            return Refusal(
+                429,
+                f"client {client} has {client_bytes:,} bytes of request bodies queued or running, "
+                f"and this one declares {size:,}: past the most one client may "
+                f"(--max-queued-bytes-per-client {self.max_bytes_per_client:,}); wait for their "
+                "answers",
+                self._retry_after(held),
+            )
         if self._total >= self.max_total or self._bytes + size > self.max_bytes:
             return Refusal(
                 503,
@@ -90,6 +116,7 @@ class FairQueue:
                 self._retry_after(self._total),
             )
         self._admitted[client] = held + 1
+        self._client_bytes[client] = client_bytes + size
         self._total += 1
         self._bytes += size
         return None
@@ -99,6 +126,9 @@ class FairQueue:
         held = self._admitted.pop(client) - 1
         if held:
             self._admitted[client] = held
+        left = self._client_bytes.pop(client) - size
+        if held:
+            self._client_bytes[client] = left
         self._total -= 1
         self._bytes -= size
 

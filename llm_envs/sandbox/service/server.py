@@ -201,6 +201,8 @@ def _parser(prog: str) -> CommandParser:
         help="requests of one client address queued or running (429 past it)")  # fmt: skip
     add("--max-queued-bytes", type=int, default=default.max_queued_bytes,
         help="bytes of the bodies of requests queued or running (503 past it)")  # fmt: skip
+    add("--max-queued-bytes-per-client", type=int, default=default.max_queued_bytes_per_client,
+        help="bytes of one client's request bodies queued or running (429 past it)")  # fmt: skip
     add("--site-packages", action="store_true",
         help="let scripts import installed third-party packages")  # fmt: skip
     add("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])

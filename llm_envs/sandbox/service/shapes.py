@@ -50,6 +50,9 @@ class ServiceSettings:
             (429 past it; a client is its address, see :mod:`~llm_envs.sandbox.service.fair`).
         max_queued_bytes: bodies of the requests queued or running, together
             (503 past it).
+        max_queued_bytes_per_client: bodies of one client's requests queued
+            or running (429 past it): a client declaring large bodies and
+            sending them slowly holds at most this much of ``max_queued_bytes``.
         site_packages: let scripts import installed third-party packages (numpy).
         pin_cpus: keep each pool worker and its runs on one CPU (None: the pool
             decides, see :class:`~llm_envs.sandbox.Sandbox`).
@@ -65,6 +68,7 @@ class ServiceSettings:
     max_queued: int = 1024
     max_queued_per_client: int = 256
     max_queued_bytes: int = 1 << 30
+    max_queued_bytes_per_client: int = 128 << 20
     site_packages: bool = False
     pin_cpus: bool | None = None
 
@@ -85,6 +89,12 @@ class ServiceSettings:
         check_int("max_queued_per_client", self.max_queued_per_client, minimum=1, maximum=1 << 20)
         check_int(
             "max_queued_bytes", self.max_queued_bytes, minimum=self.max_body_bytes, maximum=1 << 40
+        )
+        check_int(
+            "max_queued_bytes_per_client",
+            self.max_queued_bytes_per_client,
+            minimum=self.max_body_bytes,
+            maximum=self.max_queued_bytes,
         )
         check_bool("site_packages", self.site_packages)
         if self.pin_cpus is not None:
