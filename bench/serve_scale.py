@@ -261,6 +261,7 @@ def serve(kind: str, port: int, sleep: float, workers: int, sessions: int) -> No
         f"--env-kwargs={json.dumps({'sleep': sleep})}",
         f"--port={port}",
         f"--max-episodes={sessions}",
+        f"--max-episodes-per-client={sessions}",  # every session comes from this one client
         f"--max-sessions={sessions}",
         "--log-level=warning",
     ]

@@ -68,6 +68,7 @@ from pydantic import Field, StrictStr, ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
+from llm_envs.sandbox.fair import current_client
 from llm_envs.seats import SeatView, family_seat
 from llm_envs.serve.errors import Conflict, Invalid, ServeError, Unavailable
 from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
@@ -162,6 +163,7 @@ class _Play:
         self.steps = 0
         self.status: Status | None = None
         self._budget = budget
+        self._client = current_client()  # the session's peer (the server's door set it)
         self._held = 0  # characters of the client's actions its environment holds
         self._guard = threading.Lock()
 
@@ -173,7 +175,7 @@ class _Play:
         """
         with self._guard:
             if self.status is None:  # else the step refuses it
-                self._budget.take(len(text))
+                self._budget.take(len(text), self._client)
                 self._held += len(text)
 
     def end(self, status: Status) -> bool:
@@ -182,7 +184,7 @@ class _Play:
             if self.status is not None:
                 return False
             self.status = status
-            self._budget.give(self._held)
+            self._budget.give(self._held, self._client)
             return True
 
 

@@ -130,6 +130,18 @@ def build_parser(prog: str) -> CommandParser:
         "gets 503 until episodes end (default 1073741824: about 1 GiB of memory)",
     )
     parser.add_argument(
+        "--max-episodes-per-client",
+        type=_whole,
+        help="episodes one client (an address; an IPv6 /48) runs at once, leaving room for the "
+        "others (default: a quarter of --max-episodes)",
+    )
+    parser.add_argument(
+        "--max-held-chars-per-client",
+        type=_whole,
+        help="characters of actions one client's episodes and OpenEnv sessions may hold "
+        "(default: a quarter of --max-held-chars)",
+    )
+    parser.add_argument(
         "--step-deadline",
         type=_positive,
         default=60.0,
@@ -184,11 +196,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         max_connections=args.max_connections,
         max_connections_per_address=args.max_connections_per_address,
         max_held_chars=args.max_held_chars,
+        max_episodes_per_client=args.max_episodes_per_client,
+        max_held_chars_per_client=args.max_held_chars_per_client,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:
         app = build_app(settings)
-    except ServeError as exc:
+    except (ServeError, ValueError) as exc:  # a bad per-client share is a ValueError
         parser.error(str(exc))
     _most_descriptors()
     uvicorn.run(

@@ -110,6 +110,10 @@ class ServeSettings:
         max_held_chars: characters of actions the running episodes (the OpenEnv
             view's sessions' too) may hold together; an action past it gets 503
             until episodes end.
+        max_episodes_per_client: episodes one client (their creator) runs at
+            once (None: a quarter of ``max_episodes``); past it, 503.
+        max_held_chars_per_client: what one client's episodes and sessions may
+            hold of ``max_held_chars`` (None: a quarter of it); past it, 503.
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -125,6 +129,8 @@ class ServeSettings:
     max_connections: int | None = None
     max_connections_per_address: int | None = None
     max_held_chars: int = MAX_HELD_CHARS
+    max_episodes_per_client: int | None = None
+    max_held_chars_per_client: int | None = None
 
 
 class _JSON(JSONResponse):
@@ -156,6 +162,8 @@ def build_app(settings: ServeSettings) -> FastAPI:
         workers=settings.workers,
         step_deadline=settings.step_deadline,
         max_held_chars=settings.max_held_chars,
+        max_episodes_per_client=settings.max_episodes_per_client,
+        max_held_chars_per_client=settings.max_held_chars_per_client,
     )
 
     openenv = _openenv_view(settings, families, store, hub.held)

@@ -69,23 +69,38 @@ MAX_HELD_CHARS = 1 << 30
 """Characters of actions the running episodes may hold together (about 1 byte of memory each)."""
 
 
+def quarter(limit: int) -> int:
+    """One client's default share of a server-wide ``limit``: a quarter, at least 1."""
+    return max(1, limit // 4)
+
+
 class HeldChars:
-    """The characters of clients' actions that running episodes hold, and their bound.
+    """The characters of clients' actions that running episodes hold, and their bounds.
 
     One per server, shared by the hub's episodes and the OpenEnv view's
     sessions: an environment keeps its transcript until its episode ends, so
-    what every running episode holds, together, is bounded, not each alone.
+    what every running episode holds, together, is bounded, not each alone;
+    and what one client's episodes hold is bounded by its share, so that one
+    client filling the budget does not refuse every other's actions.
     Thread-safe.
 
     Args:
         limit: the most characters held at once.
+        per_client: the most one client's episodes hold (None: :func:`quarter` of ``limit``).
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_client: int | None = None) -> None:
         if limit < 1:
             raise ValueError(f"max_held_chars must be >= 1, got {limit}")
+        share = quarter(limit) if per_client is None else per_client
+        if not 1 <= share <= limit:
+            raise ValueError(
+                f"max_held_chars_per_client must be in [1, max_held_chars={limit}], got {share}"
+            )
         self.limit = limit
+        self.per_client = share
         self._held = 0
+        self._by_client: dict[str, int] = {}
         self._lock = threading.Lock()
 
     @property
@@ -93,11 +108,12 @@ class HeldChars:
         """Characters held now."""
         return self._held
 
-    def take(self, chars: int) -> None:
-        """Count ``chars`` more in (an action about to be played).
+    def take(self, chars: int, client: str) -> None:
+        """Count ``chars`` more in for ``client`` (an action about to be played).
 
         Raises:
-            Unavailable: they would pass :attr:`limit` (nothing is counted).
+            Unavailable: they would pass :attr:`limit` or the client's share
+                (nothing is counted).
         """
         with self._lock:
             if self._held + chars > self.limit:
@@ -106,12 +122,23 @@ class HeldChars:
                     f"one has {chars}: past the server's {self.limit} (--max-held-chars); "
                     "retry when episodes end"
                 )
+            mine = self._by_client.get(client, 0)
+            if mine + chars > self.per_client:
+                raise Unavailable(
+                    f"client {client}'s running episodes hold {mine} characters of actions and "
+                    f"this one has {chars}: past one client's {self.per_client} "
+                    "(--max-held-chars-per-client); retry when its episodes end"
+                )
             self._held += chars
+            self._by_client[client] = mine + chars
 
-    def give(self, chars: int) -> None:
-        """Count out what an ended episode held."""
+    def give(self, chars: int, client: str) -> None:
+        """Count out what an ended episode of ``client`` held."""
         with self._lock:
             self._held -= chars
+            left = self._by_client.pop(client, 0) - chars
+            if left > 0:
+                self._by_client[client] = left
 
 
 @dataclass(frozen=True)
@@ -313,6 +340,11 @@ class Hub:
             ends: one client's 1,024 debates of 8 seats and 1 MiB actions would
             hold some 34 GiB); an action past it is refused (503), the seat's
             clock running, until episodes end.
+        max_episodes_per_client: the most episodes one client (their creator)
+            runs at once (None: a quarter of ``max_episodes``), so that one
+            client cannot take every place (503 past it).
+        max_held_chars_per_client: what one client's episodes may hold of
+            ``max_held_chars`` (None: a quarter of it).
     """
 
     def __init__(
@@ -327,6 +359,8 @@ class Hub:
         step_deadline: float = 60.0,
         max_stuck: int = 16,
         max_held_chars: int = MAX_HELD_CHARS,
+        max_episodes_per_client: int | None = None,
+        max_held_chars_per_client: int | None = None,
     ) -> None:
         if seat_timeout <= 0:
             raise ValueError(f"seat_timeout must be > 0 seconds, got {seat_timeout}")
@@ -342,7 +376,17 @@ class Hub:
         self.max_episodes = max_episodes
         self.keep_finished = keep_finished
         self.step_deadline = step_deadline
-        self.held = HeldChars(max_held_chars)  # the OpenEnv view's sessions count here too
+        # The OpenEnv view's sessions count here too.
+        self.held = HeldChars(max_held_chars, max_held_chars_per_client)
+        share = (
+            quarter(max_episodes) if max_episodes_per_client is None else max_episodes_per_client
+        )
+        if not 1 <= share <= max_episodes:
+            raise ValueError(
+                f"max_episodes_per_client must be in [1, max_episodes={max_episodes}], got {share}"
+            )
+        self.max_episodes_per_client = share
+        self._by_client: dict[str, int] = {}  # running (and being built) episodes per creator
         steps = workers if workers is not None else min(32, (os.cpu_count() or 1) + 4)
         self._steps = DeadlinePool(steps, max_stuck=max_stuck, name="llm-envs-step")
         self._service = DeadlinePool(SERVICE_WORKERS, max_stuck=max_stuck, name="llm-envs-serve")
@@ -374,8 +418,11 @@ class Hub:
             Failed: the environment raised on reset, or its reset (or building
                 the episode) ran past its deadline.
         """
-        self._admit()
+        client = current_client()
+        self._admit(client)
         self._creating += 1  # a place held while the env is built, off the loop
+        self._count(client, 1)
+        built = False
         try:
             deadline = max(self.step_deadline, BUILD_DEADLINE)
             try:
@@ -387,8 +434,11 @@ class Hub:
                 ) from None
             episode = Episode(uuid.uuid4().hex, spec, EpisodeDriver(env))
             self._running[episode.id] = episode
+            built = True  # its count goes when it ends
         finally:
             self._creating -= 1
+            if not built:
+                self._count(client, -1)
         async with episode.lock:
             await self._step(
                 episode, self._service, "its reset", episode.driver.start, seed, options
@@ -503,7 +553,7 @@ class Hub:
                     f"turn {turn} of seat {seat!r} is over; its turn now is {place.turn} "
                     "(act on the latest turn message)"
                 )
-            self.held.take(len(text))
+            self.held.take(len(text), episode.client)
             episode.held += len(text)
             taken = place.turn
             self._stop_timer(place)
@@ -755,18 +805,30 @@ class Hub:
         for place in episode.seats.values():
             self._stop_timer(place)
         if self._running.pop(episode.id, None) is not None:
-            self.held.give(episode.held)
+            self.held.give(episode.held, episode.client)
+            self._count(episode.client, -1)
         self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
             self._finished.popitem(last=False)
 
-    def _admit(self) -> None:
+    def _count(self, client: str, change: int) -> None:
+        left = self._by_client.pop(client, 0) + change
+        if left > 0:
+            self._by_client[client] = left
+
+    def _admit(self, client: str) -> None:
         if self._closing is not None:
             raise Unavailable(f"the server takes no new episodes: {self._closing}")
         if len(self._running) + self._creating >= self.max_episodes:
             raise Unavailable(
                 f"the server is full (max_episodes={self.max_episodes} running); "
                 "retry when one ends, or start it with a larger --max-episodes"
+            )
+        mine = self._by_client.get(client, 0)
+        if mine >= self.max_episodes_per_client:
+            raise Unavailable(
+                f"client {client} runs {mine} episodes, the most one client may "
+                f"(--max-episodes-per-client {self.max_episodes_per_client}); retry when one ends"
             )
         if self._steps.saturated or self._service.saturated:
             raise Unavailable(

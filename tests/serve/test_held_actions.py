@@ -34,7 +34,10 @@ def _answer(turn: dict, padding: int) -> str:
 
 
 def test_actions_past_the_budget_wait_for_episodes_to_end():
-    settings = ServeSettings(defaults=DEBATE, max_held_chars=BUDGET, seat_timeout=2.0)
+    # One client here: its share is the whole budget (test_client_shares.py takes shares).
+    settings = ServeSettings(
+        defaults=DEBATE, max_held_chars=BUDGET, max_held_chars_per_client=BUDGET, seat_timeout=2.0
+    )
     with serving(settings) as url, httpx.Client() as client:
         first, headers, turn = _seat(url, client)
         taken = client.post(f"{first}/act", json={"text": _answer(turn, 20_000)}, headers=headers)

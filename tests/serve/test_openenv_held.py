@@ -30,7 +30,12 @@ def _session(url: str) -> GenericEnvClient:
 
 
 def test_sessions_share_the_budget_with_each_other_and_with_the_hubs_seats(tmp_path):
-    settings = ServeSettings(defaults=DEBATE, max_held_chars=BUDGET, records=str(tmp_path))
+    settings = ServeSettings(
+        defaults=DEBATE,
+        max_held_chars=BUDGET,
+        max_held_chars_per_client=BUDGET,  # one client here: its share is the whole budget
+        records=str(tmp_path),
+    )
     with serving(settings) as url, _session(url) as first, _session(url) as second:
         began = first.reset(problem=3, seat="agent_0").observation
         taken = first.step({"text": _answer(began, {}, 20_000)})

@@ -137,6 +137,7 @@ def test_sessions_the_server_refuses_or_that_run_late_fail(registered):
     settings = ServeSettings(
         defaults=Defaults(bench.FAMILY, {"sleep": 0.3, "seats": 1}),
         max_episodes=2,
+        max_episodes_per_client=2,  # the bench's clients are one client
         max_sessions=2,
         workers=8,
     )
