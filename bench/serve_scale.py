@@ -263,6 +263,7 @@ def serve(kind: str, port: int, sleep: float, workers: int, sessions: int) -> No
         f"--max-episodes={sessions}",
         f"--max-episodes-per-client={sessions}",  # every session comes from this one client
         f"--max-sessions={sessions}",
+        f"--max-sessions-per-client={sessions}",
         "--log-level=warning",
     ]
     sys.exit(serve_main([*flags, *([f"--workers={workers}"] if workers else [])]))

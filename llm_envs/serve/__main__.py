@@ -136,6 +136,11 @@ def build_parser(prog: str) -> CommandParser:
         "others (default: a quarter of --max-episodes)",
     )
     parser.add_argument(
+        "--max-sessions-per-client",
+        type=_whole,
+        help="OpenEnv sessions one client holds at once (default: a quarter of --max-sessions)",
+    )
+    parser.add_argument(
         "--max-held-chars-per-client",
         type=_whole,
         help="characters of actions one client's episodes and OpenEnv sessions may hold "
@@ -198,6 +203,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         max_held_chars=args.max_held_chars,
         max_episodes_per_client=args.max_episodes_per_client,
         max_held_chars_per_client=args.max_held_chars_per_client,
+        max_sessions_per_client=args.max_sessions_per_client,
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:

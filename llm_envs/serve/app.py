@@ -49,7 +49,7 @@ from llm_envs.registration import family_class, family_names
 from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
-from llm_envs.serve.hub import MAX_HELD_CHARS, HeldChars, Hub, Seat
+from llm_envs.serve.hub import MAX_HELD_CHARS, HeldChars, Hub, Seat, quarter
 from llm_envs.serve.protocol import (
     ActMessage,
     ActRequest,
@@ -114,6 +114,8 @@ class ServeSettings:
             once (None: a quarter of ``max_episodes``); past it, 503.
         max_held_chars_per_client: what one client's episodes and sessions may
             hold of ``max_held_chars`` (None: a quarter of it); past it, 503.
+        max_sessions_per_client: OpenEnv sessions one client holds at once (None: a
+            quarter of ``max_sessions``); past it, the socket's handshake gets 503.
     """
 
     defaults: Defaults = field(default_factory=Defaults)
@@ -131,6 +133,7 @@ class ServeSettings:
     max_held_chars: int = MAX_HELD_CHARS
     max_episodes_per_client: int | None = None
     max_held_chars_per_client: int | None = None
+    max_sessions_per_client: int | None = None
 
 
 class _JSON(JSONResponse):
@@ -188,7 +191,13 @@ def build_app(settings: ServeSettings) -> FastAPI:
     )
     app.state.hub = hub
     app.state.settings = settings
-    app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
+    sessions = settings.max_sessions_per_client or quarter(settings.max_sessions)
+    app.add_middleware(
+        Guard,
+        token=settings.token,
+        max_body_bytes=settings.max_body_bytes,
+        max_sessions_per_client=sessions,
+    )
     sockets: dict[tuple[str, str], int] = {}  # open sockets per (episode, seat)
 
     @app.exception_handler(ServeError)

@@ -37,7 +37,7 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from llm_envs.sandbox.fair import as_client, client_key
+from llm_envs.sandbox.fair import as_client, client_key, current_client
 
 __all__ = [
     "MAX_HEAD_BYTES",
@@ -162,14 +162,31 @@ class Guard:
         app: the server's app.
         token: the secret every request must carry; None serves anyone.
         max_body_bytes: the largest HTTP body, and WebSocket message, taken.
+        max_sessions_per_client: OpenEnv sessions (sockets of ``sessions_path``)
+            one client holds at once; past it, the handshake is refused (503),
+            so that one client cannot hold every session (None: no bound).
+        sessions_path: the OpenEnv view's session socket.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        max_body_bytes: int,
+        max_sessions_per_client: int | None = None,
+        sessions_path: str = "/openenv/ws",
+    ) -> None:
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+        if max_sessions_per_client is not None and max_sessions_per_client < 1:
+            raise ValueError(f"max_sessions_per_client must be >= 1, got {max_sessions_per_client}")
         self.app = app
         self.token = token.encode() if token else None
         self.max_body_bytes = max_body_bytes
+        self.max_sessions_per_client = max_sessions_per_client
+        self.sessions_path = sessions_path
+        self._sessions: dict[str, int] = {}  # open session sockets by client (the loop's only)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse, or pass the request on (its body read and counted first) as its peer's.
@@ -201,7 +218,25 @@ class Guard:
             await self._refuse(scope, receive, send, 401, self._unauthorized())
             return
         if kind == "websocket":
-            await self._socket(scope, receive, send)
+            if scope.get("path") != self.sessions_path or self.max_sessions_per_client is None:
+                await self._socket(scope, receive, send)
+                return
+            client = current_client()
+            held = self._sessions.get(client, 0)
+            if held >= self.max_sessions_per_client:
+                detail = (
+                    f"client {client} holds {held} OpenEnv sessions, the most one client may "
+                    f"(--max-sessions-per-client {self.max_sessions_per_client}); close one first"
+                )
+                await self._refuse(scope, receive, send, 503, detail)
+                return
+            self._sessions[client] = held + 1
+            try:
+                await self._socket(scope, receive, send)
+            finally:
+                left = self._sessions.pop(client) - 1
+                if left:
+                    self._sessions[client] = left
             return
         length = _header(scope, b"content-length")
         if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:

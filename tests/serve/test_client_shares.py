@@ -92,3 +92,27 @@ def test_one_client_filling_its_characters_leaves_the_others_room():
         seat, headers, turn = _first_seat(url, other)
         fits = debater(turn["observation"], turn["info"]) + "\n" + "x" * 10_000
         assert other.post(f"{seat}/act", json={"text": fits}, headers=headers).status_code == 200
+
+
+def test_one_client_holds_at_most_its_share_of_the_openenv_sessions():
+    import asyncio
+
+    import websockets
+
+    settings = ServeSettings(defaults=DEBATE, max_sessions=8)  # a quarter: 2 sockets per client
+
+    async def scenario(url: str) -> tuple[int, int]:
+        ws_url = url.replace("http://", "ws://") + "/openenv/ws"
+        held = [await websockets.connect(ws_url) for _ in range(2)]
+        try:
+            with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+                await websockets.connect(ws_url)
+            other = await websockets.connect(ws_url, local_addr=("127.0.0.2", 0))  # another
+            await other.close()
+            return refused.value.response.status_code, len(held)
+        finally:
+            for socket in held:
+                await socket.close()
+
+    with serving(settings) as url:
+        assert asyncio.run(scenario(url)) == (503, 2)

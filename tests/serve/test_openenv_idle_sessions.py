@@ -27,7 +27,11 @@ def _served(url: str) -> bool:
 
 
 def test_an_idle_session_is_ended_and_its_place_taken():
-    settings = ServeSettings(defaults=TICTACTOE, max_sessions=1, seat_timeout=1.0)
+    # The idle client's socket stays open after its session ends, and counts against its
+    # address's sockets (test_client_shares.py): room for a second one from this address.
+    settings = ServeSettings(
+        defaults=TICTACTOE, max_sessions=1, max_sessions_per_client=2, seat_timeout=1.0
+    )
     with serving(settings) as url, GenericEnvClient(base_url=f"{url}/openenv").sync() as idle:
         idle.reset(seed=0)  # and then nothing: the client answers pings only
         assert not _served(url)  # the one session is taken

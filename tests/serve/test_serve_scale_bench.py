@@ -139,6 +139,7 @@ def test_sessions_the_server_refuses_or_that_run_late_fail(registered):
         max_episodes=2,
         max_episodes_per_client=2,  # the bench's clients are one client
         max_sessions=2,
+        max_sessions_per_client=2,
         workers=8,
     )
     with serving(settings) as url:
