@@ -27,9 +27,18 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["LOCAL", "RoundRobin", "as_client", "client_key", "current_client", "give_up_at"]
+__all__ = [
+    "LOCAL",
+    "RoundRobin",
+    "as_client",
+    "client_key",
+    "current_client",
+    "give_up_at",
+    "tally",
+]
 
 _W = TypeVar("_W")
+_K = TypeVar("_K")
 
 LOCAL = "local"
 """The client key of work no server request started (an in-process user)."""
@@ -80,6 +89,26 @@ def client_key(host: str | None) -> str:
             return str(embedded)
         return str(ipaddress.ip_network(f"{address}/48", strict=False))
     return str(address)
+
+
+def tally(counts: dict[_K, int], key: _K, change: int) -> int:
+    """Add ``change`` to ``counts[key]`` and return it; a key whose count reaches 0 leaves.
+
+    The per-client counts of the suite's bounds (requests, bytes, connections,
+    episodes, sessions) hold only clients that hold something, so that their
+    size is bounded by what is held, not by every client ever seen.
+
+    Example:
+        >>> counts = {}
+        >>> tally(counts, "a", 2), tally(counts, "a", -2), counts
+        (2, 0, {})
+    """
+    left = counts.get(key, 0) + change
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+    return left
 
 
 def current_client() -> str:

@@ -46,6 +46,7 @@ from pydantic import ValidationError
 
 import llm_envs
 from llm_envs.registration import family_class, family_names
+from llm_envs.sandbox.fair import tally
 from llm_envs.serve.errors import ServeError
 from llm_envs.serve.families import Defaults, Families, resolve
 from llm_envs.serve.guard import Guard, check_exposure, uvicorn_limits
@@ -283,16 +284,14 @@ def build_app(settings: ServeSettings) -> FastAPI:
             await _send(websocket, error(exc.status, str(exc)))
             await _close(websocket, 4000 + exc.status)
             return
-        sockets[episode_id, seat] = sockets.get((episode_id, seat), 0) + 1
+        tally(sockets, (episode_id, seat), 1)
         try:
             await _send(websocket, _joined(hub, episode_id, seat, token))
             await _play(websocket, hub, episode_id, place, token)
         except WebSocketDisconnect:
             pass  # the client left; its seat stays its own (rejoin with the token)
         finally:
-            left = sockets.pop((episode_id, seat)) - 1
-            if left:
-                sockets[episode_id, seat] = left
+            tally(sockets, (episode_id, seat), -1)
 
     # Seats that name an episode key instead of an id meet there (the verl agent loop).
     app.include_router(rendezvous_routes(Rendezvous(hub), settings.defaults))

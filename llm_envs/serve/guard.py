@@ -37,7 +37,7 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from llm_envs.sandbox.fair import as_client, client_key, current_client
+from llm_envs.sandbox.fair import as_client, client_key, current_client, tally
 
 __all__ = [
     "MAX_HEAD_BYTES",
@@ -230,13 +230,11 @@ class Guard:
                 )
                 await self._refuse(scope, receive, send, 503, detail)
                 return
-            self._sessions[client] = held + 1
+            tally(self._sessions, client, 1)
             try:
                 await self._socket(scope, receive, send)
             finally:
-                left = self._sessions.pop(client) - 1
-                if left:
-                    self._sessions[client] = left
+                tally(self._sessions, client, -1)
             return
         length = _header(scope, b"content-length")
         if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:

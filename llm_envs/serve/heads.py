@@ -38,7 +38,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from llm_envs.sandbox.fair import client_key
+from llm_envs.sandbox.fair import client_key, tally
 from llm_envs.serve.guard import MAX_HEAD_BYTES
 
 __all__ = [
@@ -118,7 +118,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                     f"--max-connections {self._max_connections}): close some, or reuse them"
                 )
                 return
-            self._per_address[address] = held + 1
+            tally(self._per_address, address, 1)
             self._address = address
         self._await_head()
 
@@ -140,9 +140,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _leave(self) -> None:
         address, self._address = self._address, None
         if address is not None:
-            held = self._per_address.pop(address) - 1
-            if held:
-                self._per_address[address] = held
+            tally(self._per_address, address, -1)
 
     def on_message_begin(self) -> None:
         """A request starts: its head is counted from here."""

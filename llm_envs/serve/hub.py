@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llm_envs.sandbox.fair import as_client, current_client
+from llm_envs.sandbox.fair import as_client, current_client, tally
 from llm_envs.serve.driver import EpisodeDriver, SeatUpdate
 from llm_envs.serve.errors import Conflict, Failed, Forbidden, NotFound, ServeError, Unavailable
 from llm_envs.serve.families import EpisodeSpec, Families
@@ -130,15 +130,13 @@ class HeldChars:
                     "(--max-held-chars-per-client); retry when its episodes end"
                 )
             self._held += chars
-            self._by_client[client] = mine + chars
+            tally(self._by_client, client, chars)
 
     def give(self, chars: int, client: str) -> None:
         """Count out what an ended episode of ``client`` held."""
         with self._lock:
             self._held -= chars
-            left = self._by_client.pop(client, 0) - chars
-            if left > 0:
-                self._by_client[client] = left
+            tally(self._by_client, client, -chars)
 
 
 @dataclass(frozen=True)
@@ -421,7 +419,7 @@ class Hub:
         client = current_client()
         self._admit(client)
         self._creating += 1  # a place held while the env is built, off the loop
-        self._count(client, 1)
+        tally(self._by_client, client, 1)
         built = False
         try:
             deadline = max(self.step_deadline, BUILD_DEADLINE)
@@ -438,7 +436,7 @@ class Hub:
         finally:
             self._creating -= 1
             if not built:
-                self._count(client, -1)
+                tally(self._by_client, client, -1)
         async with episode.lock:
             await self._step(
                 episode, self._service, "its reset", episode.driver.start, seed, options
@@ -806,15 +804,10 @@ class Hub:
             self._stop_timer(place)
         if self._running.pop(episode.id, None) is not None:
             self.held.give(episode.held, episode.client)
-            self._count(episode.client, -1)
+            tally(self._by_client, episode.client, -1)
         self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
             self._finished.popitem(last=False)
-
-    def _count(self, client: str, change: int) -> None:
-        left = self._by_client.pop(client, 0) + change
-        if left > 0:
-            self._by_client[client] = left
 
     def _admit(self, client: str) -> None:
         if self._closing is not None:

@@ -34,13 +34,7 @@ def check_run(run_dir: Path, out: str, iterations: int) -> None:
 
 
 def test_debate_self_play_judging_flags_reach_the_environment():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "examples" / "debate_self_play.py"
-    spec = importlib.util.spec_from_file_location("debate_self_play", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _debate_example()
     flags = ["--on-parse-error", "mask", "--shuffle-answers", "--shaping-vote", "0.25"]
     flags += ["--no-shuffle-labels", "--shaping-judge", "0", "--rounds", "2"]
     config = example.build_config(example.parse_args(flags))

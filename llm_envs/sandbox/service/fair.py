@@ -33,7 +33,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from llm_envs.sandbox.fair import RoundRobin, client_key
+from llm_envs.sandbox.fair import RoundRobin, client_key, tally
 
 __all__ = ["FairQueue", "Refusal", "client_key"]
 
@@ -115,20 +115,18 @@ class FairQueue:
                 f"{self.max_bytes:,}); retry later",
                 self._retry_after(self._total),
             )
-        self._admitted[client] = held + 1
-        self._client_bytes[client] = client_bytes + size
+        tally(self._admitted, client, 1)
+        tally(self._client_bytes, client, size)
         self._total += 1
         self._bytes += size
         return None
 
     def leave(self, client: str, size: int) -> None:
         """Count out a request :meth:`admit` counted in (answered, failed or abandoned)."""
-        held = self._admitted.pop(client) - 1
-        if held:
-            self._admitted[client] = held
-        left = self._client_bytes.pop(client) - size
-        if held:
-            self._client_bytes[client] = left
+        if not tally(self._admitted, client, -1):
+            self._client_bytes.pop(client, None)  # its last request: nothing of it is held
+        else:
+            tally(self._client_bytes, client, -size)
         self._total -= 1
         self._bytes -= size
 
