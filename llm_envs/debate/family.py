@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, get_args
@@ -473,7 +474,9 @@ class _ReferenceAnswers:
     A task may hold a million questions (arithmetic): reading them all up front
     cost the reference entrant half a minute; this reads them in order until
     the one asked for, once. (Agents find the question by its first line:
-    :func:`llm_envs.debate.agents.question_in`.)
+    :func:`llm_envs.debate.agents.question_in`.) Safe to call from many
+    threads at once (``llm-envs check`` plays its reference episodes so): one
+    reads the questions at a time.
 
     Raises:
         ValueError: a question without a reference answer (the built-in ones).
@@ -482,6 +485,7 @@ class _ReferenceAnswers:
     def __init__(self, questions: Sequence[Any]) -> None:
         self._unread = iter(questions)
         self._answers: dict[str, str] = {}
+        self._reading = threading.Lock()
 
     @staticmethod
     def check(question: Any) -> None:
@@ -493,13 +497,14 @@ class _ReferenceAnswers:
             )
 
     def __call__(self, first_line: str) -> str | None:
-        while first_line not in self._answers:
-            question = next(self._unread, None)
-            if question is None:
-                return None
-            self.check(question)
-            self._answers[question.text.split("\n", 1)[0]] = question.answer
-        return self._answers[first_line]
+        with self._reading:
+            while first_line not in self._answers:
+                question = next(self._unread, None)
+                if question is None:
+                    return None
+                self.check(question)
+                self._answers[question.text.split("\n", 1)[0]] = question.answer
+            return self._answers[first_line]
 
 
 class _BrokenIn:
