@@ -23,6 +23,7 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from llm_envs.command_line import CommandParser
@@ -187,24 +188,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m llm_envs.s
         check_exposure(args.host, token)
     except ValueError as exc:
         parser.error(str(exc))
-    settings = ServeSettings(
-        defaults=Defaults(args.env, args.env_kwargs, args.task, args.task_kwargs),
-        seed=args.seed,
-        records=args.records,
-        seat_timeout=args.seat_timeout,
-        max_episodes=args.max_episodes,
-        max_sessions=args.max_sessions,
-        workers=args.workers,
-        token=token,
-        max_body_bytes=args.max_body_bytes,
-        step_deadline=args.step_deadline,
-        max_connections=args.max_connections,
-        max_connections_per_address=args.max_connections_per_address,
-        max_held_chars=args.max_held_chars,
-        max_episodes_per_client=args.max_episodes_per_client,
-        max_held_chars_per_client=args.max_held_chars_per_client,
-        max_sessions_per_client=args.max_sessions_per_client,
-    )
+    # Every setting but the defaults is the flag of its name.
+    flags = {f.name: getattr(args, f.name) for f in fields(ServeSettings) if f.name != "defaults"}
+    defaults = Defaults(args.env, args.env_kwargs, args.task, args.task_kwargs)
+    settings = ServeSettings(defaults=defaults, **{**flags, "token": token})
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
     try:
         app = build_app(settings)
