@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llm_envs.arguments import check_int, check_number
 from llm_envs.sandbox.fair import as_client, current_client, tally
 from llm_envs.serve.driver import EpisodeDriver, SeatUpdate
 from llm_envs.serve.errors import Conflict, Failed, Forbidden, NotFound, ServeError, Unavailable
@@ -360,20 +361,17 @@ class Hub:
         max_episodes_per_client: int | None = None,
         max_held_chars_per_client: int | None = None,
     ) -> None:
-        if seat_timeout <= 0:
-            raise ValueError(f"seat_timeout must be > 0 seconds, got {seat_timeout}")
-        if max_episodes < 1:
-            raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
-        if not step_deadline > 0:
-            raise ValueError(f"step_deadline must be > 0 seconds, got {step_deadline}")
-        if max_stuck < 1:
-            raise ValueError(f"max_stuck must be >= 1, got {max_stuck}")
+        check_int("max_stuck", max_stuck, minimum=1)
         self.families = families
         self.store = store
-        self.seat_timeout = seat_timeout
-        self.max_episodes = max_episodes
+        self.seat_timeout = check_number(
+            "seat_timeout", seat_timeout, minimum=0, open_minimum=True, unit=" of seconds"
+        )
+        self.max_episodes = check_int("max_episodes", max_episodes, minimum=1)
         self.keep_finished = keep_finished
-        self.step_deadline = step_deadline
+        self.step_deadline = check_number(
+            "step_deadline", step_deadline, minimum=0, open_minimum=True, unit=" of seconds"
+        )
         # The OpenEnv view's sessions count here too.
         self.held = HeldChars(max_held_chars, max_held_chars_per_client)
         share = (

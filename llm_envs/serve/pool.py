@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from llm_envs.arguments import check_int
 from llm_envs.sandbox.fair import RoundRobin, as_client, current_client
 
 __all__ = ["DeadlinePool", "Overdue"]
@@ -115,12 +116,8 @@ class DeadlinePool:
     """
 
     def __init__(self, workers: int, *, max_stuck: int, name: str) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        if max_stuck < 0:
-            raise ValueError(f"max_stuck must be >= 0, got {max_stuck}")
-        self.workers = workers
-        self.max_stuck = max_stuck
+        self.workers = check_int("workers", workers, minimum=1)
+        self.max_stuck = check_int("max_stuck", max_stuck, minimum=0)
         self.name = name
         self._lock = threading.Lock()
         self._queued = threading.Condition(self._lock)
