@@ -14,14 +14,13 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from llm_envs.arguments import MAX_TIMEOUT
+from llm_envs.arguments import MAX_TIMEOUT, describe
 from llm_envs.sandbox.report import ProgramStatus, TestOutcome, TestReport, TestStatus
 
 __all__ = [
     "Request",
     "check_positive_int",
     "check_timeout",
-    "describe_value",
     "encode_request",
     "failed_report",
 ]
@@ -43,16 +42,10 @@ class Request(NamedTuple):
     oversized: str | None = None  # why the program is not run (too large)
 
 
-def describe_value(value: object) -> str:
-    """``repr(value)``, cut to 80 characters (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def check_timeout(timeout: object, name: str = "timeout") -> float:
     """``timeout`` as seconds, checked: a number in ``(0, MAX_TIMEOUT]``."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {describe_value(timeout)}")
+        raise TypeError(f"{name} must be a number of seconds, got {describe(timeout)}")
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
         raise ValueError(f"{name} must be in (0, {MAX_TIMEOUT:g}] seconds, got {timeout!r}")
     return float(timeout)
@@ -61,7 +54,7 @@ def check_timeout(timeout: object, name: str = "timeout") -> float:
 def check_positive_int(value: object, name: str) -> int:
     """``value``, checked: an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {describe_value(value)}")
+        raise TypeError(f"{name} must be an int, got {describe(value)}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return value
@@ -88,29 +81,27 @@ def encode_request(
             range, or ``check_syntax`` refuses the setup or a test.
     """
     if not isinstance(program, str):
-        raise TypeError(f"program must be a str, got {describe_value(program)} ({where})")
+        raise TypeError(f"program must be a str, got {describe(program)} ({where})")
     if not isinstance(setup, str):
-        raise TypeError(f"setup must be a str, got {describe_value(setup)} ({where})")
+        raise TypeError(f"setup must be a str, got {describe(setup)} ({where})")
     if isinstance(tests, str | bytes) or not isinstance(tests, Sequence):
         raise TypeError(
-            f"tests must be a sequence of test snippets (str), got {describe_value(tests)} "
+            f"tests must be a sequence of test snippets (str), got {describe(tests)} "
             f"({where}); wrap a single test in a list"
         )
     tests = tuple(tests)
     for position, test in enumerate(tests):
         if not isinstance(test, str):
-            raise TypeError(
-                f"tests[{position}] must be a str, got {describe_value(test)} ({where})"
-            )
+            raise TypeError(f"tests[{position}] must be a str, got {describe(test)} ({where})")
     if entry_point is not None and not (
         isinstance(entry_point, str) and entry_point.isidentifier()
     ):
         raise ValueError(
             f"entry_point must be a Python identifier or None, got "
-            f"{describe_value(entry_point)} ({where})"
+            f"{describe(entry_point)} ({where})"
         )
     if helper is not None and not isinstance(helper, str):
-        raise TypeError(f"helper must be a str or None, got {describe_value(helper)} ({where})")
+        raise TypeError(f"helper must be a str or None, got {describe(helper)} ({where})")
     run_timeout = default_timeout if timeout is None else check_timeout(timeout)
     check_syntax(setup, tests, where)
     for what, source in (("program", program), ("helper", helper)):

@@ -34,26 +34,19 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from llm_envs.arguments import check_bool, check_int
+from llm_envs.arguments import check_bool, check_int, describe
 from llm_envs.sandbox import _cgroups, _compile
 from llm_envs.sandbox._dispatch import WORKER_GRACE, Dispatch, Slot
 from llm_envs.sandbox._requests import (
     Request,
     check_positive_int,
     check_timeout,
-    describe_value,
     encode_request,
     failed_report,
 )
 from llm_envs.sandbox._workers import WORKER_ENVIRONMENT, WorkerProcess, try_control_groups
 from llm_envs.sandbox.fair import RoundRobin, current_client, give_up_at
-from llm_envs.sandbox.report import (
-    ProgramStatus,
-    Protections,
-    TestOutcome,
-    TestReport,
-    TestStatus,
-)
+from llm_envs.sandbox.report import ProgramStatus, Protections, TestOutcome, TestReport, TestStatus
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -417,7 +410,7 @@ class Sandbox:
         else:
             raise TypeError(
                 f"{where} must be a SandboxJob or a (program, tests, setup) tuple, "
-                f"got {describe_value(job)}"
+                f"got {describe(job)}"
             )
         return encode_request(
             program,
