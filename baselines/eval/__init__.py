@@ -22,32 +22,7 @@ Importing this package imports neither torch nor a model.
 
 from __future__ import annotations
 
-from baselines.eval.ratings import (
-    ELO_SCALE,
-    FIRST_WINS,
-    OUTCOMES,
-    SECOND_WINS,
-    TIE,
-    DebateId,
-    Judgement,
-    Leaderboard,
-    ModelRating,
-    bradley_terry,
-    judgements_from_votes,
-    rate_models,
-)
+from baselines.eval import ratings
+from baselines.eval.ratings import *  # noqa: F403
 
-__all__ = [
-    "ELO_SCALE",
-    "FIRST_WINS",
-    "OUTCOMES",
-    "SECOND_WINS",
-    "TIE",
-    "DebateId",
-    "Judgement",
-    "Leaderboard",
-    "ModelRating",
-    "bradley_terry",
-    "judgements_from_votes",
-    "rate_models",
-]
+__all__ = ratings.__all__

@@ -52,38 +52,9 @@ Nothing here imports torch, reads tokens or names an environment: seats are
 trajectories' ``agent_id`` and the environment is a name the caller gives.
 """
 
-from baselines.data.credit.registry import (
-    CREDIT_NAMES,
-    CREDIT_SCHEMES,
-    Credit,
-    CreditName,
-    CreditScheme,
-    assign_credit,
-)
-from baselines.data.credit.role_baselines import (
-    ROLE_BASELINE_DECAY,
-    RoleBaselines,
-    role_baseline_advantages,
-    update_role_baselines,
-)
-from baselines.data.credit.schemes import (
-    agent_turn_advantages,
-    per_agent_advantages,
-    turn_returns,
-)
+from baselines.data.credit import registry, role_baselines, schemes
+from baselines.data.credit.registry import *  # noqa: F403
+from baselines.data.credit.role_baselines import *  # noqa: F403
+from baselines.data.credit.schemes import *  # noqa: F403
 
-__all__ = [
-    "CREDIT_NAMES",
-    "CREDIT_SCHEMES",
-    "ROLE_BASELINE_DECAY",
-    "Credit",
-    "CreditName",
-    "CreditScheme",
-    "RoleBaselines",
-    "agent_turn_advantages",
-    "assign_credit",
-    "per_agent_advantages",
-    "role_baseline_advantages",
-    "turn_returns",
-    "update_role_baselines",
-]
+__all__ = registry.__all__ + role_baselines.__all__ + schemes.__all__
