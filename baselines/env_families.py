@@ -1,12 +1,13 @@
 """Episode plans as a trainer plays them: environments, policies per seat, trajectory groups.
 
-An environment family (:mod:`llm_envs.family`) says which episodes to play and
-which of them form a group; :func:`batch_of` turns its plan into an
-:class:`EpisodeBatch`, which adds what only a trainer knows: the policy of each
-seat, and the token-level :class:`~baselines.types.TrajectoryGroup` objects of
-the finished episodes. Everything is a pure function of the family's plan, so
-an iteration's data is the same after a resume, and processes of a
-multi-process run can each take a share of the groups without talking.
+An environment family (:mod:`llm_envs.family`, built from a run's settings by
+:func:`family_of`) says which episodes to play and which of them form a group;
+:func:`batch_of` turns its plan into an :class:`EpisodeBatch`, which adds what
+only a trainer knows: the policy of each seat, and the token-level
+:class:`~baselines.types.TrajectoryGroup` objects of the finished episodes.
+Everything is a pure function of the family's plan, so an iteration's data is
+the same after a resume, and processes of a multi-process run can each take a
+share of the groups without talking.
 
 This module never imports torch, never reads environment text, and never names
 a family.
@@ -16,15 +17,63 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from baselines.rollouts import EpisodeResult, group_by
 from baselines.samplers.base import Policy
 from baselines.types import TrajectoryGroup
-from llm_envs.family import EpisodePlan
+from llm_envs.family import EpisodePlan, Family
+from llm_envs.registration import make_family
 from llm_envs.seeding import derive_seed
 
-__all__ = ["EpisodeBatch", "batch_of", "derive_seed", "one_per_setting"]
+__all__ = [
+    "EpisodeBatch",
+    "FamilySettings",
+    "batch_of",
+    "derive_seed",
+    "family_of",
+    "one_per_setting",
+]
+
+
+class FamilySettings(Protocol):
+    """The settings of a run that name its family (read-only, so a frozen config has them)."""
+
+    @property
+    def env(self) -> str:
+        """The family's registered name."""
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """Its environments' arguments."""
+
+    @property
+    def task(self) -> str:
+        """Where its problems come from."""
+
+    @property
+    def task_kwargs(self) -> dict[str, Any]:
+        """The task's settings."""
+
+    @property
+    def seed(self) -> int:
+        """The seed of its plans."""
+
+
+def family_of(settings: FamilySettings, **options: Any) -> Family:
+    """The family ``settings`` name; ``options`` are further run settings it may read.
+
+    Raises:
+        ValueError: an unknown env, or settings the family refuses (its message).
+    """
+    return make_family(
+        settings.env,
+        settings.env_kwargs,
+        task=settings.task,
+        seed=settings.seed,
+        task_kwargs=settings.task_kwargs,
+        **options,
+    )
 
 
 @dataclass

@@ -56,9 +56,10 @@ from baselines.check.players import (
     player_sets,
     reference_players,
 )
+from baselines.env_families import family_of
 from baselines.samplers.base import Policy, SamplingParams
 from llm_envs.family import Family
-from llm_envs.registration import entries, make_family
+from llm_envs.registration import entries
 from llm_envs.seeding import derive_seed
 
 __all__ = ["CheckReport", "run_checks"]
@@ -184,13 +185,7 @@ def run_checks(config: CheckConfig, *, model: Policy | None = None) -> CheckRepo
         ValueError: the family refuses the settings (before anything is played).
     """
     start = time.perf_counter()
-    family = make_family(
-        config.env,
-        config.env_kwargs,
-        task=config.task,
-        seed=config.seed,
-        task_kwargs=config.task_kwargs,
-    )
+    family = family_of(config)
     name = config.env.rpartition(":")[2]
     report = CheckReport(family.name or name, dataclasses.asdict(config))
     with contextlib.suppress(Exception):  # a family whose players raise: each check says so

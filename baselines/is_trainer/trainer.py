@@ -53,7 +53,7 @@ import torch
 from baselines.data.credit import RoleBaselines, assign_credit
 from baselines.data.datums import assemble_training_data
 from baselines.data.episode_metrics import episode_metrics
-from baselines.env_families import batch_of, derive_seed
+from baselines.env_families import batch_of, derive_seed, family_of
 from baselines.is_trainer.config import ISTrainerConfig
 from baselines.is_trainer.evaluation import EvaluationPolicies, evaluate
 from baselines.is_trainer.league import LeaguePlay, new_league
@@ -65,7 +65,6 @@ from baselines.training.checkpoints import checkpoint_state, latest_checkpoint, 
 from baselines.training.losses import kl_sample_train, per_strategy_metrics
 from baselines.training.run import TrainingRun, command_line, start_run, train_with
 from baselines.types import Datum, TrajectoryGroup
-from llm_envs.registration import make_family
 
 __all__ = ["ISTrainer", "main", "train"]
 
@@ -88,14 +87,7 @@ class ISTrainer(TrainingRun):
         acc = self.accelerator = start.accelerator
         self.run_dir = start.run_dir
         self.output_dir = Path(config.output_dir)
-        self.family = make_family(
-            config.env,
-            config.env_kwargs,
-            task=config.task,
-            seed=config.seed,
-            task_kwargs=config.task_kwargs,
-            strategy_mix=config.strategy_mix,
-        )
+        self.family = family_of(config, strategy_mix=config.strategy_mix)
         # A league's settings are checked before the model loads.
         league = new_league(config.league, self.family) if config.opponents == "league" else None
         loaded = load_policy_model(config, acc)

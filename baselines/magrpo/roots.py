@@ -28,10 +28,10 @@ from typing import Any, cast
 
 from pettingzoo import AECEnv, ParallelEnv
 
+from baselines.env_families import family_of
 from baselines.magrpo.config import MAGRPOConfig
 from llm_envs.capabilities import HeldOutProblems, TeamReward, require
 from llm_envs.family import EpisodePlan, Family
-from llm_envs.registration import make_family
 
 __all__ = ["check_team_family", "plan_roots", "team_family"]
 
@@ -44,14 +44,7 @@ def team_family(config: MAGRPOConfig) -> Family:
             family MAGRPO cannot train (:func:`check_team_family`), or more
             held-out problems than the family can spare.
     """
-    family = make_family(
-        config.env,
-        config.env_kwargs,
-        task=config.task,
-        seed=config.seed,
-        task_kwargs=config.task_kwargs,
-        num_generations=1,  # a family that groups several episodes: the tree replaces them
-    )
+    family = family_of(config, num_generations=1)  # the tree replaces a family's own groups
     check_team_family(family, config.num_turns, seed=config.seed)
     try:
         return cast(HeldOutProblems, family).holding_out(config.eval_problems)  # FamilyBase's
