@@ -45,6 +45,7 @@ __all__ = [
     "RunDirectory",
     "RunFolderError",
     "read_metrics",
+    "write_atomically",
 ]
 
 CONFIG_FILE = "config.json"
@@ -194,7 +195,7 @@ class RunDirectory:
                 (self.path / name).unlink(missing_ok=True)
             for name in _RUN_DIRS:
                 shutil.rmtree(self.path / name, ignore_errors=True)
-        self._replace(self.path / RUN_FILE, json.dumps({"trainer": trainer}) + "\n")
+        write_atomically(self.path / RUN_FILE, json.dumps({"trainer": trainer}) + "\n")
 
     def _other_run(self, trainer: str, settings: Mapping[str, Any]) -> str | None:
         """What another run left here, in words; None for a new folder or the same run."""
@@ -258,7 +259,7 @@ class RunDirectory:
             kept = [
                 row for row in read_metrics(self.metrics_path) if row["iteration"] < resume_from
             ]
-        self._replace(self.metrics_path, "".join(_line(row) for row in kept))
+        write_atomically(self.metrics_path, "".join(_line(row) for row in kept))
 
     def _warn_changed(self, config_json: str, may_change: frozenset[str]) -> None:
         try:
@@ -286,7 +287,7 @@ class RunDirectory:
         self.episodes_dir.mkdir(parents=True, exist_ok=True)
         path = self.episodes_dir / f"{name}.jsonl"
         lines = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records)
-        self._replace(path, lines)
+        write_atomically(path, lines)
         return path
 
     def remove_episodes(self, pattern: str) -> None:
@@ -295,13 +296,15 @@ class RunDirectory:
             for stale in self.episodes_dir.glob(pattern):
                 stale.unlink()
 
-    @staticmethod
-    def _replace(path: Path, text: str) -> None:
-        # Written beside and renamed: a crash leaves the old file or the new one.
-        tmp = path.with_name(path.name + ".tmp")
-        # (Lone surrogates, which no UTF-8 file can hold, are written as JSON escapes.)
-        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-        os.replace(tmp, path)
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` beside it and rename: a crash leaves the old file or the new one.
+
+    Lone surrogates, which no UTF-8 file can hold, are written as backslash escapes.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+    os.replace(tmp, path)
 
 
 def _line(row: Mapping[str, Any]) -> str:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from baselines.eval.summary import EvalSummary
+from baselines.run_directory import write_atomically
 from baselines.samplers.base import Policy, SampleRequest, SamplingParams
 from llm_envs.capabilities import IndependentAnswers, provides
 from llm_envs.family import Sampler
@@ -96,9 +96,7 @@ def measure_entrants(
                 found.update(family.independent_answers(sample, range(problems), seed))
             kept[model] = {str(k): float(v) for k, v in found.items()}
         if any(kept.values()):
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"settings": key, "models": kept}, indent=2))
-            os.replace(tmp, path)
+            write_atomically(path, json.dumps({"settings": key, "models": kept}, indent=2))
     return {m: kept[m] for m in models if kept.get(m)}
 
 

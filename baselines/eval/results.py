@@ -22,7 +22,7 @@ from typing import Any
 
 from baselines.data.episode_metrics import numeric_info
 from baselines.rollouts import EpisodeResult
-from baselines.run_directory import read_metrics
+from baselines.run_directory import read_metrics, write_atomically
 
 __all__ = ["RESULTS_FILE", "EpisodeLog", "episode_line"]
 
@@ -69,11 +69,7 @@ class EpisodeLog:
         for warning in caught:
             warnings.warn(str(warning.message), stacklevel=2)
         if caught:
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(
-                "".join(_line(r) for r in rows), encoding="utf-8", errors="backslashreplace"
-            )
-            os.replace(tmp, self.path)
+            write_atomically(self.path, "".join(_line(r) for r in rows))
         return rows
 
     def append(self, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -24,7 +24,6 @@ the batch in flight: run the same command again to finish it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from baselines.eval.seating import seatings
 from baselines.eval.summary import EvalSummary, summarize
 from baselines.progress import phase, say
 from baselines.rollouts import rollout
-from baselines.run_directory import RUN_FILE, SUMMARY_FILE, RunDirectory
+from baselines.run_directory import RUN_FILE, SUMMARY_FILE, RunDirectory, write_atomically
 from baselines.samplers.base import Policy, SamplingParams
 
 __all__ = ["SUMMARY_FILE", "Evaluation", "PlannedEpisode"]
@@ -179,7 +178,7 @@ class Evaluation:
         """Play the missing episodes, then summarize every planned one; return the summary."""
         config = self.config
         self.run_dir.create()
-        _write_atomically(self.run_dir.config_path, config.to_json())
+        write_atomically(self.run_dir.config_path, config.to_json())
         done = {row["episode_id"]: row for row in self.log.repair()}
         todo = [e for e in self.plan if e.episode_id not in done]
         if todo:
@@ -197,7 +196,7 @@ class Evaluation:
             seed=config.seed,
         )
         summary = with_meter(summary, self._meter())
-        _write_atomically(self.summary_path, json.dumps(summary.to_json(), indent=2))
+        write_atomically(self.summary_path, json.dumps(summary.to_json(), indent=2))
         if config.report:
             from baselines.report import write_report
 
@@ -304,9 +303,3 @@ class Evaluation:
             )
             env.close()
         return lines
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-    os.replace(tmp, path)
