@@ -6,8 +6,8 @@ them back. The flow of one training iteration is::
     rollouts  ->  Transition (one agent turn, in tokens)
               ->  Trajectory (one agent's turns in one episode)
               ->  TrajectoryGroup (trajectories whose returns are centred together)
-    advantages.py: returns R = sum of step rewards + final reward, centred per group
-    data.py:       Trajectory + advantage -> Datum rows (input / target form)
+    data/advantages.py: returns R = sum of step rewards + final reward, centred per group
+    data/datums.py:     Trajectory + advantage -> Datum rows (input / target form)
               ->  PackedBatch (no padding) or PaddedBatch  ->  the trainer
 
 Token sequences and arrays

@@ -38,6 +38,7 @@ Tournaments (:class:`Tournament`)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -418,18 +419,7 @@ class EvalSummary:
             board = self.tournament.leaderboard
             out["tournament"] = {
                 "rows": [
-                    {
-                        "rank": rank,
-                        "model": r.model,
-                        "rating": r.rating,
-                        "low": _json(r.low),
-                        "high": _json(r.high),
-                        "comparisons": r.comparisons,
-                        "wins": r.wins,
-                        "ties": r.ties,
-                        "losses": r.losses,
-                        "votes_cast": r.votes_cast,
-                    }
+                    {"rank": rank, **{k: _json(v) for k, v in dataclasses.asdict(r).items()}}
                     for rank, r in zip(self.tournament.ranks, self.tournament.rows, strict=True)
                 ],
                 "judged_by": self.tournament.judged_by,
@@ -668,12 +658,9 @@ def _rows(
 ) -> tuple[tuple[TournamentRow, ...], tuple[int, ...]]:
     """The table's rows, rated models then unrated ones, and their ranks (module docstring)."""
     rated = [
-        TournamentRow(
-            e.model, e.rating, e.low, e.high, e.comparisons, e.wins, e.ties, e.losses,
-            votes_cast.get(e.model, 0),
-        )
+        TournamentRow(**dataclasses.asdict(e), votes_cast=votes_cast.get(e.model, 0))
         for e in board.entries
-    ]  # fmt: skip
+    ]
 
     def fallback(s: ModelScore) -> tuple[float, ...]:
         def value(x: float) -> float:
