@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from baselines.env_families import one_per_setting
+from types import SimpleNamespace
+
+import pytest
+
+from baselines.env_families import family_of, one_per_setting
 from llm_envs.registration import make_family
 
 
@@ -31,3 +35,26 @@ def test_settings_that_differ_are_all_kept():
     merged, opponents = one_per_setting(plan)
     assert len(merged) == len(plan) and merged.trained_agents == plan.trained_agents
     assert opponents == [frozenset()] * len(plan)
+
+
+def test_family_of_builds_the_family_the_settings_name():
+    settings = SimpleNamespace(
+        env="debate",
+        env_kwargs={"num_agents": 3},
+        task="arithmetic",
+        task_kwargs={"max_digits": 1},
+        seed=5,
+    )
+    built = family_of(settings).training([0, 1], seed=2)
+    by_hand = make_family(
+        "debate", {"num_agents": 3}, task="arithmetic", seed=5, task_kwargs={"max_digits": 1}
+    ).training([0, 1], seed=2)
+    assert built.seeds == by_hand.seeds and built.options == by_hand.options
+
+
+def test_family_of_names_an_unknown_env():
+    settings = SimpleNamespace(
+        env="no_such_env", env_kwargs={}, task="default", task_kwargs={}, seed=0
+    )
+    with pytest.raises(ValueError, match="no_such_env"):
+        family_of(settings)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.run_directory import RunDirectory, read_metrics
+from baselines.run_directory import RunDirectory, read_metrics, write_atomically
 from baselines.training.checkpoints import (
     checkpoint_iteration,
     describe_checkpoint,
@@ -397,3 +397,11 @@ def test_a_folder_from_before_run_json_is_judged_by_its_settings(tmp_path):
     (stray / "checkpoints").mkdir(parents=True)
     with pytest.raises(RunFolderError, match=r"without its config\.json"):
         claim(stray)
+
+
+def test_write_atomically_replaces_the_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text("old")
+    write_atomically(path, "new \udc80")  # a lone surrogate no UTF-8 file can hold
+    assert path.read_text(encoding="utf-8") == "new \\udc80"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
