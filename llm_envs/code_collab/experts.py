@@ -168,24 +168,20 @@ class OpenAIChatExpert:
                 f"base_url must be an http(s) URL such as 'https://api.openai.com/v1', "
                 f"got {base_url!r}"
             )
-        check_int("num_agents", num_agents, minimum=1, maximum=2)
-        check_number("temperature", temperature, minimum=0)
-        check_int("max_tokens", max_tokens, minimum=1)
-        check_number("timeout", timeout, minimum=0, open_minimum=True, unit=" of seconds")
-        check_int("max_retries", max_retries, minimum=0)
-        check_number("retry_delay", retry_delay, minimum=0, unit=" of seconds")
         if not isinstance(api_key_env, str) or not api_key_env:
             raise TypeError(f"api_key_env must name an environment variable, got {api_key_env!r}")
         self.model = model
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key
         self.api_key_env = api_key_env
-        self.num_agents = num_agents
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
+        self.num_agents = check_int("num_agents", num_agents, minimum=1, maximum=2)
+        self.temperature = check_number("temperature", temperature, minimum=0)
+        self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
+        self.timeout = check_number(
+            "timeout", timeout, minimum=0, open_minimum=True, unit=" of seconds"
+        )
+        self.max_retries = check_int("max_retries", max_retries, minimum=0)
+        self.retry_delay = check_number("retry_delay", retry_delay, minimum=0, unit=" of seconds")
 
     def __repr__(self) -> str:
         return f"OpenAIChatExpert(model={self.model!r}, url={self.url!r})"

@@ -106,21 +106,18 @@ class ScriptedDebater:
         tie_probability: float = 0.2,
         seed: int = 0,
     ) -> None:
-        check_int("num_agents", num_agents, minimum=2)
-        check_int("agent_id", agent_id, minimum=0, maximum=num_agents - 1)
+        self.num_agents = check_int("num_agents", num_agents, minimum=2)
+        self.agent_id = check_int("agent_id", agent_id, minimum=0, maximum=num_agents - 1)
         if agree_from_round is not None:
             check_int("agree_from_round", agree_from_round, minimum=1, meaning=" or None (never)")
-        check_int("max_votes", max_votes, minimum=0)
-        check_number("tie_probability", tie_probability, minimum=0, maximum=1)
-        check_int("seed", seed)
-        self.agent_id = agent_id
-        self.num_agents = num_agents
+        self.agree_from_round = agree_from_round
+        self.max_votes = check_int("max_votes", max_votes, minimum=0)
+        self.tie_probability = check_number(
+            "tie_probability", tie_probability, minimum=0, maximum=1
+        )
         self.solution = solution
         self.solver = solver
-        self.agree_from_round = agree_from_round
-        self.max_votes = max_votes
-        self.tie_probability = tie_probability
-        self._rng = random.Random(seed * 1_000_003 + agent_id)
+        self._rng = random.Random(check_int("seed", seed) * 1_000_003 + agent_id)
 
     def _candidates(self, round_number: int) -> list[int]:
         if round_number == 1:
