@@ -5,24 +5,6 @@ finds functions in it; :mod:`llm_envs.parsing.quoting` quotes program text for
 feedback.
 """
 
-from llm_envs.parsing.tags import (
-    TagSpan,
-    find_tag,
-    first_tag_start,
-    normalize,
-    scan_tags,
-    start_at_first_tag,
-    strip_code_fence,
-    strip_think_tags,
-)
-
-__all__ = [
-    "TagSpan",
-    "find_tag",
-    "first_tag_start",
-    "normalize",
-    "scan_tags",
-    "start_at_first_tag",
-    "strip_code_fence",
-    "strip_think_tags",
-]
+# The package's face is the tags module's public names, listed once there.
+from llm_envs.parsing.tags import *  # noqa: F403
+from llm_envs.parsing.tags import __all__ as __all__
