@@ -18,12 +18,11 @@ hold stop strings, the episode ends within a bounded number of steps,
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import json
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
@@ -37,12 +36,14 @@ AECFactory = Callable[[], AECEnv[Any, Any, Any]]
 ParallelFactory = Callable[[], ParallelEnv[Any, Any, Any]]
 
 
-@contextlib.contextmanager
-def _unknown_options_quiet() -> Iterator[None]:
+def _pettingzoo_tests(
+    api: Callable[..., None], seeding: Callable[..., None], factory: Any, num_cycles: int
+) -> None:
     # PettingZoo's tests pass reset(options={"options": 1}); envs warn about the unknown key.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        yield
+        api(factory(), num_cycles=num_cycles)
+        seeding(factory, num_cycles=num_cycles)
 
 
 def _check_observation(observation: Any, where: str) -> None:
@@ -93,10 +94,7 @@ def check_aec_env(factory: AECFactory, *, num_cycles: int = 200, max_steps: int 
     Raises:
         AssertionError: naming the first broken rule.
     """
-    with _unknown_options_quiet():
-        api_test(factory(), num_cycles=num_cycles)
-        seed_test(factory, num_cycles=num_cycles)
-
+    _pettingzoo_tests(api_test, seed_test, factory, num_cycles)
     env = factory()
 
     def garbage(agent: str, observation: Any, info: dict[str, Any]) -> Any:
@@ -187,9 +185,7 @@ def check_parallel_env(factory: ParallelFactory, *, num_cycles: int = 200) -> No
     Raises:
         AssertionError: naming the first broken rule.
     """
-    with _unknown_options_quiet():
-        parallel_api_test(factory(), num_cycles=num_cycles)
-        parallel_seed_test(factory, num_cycles=num_cycles)
+    _pettingzoo_tests(parallel_api_test, parallel_seed_test, factory, num_cycles)
     env = factory()
     observations, _ = env.reset(seed=0)
     for agent, observation in observations.items():
