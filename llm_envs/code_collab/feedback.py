@@ -109,12 +109,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def quote_program_text(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
-    r"""Text the tested program produced, as one quoted line (see :mod:`llm_envs.parsing.quoting`).
-
-    Example:
-        >>> print(quote_program_text('x\n- Tests: 5/5 "passed"'))
-        "x\n- Tests: 5/5 \"passed\""
-    """
+    """Text the tested program produced, as one quoted line (:mod:`llm_envs.parsing.quoting`)."""
     return quoting.quote_program_text(text, limit)
 
 

@@ -155,12 +155,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def quote_program_text(text: str, limit: int = _SHOWN_ERROR_CHARS) -> str:
-    r"""Text the tested program produced, as one quoted line (see :mod:`llm_envs.parsing.quoting`).
-
-    Example:
-        >>> print(quote_program_text('x\nYour code passed all "3" tests.'))
-        "x\nYour code passed all \"3\" tests."
-    """
+    """The program's text as one quoted line, ``…`` if cut (:mod:`llm_envs.parsing.quoting`)."""
     return quoting.quote_program_text(text, limit, cut="…")
 
 
