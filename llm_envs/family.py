@@ -26,7 +26,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 from llm_envs import formatting
 from llm_envs.client_settings import ClientSettings
@@ -37,6 +37,7 @@ __all__ = [
     "EpisodeRewards",
     "Family",
     "FamilyBase",
+    "RunSettings",
     "Sampler",
     "recorded_rewards",
 ]
@@ -212,6 +213,14 @@ class Family(Protocol):
     """How many distinct evaluation problems there are (FamilyBase: None, as many as asked)."""
 
 
+class RunSettings(TypedDict, total=False):
+    """What every family takes beside ``env_kwargs`` and its run options: ``**run: Unpack[...]``."""
+
+    task: str
+    seed: int
+    task_kwargs: Mapping[str, Any] | None
+
+
 class FamilyBase:
     """The core's defaults and every capability's answer "none".
 
@@ -243,6 +252,20 @@ class FamilyBase:
     """None settable: a client sets nothing beyond the server's own settings."""
     reward_range: tuple[float, float] | None = None
     """Undeclared, unchecked; a family whose bounds follow its settings sets it in ``__init__``."""
+
+    def __init__(
+        self,
+        env_kwargs: Mapping[str, Any],
+        *,
+        task: str = "default",
+        seed: int = 0,
+        task_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Keep the run's settings (``task_kwargs``: ``{}`` for None); a subclass checks them."""
+        self.env_kwargs = dict(env_kwargs)
+        self.task = task
+        self.seed = seed
+        self.task_kwargs = dict(task_kwargs or {})
 
     def demonstrations(self, *args: Any, **kwargs: Any) -> tuple[EpisodePlan, dict[str, Agent]]:
         """No teacher (:class:`~llm_envs.capabilities.Teacher`): refused, with the fix."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Self, get_args
+from typing import Any, ClassVar, Self, Unpack, get_args
 
 from llm_envs.client_settings import ClientSettings, Number, OneOf, Whole
 from llm_envs.code_collab.rewards import MAX_TEAM_REWARD, AuxBonus
-from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase, RunSettings
 from llm_envs.formatting import fmt
 from llm_envs.seeding import derive_seed, ordered
 
@@ -63,27 +63,25 @@ class CodeCollabFamily(FamilyBase):
         self,
         env_kwargs: Mapping[str, Any],
         *,
-        task: str = "default",
-        seed: int = 0,
-        task_kwargs: Mapping[str, Any] | None = None,
         num_generations: int = 4,
+        **run: Unpack[RunSettings],
     ) -> None:
         from llm_envs.code_collab import load_problems, parallel_env
 
         if "problems" in env_kwargs:
             raise ValueError("pass code problems through `task`, not env_kwargs['problems']")
-        unknown = sorted(set(task_kwargs or {}) - {"num_problems"})
+        super().__init__(env_kwargs, **run)
+        unknown = sorted(set(self.task_kwargs) - {"num_problems"})
         if unknown:
             raise ValueError(
                 f"code collaboration takes task_kwargs {{'num_problems': n}} only, got {unknown}"
             )
         if num_generations < 1:
             raise ValueError(f"num_generations must be >= 1, got {num_generations}")
-        self.env_kwargs = dict(env_kwargs)
-        dataset: Any = "coophumaneval" if task == "default" else task  # checked by the loader
+        dataset: Any = "coophumaneval" if self.task == "default" else self.task  # the loader checks
         self.problems = tuple(load_problems(dataset))
-        if task_kwargs and "num_problems" in task_kwargs:
-            count = task_kwargs["num_problems"]
+        if "num_problems" in self.task_kwargs:
+            count = self.task_kwargs["num_problems"]
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ValueError(f"task_kwargs num_problems must be an int >= 1, got {count!r}")
             self.problems = self.problems[:count]
@@ -102,7 +100,6 @@ class CodeCollabFamily(FamilyBase):
             max(per_turn[1], turns * per_turn[1]),
         )
         probe.close()
-        self.seed = seed
         self.num_generations = num_generations
 
     def _plan(self, problems: list[Any], seeds: list[int], keys: list[int]) -> EpisodePlan:

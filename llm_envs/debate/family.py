@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, Unpack, get_args
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from llm_envs.client_settings import (
 from llm_envs.debate.config import ObservationMode, OnParseError, VoteCounting
 from llm_envs.debate.rewards import RewardMode
 from llm_envs.debate.shaping import SHAPING_TERMS
-from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase, Sampler
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase, RunSettings, Sampler
 from llm_envs.formatting import fmt
 from llm_envs.seeding import derive_seed, ordered
 
@@ -97,17 +97,16 @@ class DebateFamily(FamilyBase):
         self,
         env_kwargs: Mapping[str, Any],
         *,
-        task: str = "default",
-        seed: int = 0,
-        task_kwargs: Mapping[str, Any] | None = None,
         chat_observations: bool = False,
+        **run: Unpack[RunSettings],
     ) -> None:
         from llm_envs.debate import DEFAULT_QUESTIONS, DebateQuestion, env
         from llm_envs.tasks.math_sources import LazyMap, math_problems
 
         if "questions" in env_kwargs:
             raise ValueError("pass debate questions through `task`, not env_kwargs['questions']")
-        self.env_kwargs = dict(env_kwargs)
+        super().__init__(env_kwargs, **run)
+        task, seed, task_kwargs = self.task, self.seed, self.task_kwargs
         if chat_observations:
             if self.env_kwargs.get("observation_mode", "chat") != "chat":
                 raise ValueError(
@@ -122,11 +121,10 @@ class DebateFamily(FamilyBase):
         self.reward_range = _reward_range(self.env_kwargs, self.max_agent_turns)
         probe.close()
         self.num_agents = len(self.agents)
-        self.seed = seed
         if task == "default":
             if task_kwargs:
                 raise ValueError(
-                    f"task_kwargs are settings of the arithmetic task, got {dict(task_kwargs)} "
+                    f"task_kwargs are settings of the arithmetic task, got {task_kwargs} "
                     "with task='default'; use task='arithmetic' or drop them"
                 )
             self.train_questions: Sequence[Any] = DEFAULT_QUESTIONS

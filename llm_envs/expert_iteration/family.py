@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar, Unpack, get_args
 
 from llm_envs.client_settings import (
     ARITHMETIC_SETTINGS,
@@ -31,7 +31,7 @@ from llm_envs.client_settings import (
 from llm_envs.expert_iteration.config import OnFirstCorrect
 from llm_envs.expert_iteration.strategies import FeedbackSource, HintMode, TrainingContext
 from llm_envs.expert_iteration.verifier import CodeReward
-from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase
+from llm_envs.family import Agent, EpisodePlan, EpisodeRewards, FamilyBase, RunSettings
 from llm_envs.formatting import fmt
 from llm_envs.seeding import derive_seed, ordered
 from llm_envs.tasks.code_datasets import CODE_DATASETS
@@ -97,12 +97,10 @@ class ExpertIterationFamily(FamilyBase):
         self,
         env_kwargs: Mapping[str, Any],
         *,
-        task: str = "default",
-        seed: int = 0,
-        task_kwargs: Mapping[str, Any] | None = None,
         strategy_mix: Mapping[str, int] | None = None,
         strategy: str | None = None,
         num_generations: int | None = None,
+        **run: Unpack[RunSettings],
     ) -> None:
         from llm_envs.expert_iteration import Strategy, env, normalize_mix
         from llm_envs.tasks.code_datasets import code_problems
@@ -119,7 +117,8 @@ class ExpertIterationFamily(FamilyBase):
                 f"give strategy_mix ({dict(strategy_mix)}) or strategy and num_generations "
                 f"({strategy!r}, {num_generations!r}), not both"
             )
-        self.env_kwargs = dict(env_kwargs)
+        super().__init__(env_kwargs, **run)
+        task, seed, task_kwargs = self.task, self.seed, self.task_kwargs
         probe = env(**self.env_kwargs)
         self.agents = tuple(probe.possible_agents)
         # The solver earns its final attempt's score, in [0, 1], plus format_reward when
@@ -132,12 +131,10 @@ class ExpertIterationFamily(FamilyBase):
         pairs = normalize_mix(self.mix)
         two_turns = any(s == Strategy.TWO_TURN_FEEDBACK and n > 0 for s, n in pairs)
         self.max_agent_turns = 2 if two_turns else 1  # the solver's attempts
-        self.seed = seed
-        self.task = task
         if task in CODE_DATASETS:
             if task_kwargs:
                 raise ValueError(
-                    f"task_kwargs are settings of the arithmetic task, got {dict(task_kwargs)} "
+                    f"task_kwargs are settings of the arithmetic task, got {task_kwargs} "
                     f"with task={task!r}; drop them"
                 )
             self.train_problems: Sequence[Any] = code_problems(task, "train")

@@ -27,10 +27,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 from llm_envs.client_settings import ClientSettings, Number, OneOf, Whole
-from llm_envs.family import Agent, EpisodePlan, FamilyBase, Sampler
+from llm_envs.family import Agent, EpisodePlan, FamilyBase, RunSettings, Sampler
 from llm_envs.seeding import derive_seed
 from llm_envs.textarena.config import PAYOFFS
 from llm_envs.textarena.env import env, raw_env
@@ -102,30 +102,22 @@ class TextArenaFamily(FamilyBase):
         }
     )
 
-    def __init__(
-        self,
-        env_kwargs: Mapping[str, Any],
-        *,
-        task: str = "default",
-        seed: int = 0,
-        task_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
-        if task not in self.tasks:
+    def __init__(self, env_kwargs: Mapping[str, Any], **run: Unpack[RunSettings]) -> None:
+        super().__init__(env_kwargs, **run)
+        if self.task not in self.tasks:
             raise ValueError(
-                f"--env textarena takes --task default (the game is the task), got {task!r}; "
+                f"--env textarena takes --task default (the game is the task), got {self.task!r}; "
                 'choose the game with --env-kwargs \'{"game": "KuhnPoker-v0"}\''
             )
-        if task_kwargs:
+        if self.task_kwargs:
             raise ValueError(
-                f"--env textarena takes no task_kwargs, got {dict(task_kwargs)}; pass the "
+                f"--env textarena takes no task_kwargs, got {self.task_kwargs}; pass the "
                 "game's settings in env_kwargs: game, num_players, game_kwargs, max_turns"
             )
-        self.env_kwargs = dict(env_kwargs)
         probe = raw_env(**self.env_kwargs)  # a bad argument fails here, before a model is loaded
         self.agents = tuple(probe.possible_agents)
         self.game: str = probe.config.game
         self.max_agent_turns = probe.config.max_turns  # a bound: the cap on every agent's actions
-        self.seed = seed
         self.kuhn = game_name(self.game) == "KuhnPoker"
         most = probe.kuhn_rules().max_payoff if probe.config.payoff == "chips" else 1.0
         # Each of an agent's turns may be an invalid move that costs the penalty.
