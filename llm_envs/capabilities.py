@@ -61,11 +61,7 @@ class Teacher(Protocol):
     """The :meth:`demonstrations` options it honours (``mistake_rate``, ``broken_rate``)."""
 
     def demonstrations(
-        self,
-        group_indices: Sequence[int],
-        seed: int,
-        mistake_rate: float = 0.25,
-        broken_rate: float = 0.0,
+        self, group_indices: Sequence[int], seed: int, **options: float
     ) -> tuple[llm_envs.family.EpisodePlan, dict[str, Agent]]:
         """Training episodes and a teacher per agent (ValueError for settings it cannot teach)."""
         ...

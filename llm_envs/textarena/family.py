@@ -157,11 +157,7 @@ class TextArenaFamily(FamilyBase):
         return env(**self.env_kwargs), seed, {}
 
     def demonstrations(
-        self,
-        group_indices: Sequence[int],
-        seed: int,
-        mistake_rate: float = 0.25,
-        broken_rate: float = 0.0,
+        self, group_indices: Sequence[int], seed: int, mistake_rate: float = 0.25
     ) -> tuple[EpisodePlan, dict[str, Agent]]:
         """Kuhn Poker: training games and a teacher per seat, for a warm start in the format.
 
