@@ -75,6 +75,14 @@ def quarter(limit: int) -> int:
     return max(1, limit // 4)
 
 
+def client_share(name: str, limit: int, per_client: int | None) -> int:
+    """One client's share of the bound ``name``: ``per_client`` in ``[1, limit]``, or a quarter."""
+    share = quarter(limit) if per_client is None else per_client
+    if not 1 <= share <= limit:
+        raise ValueError(f"{name}_per_client must be in [1, {name}={limit}], got {share}")
+    return share
+
+
 class HeldChars:
     """The characters of clients' actions that running episodes hold, and their bounds.
 
@@ -93,13 +101,8 @@ class HeldChars:
     def __init__(self, limit: int, per_client: int | None = None) -> None:
         if limit < 1:
             raise ValueError(f"max_held_chars must be >= 1, got {limit}")
-        share = quarter(limit) if per_client is None else per_client
-        if not 1 <= share <= limit:
-            raise ValueError(
-                f"max_held_chars_per_client must be in [1, max_held_chars={limit}], got {share}"
-            )
         self.limit = limit
-        self.per_client = share
+        self.per_client = client_share("max_held_chars", limit, per_client)
         self._held = 0
         self._by_client: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -374,14 +377,9 @@ class Hub:
         )
         # The OpenEnv view's sessions count here too.
         self.held = HeldChars(max_held_chars, max_held_chars_per_client)
-        share = (
-            quarter(max_episodes) if max_episodes_per_client is None else max_episodes_per_client
+        self.max_episodes_per_client = client_share(
+            "max_episodes", max_episodes, max_episodes_per_client
         )
-        if not 1 <= share <= max_episodes:
-            raise ValueError(
-                f"max_episodes_per_client must be in [1, max_episodes={max_episodes}], got {share}"
-            )
-        self.max_episodes_per_client = share
         self._by_client: dict[str, int] = {}  # running (and being built) episodes per creator
         steps = workers if workers is not None else min(32, (os.cpu_count() or 1) + 4)
         self._steps = DeadlinePool(steps, max_stuck=max_stuck, name="llm-envs-step")
