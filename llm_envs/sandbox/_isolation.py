@@ -32,6 +32,7 @@ import resource
 import signal
 import stat
 import struct
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -313,19 +314,23 @@ def set_limits(
         resource.setrlimit(which, (value, value))
 
 
+def _each_process(what: str) -> Iterator[tuple[int, bytes]]:
+    """Each process's pid and its ``/proc/<pid>/<what>``, skipping those gone while read."""
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/{what}", "rb") as file:
+                    contents = file.read()
+            except OSError:
+                continue
+            yield int(name), contents
+
+
 def count_user_tasks(uid: int) -> int:
     """How many tasks (threads included) the real uid ``uid`` runs, as RLIMIT_NPROC counts them."""
     total = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as status:
-                fields = dict(
-                    line.split(b":", 1) for line in status.read().splitlines() if b":" in line
-                )
-        except OSError:
-            continue
+    for _, status in _each_process("status"):
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
         try:
             if int(fields[b"Uid"].split()[0]) == uid:
                 total += int(fields[b"Threads"])
@@ -392,16 +397,9 @@ def children_of(pid: int) -> list[int]:
     except OSError as error:
         if error.errno not in (errno.ENOENT, errno.EACCES):
             raise
-    # Kernels without CONFIG_PROC_CHILDREN: scan every process's parent.
-    children = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(name))
-    return children
+    # Kernels without CONFIG_PROC_CHILDREN: scan every process's parent (after its name).
+    return [
+        child
+        for child, line in _each_process("stat")
+        if int(line.rsplit(b")", 1)[1].split()[1]) == pid
+    ]
