@@ -1,13 +1,5 @@
 """Deprecated alias of :mod:`llm_envs.bridges.openenv` for one release: import that instead."""
 
-import sys
-import warnings
+from llm_envs.moved import moved_module
 
-import llm_envs.bridges.openenv
-
-warnings.warn(
-    "llm_envs.serve.openenv_view is deprecated: import llm_envs.bridges.openenv instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = llm_envs.bridges.openenv
+moved_module(__name__, "llm_envs.bridges.openenv")

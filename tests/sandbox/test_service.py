@@ -426,6 +426,9 @@ def test_llm_envs_and_its_sandbox_never_import_the_web_stack():
     assert out.stdout.strip() == "[]"
 
 
+SERVICE = "llm_envs.sandbox.service"
+
+
 def test_the_old_module_names_warn_naming_the_new_ones_and_are_them():
     moved = {"service_main": "server", "service_scripts": "scripts"}
     moved |= {"service_shapes": "shapes", "service_submissions": "submissions"}
@@ -442,5 +445,5 @@ def test_the_old_module_names_warn_naming_the_new_ones_and_are_them():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
     for line, (old, new) in zip(lines, moved.items(), strict=True):
-        notice = f"llm_envs.sandbox.{old} is deprecated: import from llm_envs.sandbox.service.{new}"
+        notice = f"llm_envs.sandbox.{old} is deprecated: import {SERVICE}.{new} instead"
         assert line == f"True [{notice!r}]"
