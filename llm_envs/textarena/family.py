@@ -34,6 +34,7 @@ from llm_envs.family import Agent, EpisodePlan, FamilyBase, RunSettings, Sampler
 from llm_envs.seeding import derive_seed
 from llm_envs.textarena.config import PAYOFFS
 from llm_envs.textarena.env import env, raw_env
+from llm_envs.textarena.game import DOCUMENTED_GAMES
 from llm_envs.textarena.kuhn import nash_policy
 from llm_envs.textarena.players import (
     KuhnPolicyPlayer,
@@ -81,20 +82,11 @@ class TextArenaFamily(FamilyBase):
     # TextArena's set_winner / set_draw pay +1, -1 and 0 (the games the docs name);
     # a game that pays otherwise shows as a failed range in `llm-envs check`.
     reward_range: tuple[float, float] | None = (-1.0, 1.0)
-    # Local games the docs name (all but ConnectFour have scripted players); TextArena
-    # registers hundreds, some of which call a model over the network. game_kwargs
-    # (any keyword of textarena.make) stay the server's.
+    # The documented games only: TextArena registers hundreds, some of which call a model
+    # over the network. game_kwargs (any keyword of textarena.make) stay the server's.
     client_settings: ClassVar[ClientSettings] = ClientSettings(
         env_kwargs={
-            "game": OneOf(
-                (
-                    "TicTacToe-v0",
-                    "KuhnPoker-v0",
-                    "SimpleNegotiation-v0",
-                    "IteratedPrisonersDilemma-v0",
-                    "ConnectFour-v0",
-                )
-            ),
+            "game": OneOf(DOCUMENTED_GAMES),
             "num_players": Whole(1, 4),
             "max_turns": Whole(1, 400),
             "payoff": OneOf(PAYOFFS),

@@ -26,15 +26,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PrivateRandom", "check_game", "known_games", "textarena"]
+__all__ = ["DOCUMENTED_GAMES", "PrivateRandom", "check_game", "known_games", "textarena"]
 
-_EXAMPLES = (
+DOCUMENTED_GAMES = (
     "TicTacToe-v0",
     "KuhnPoker-v0",
     "SimpleNegotiation-v0",
     "IteratedPrisonersDilemma-v0",
     "ConnectFour-v0",
 )
+"""The local games the docs name (all but ConnectFour have scripted players)."""
 
 
 def textarena() -> Any:
@@ -69,7 +70,7 @@ def check_game(game: str) -> None:
         return
     close = difflib.get_close_matches(game, games, n=5, cutoff=0.6)
     hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
-    examples = ", ".join(repr(g) for g in _EXAMPLES if g in games)
+    examples = ", ".join(repr(g) for g in DOCUMENTED_GAMES if g in games)
     raise ValueError(
         f"game={game!r} is not a TextArena environment id; {hint}known ids include {examples} "
         f"({len(games)} in all: llm_envs.textarena.known_games() lists them)"
