@@ -8,7 +8,7 @@ its fields are also the environment's keyword arguments
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from llm_envs.arguments import (
@@ -207,12 +207,5 @@ class ExpertIterationConfig:
     @property
     def prompt_settings(self) -> PromptSettings:
         """The slice of this configuration that the context builders read."""
-        return PromptSettings(
-            system_prompt=self.system_prompt,
-            augmentation=self.augmentation,
-            hint=self.hint,
-            hint_fraction=float(self.hint_fraction),
-            hint_template=self.hint_template,
-            training_context=self.training_context,
-            revise_message=self.revise_message,
-        )
+        named = {f.name: getattr(self, f.name) for f in fields(PromptSettings)}
+        return PromptSettings(**{**named, "hint_fraction": float(self.hint_fraction)})
