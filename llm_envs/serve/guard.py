@@ -108,6 +108,9 @@ def uvicorn_limits(
 ) -> dict[str, Any]:
     """The settings of uvicorn that bound what it buffers before the app sees a request.
 
+    No proxy headers: a client is its socket's peer. uvicorn trusts
+    ``X-Forwarded-For`` from 127.0.0.1 by default, which would let a local
+    client (or a forwarder's remote ones) choose the key its shares count in.
     A request's head, its timing and the open connections, in all and per
     client: httptools with bounds of ours
     (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`; None: its
@@ -122,6 +125,7 @@ def uvicorn_limits(
             "http": "h11",
             "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
             "ws_max_size": max_body_bytes,
+            "proxy_headers": False,
         }
     protocol = functools.partial(
         BoundedHttpToolsProtocol,
@@ -129,7 +133,7 @@ def uvicorn_limits(
         max_per_address=max_per_address,
         per_address={},  # this server's connections by client
     )
-    return {"http": protocol, "ws_max_size": max_body_bytes}
+    return {"http": protocol, "ws_max_size": max_body_bytes, "proxy_headers": False}
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

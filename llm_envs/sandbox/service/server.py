@@ -103,12 +103,8 @@ def app_from_environment() -> FastAPI:
 
 
 def _uvicorn_settings(settings: ServiceSettings) -> dict[str, Any]:
-    """The bounds on a request's head, and no proxy headers: a client is its socket's peer.
-
-    uvicorn trusts ``X-Forwarded-For`` from 127.0.0.1 by default; the fair queue
-    keys clients by address, which such a header would let a local client choose.
-    """
-    return {"proxy_headers": False, **uvicorn_limits(settings.max_body_bytes)}
+    """The bounds on a request's head, and no proxy headers (:func:`uvicorn_limits`)."""
+    return uvicorn_limits(settings.max_body_bytes)
 
 
 @contextlib.contextmanager
