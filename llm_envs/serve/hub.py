@@ -248,7 +248,10 @@ class Episode:
     ran past its deadline or the hub closed. Only that one records it.
 
     Its steps count as its creator's (:attr:`client`), whichever seat acts:
-    step threads and sandbox workers are shared between clients in turn.
+    step threads and sandbox workers are shared between clients in turn. The
+    characters of an action count in the share of the client that sent it
+    (:attr:`held`), so a seat joined by another client cannot fill the
+    creator's share, nor act without spending its own.
     """
 
     def __init__(self, episode_id: str, spec: EpisodeSpec, driver: EpisodeDriver) -> None:
@@ -261,7 +264,7 @@ class Episode:
         self.started = utc_now()
         self.outcome: Outcome | None = None  # once its record was written (or not)
         self.step: asyncio.Future[_Advanced] | None = None  # the driver call awaited now
-        self.held = 0  # characters of its seats' actions, counted in the hub's budget
+        self.held: dict[str, int] = {}  # its actions' characters, by the client that sent each
         self._guard = threading.Lock()
         self._ended = False
         self._stepping = False
@@ -547,8 +550,9 @@ class Hub:
                     f"turn {turn} of seat {seat!r} is over; its turn now is {place.turn} "
                     "(act on the latest turn message)"
                 )
-            self.held.take(len(text), episode.client)
-            episode.held += len(text)
+            actor = current_client()  # the acting seat's peer (the server's door set it)
+            self.held.take(len(text), actor)
+            tally(episode.held, actor, len(text))
             taken = place.turn
             self._stop_timer(place)
             place.publish(None)
@@ -799,7 +803,8 @@ class Hub:
         for place in episode.seats.values():
             self._stop_timer(place)
         if self._running.pop(episode.id, None) is not None:
-            self.held.give(episode.held, episode.client)
+            for actor, chars in episode.held.items():
+                self.held.give(chars, actor)
             tally(self._by_client, episode.client, -1)
         self._finished[episode.id] = _kept(episode)
         while len(self._finished) > self.keep_finished:
