@@ -185,9 +185,13 @@ class _Service:
 
 
 class _Admission:
-    """Counts ``/run_code`` and ``/submit`` requests into the fair queue before reading a body.
+    """Counts requests into the fair queue before a byte of their bodies is read.
 
-    A refused request is answered here (429 or 503, ``Retry-After``), its body unread.
+    ``/run_code`` and ``/submit`` count as requests and by their bodies'
+    bytes; a request to any other path (``/list_ids``, a 404) by its body's
+    bytes alone, and one without a body not at all: the guard inside reads
+    every body whole, whatever the route. A refused request is answered here
+    (429 or 503, ``Retry-After``), its body unread.
     """
 
     def __init__(self, app: ASGIApp, queue: FairQueue, max_body_bytes: int) -> None:
@@ -195,16 +199,26 @@ class _Admission:
         self.queue = queue
         self.max_body_bytes = max_body_bytes
 
+    def _body_bytes(self, scope: Scope) -> int:
+        """The bytes the guard may read: the declared length, else the cap when streamed."""
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"").strip()
+        if declared.isdigit():
+            return min(int(declared), self.max_body_bytes)
+        # HTTP/1.1: a request that declares neither a length nor chunks has no body.
+        return self.max_body_bytes if b"transfer-encoding" in headers else 0
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in POOL_ROUTES:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        runs = scope["path"] in POOL_ROUTES
+        size = self._body_bytes(scope)
+        if not runs and not size:
             await self.app(scope, receive, send)
             return
         client = client_key((scope.get("client") or ("", 0))[0])
-        declared = dict(scope["headers"]).get(b"content-length", b"").strip()
-        size = self.max_body_bytes
-        if declared.isdigit():
-            size = min(int(declared), size)
-        refusal = self.queue.admit(client, size)
+        refusal = self.queue.admit(client, size, runs=runs)
         if refusal is not None:
             body = json.dumps({"detail": refusal.detail}).encode()
             headers = [
@@ -219,7 +233,7 @@ class _Admission:
         try:
             await self.app(scope, receive, send)
         finally:
-            self.queue.leave(client, size)
+            self.queue.leave(client, size, runs=runs)
 
 
 def create_app(

@@ -21,7 +21,9 @@ Admission is bounded before a request's body is read: past
 ``max_per_client`` requests (queued or running) of one client the answer is
 429, past ``max_total`` of all clients, or ``max_bytes`` of their bodies
 together (a body's declared ``Content-Length``, or the body cap when it does
-not declare one), 503; both carry ``Retry-After``.
+not declare one), 503; both carry ``Retry-After``. The bodies of requests
+that run nothing (``/list_ids``) count in the same byte budgets, not among
+the requests: whatever body a route reads, its bytes are counted first.
 """
 
 from __future__ import annotations
@@ -87,10 +89,14 @@ class FairQueue:
         self._bytes = 0
         self._mean_run = 1.0  # seconds a turn lasts, a running mean for Retry-After
 
-    def admit(self, client: str, size: int) -> Refusal | None:
-        """Count a request of ``size`` body bytes in, or say why not (it is then not counted)."""
+    def admit(self, client: str, size: int, *, runs: bool = True) -> Refusal | None:
+        """Count a request of ``size`` body bytes in, or say why not (it is then not counted).
+
+        ``runs``: the request takes a turn at the pool, and counts among the
+        requests; False counts its body's bytes only.
+        """
         held = self._admitted.get(client, 0)
-        if held >= self.max_per_client:
+        if runs and held >= self.max_per_client:
             return Refusal(
                 429,
                 f"client {client} has {held} requests queued or running, the most one client "
@@ -107,7 +113,7 @@ class FairQueue:
                 "answers",
                 self._retry_after(held),
             )
-        if self._total >= self.max_total or self._bytes + size > self.max_bytes:
+        if (runs and self._total >= self.max_total) or self._bytes + size > self.max_bytes:
             return Refusal(
                 503,
                 f"the service holds {self._total} requests ({self._bytes:,} bytes of bodies), "
@@ -115,19 +121,19 @@ class FairQueue:
                 f"{self.max_bytes:,}); retry later",
                 self._retry_after(self._total),
             )
-        tally(self._admitted, client, 1)
+        if runs:
+            tally(self._admitted, client, 1)
+            self._total += 1
         tally(self._client_bytes, client, size)
-        self._total += 1
         self._bytes += size
         return None
 
-    def leave(self, client: str, size: int) -> None:
+    def leave(self, client: str, size: int, *, runs: bool = True) -> None:
         """Count out a request :meth:`admit` counted in (answered, failed or abandoned)."""
-        if not tally(self._admitted, client, -1):
-            self._client_bytes.pop(client, None)  # its last request: nothing of it is held
-        else:
-            tally(self._client_bytes, client, -size)
-        self._total -= 1
+        if runs:
+            tally(self._admitted, client, -1)
+            self._total -= 1
+        tally(self._client_bytes, client, -size)
         self._bytes -= size
 
     @contextlib.asynccontextmanager
