@@ -88,6 +88,13 @@ def build_parser(prog: str) -> CommandParser:
     parser.add_argument("--port", type=_port, default=8000, help="the port (0: any free one)")
     parser.add_argument("--records", help="directory of episodes.jsonl (default: memory only)")
     parser.add_argument(
+        "--max-records-bytes",
+        type=_whole,
+        default=4 << 30,
+        help="size of episodes.jsonl past which new episodes get 503, so that a full disk loses "
+        "no record (default 4294967296: 4 GiB)",
+    )
+    parser.add_argument(
         "--seat-timeout",
         type=_positive,
         default=300.0,

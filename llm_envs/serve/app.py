@@ -62,7 +62,7 @@ from llm_envs.serve.protocol import (
 )
 from llm_envs.serve.rendezvous import Rendezvous, rendezvous_routes
 from llm_envs.serve.stopping import interrupting_on_exit
-from llm_envs.serve.store import EpisodeStore
+from llm_envs.serve.store import MAX_RECORDS_BYTES, EpisodeStore
 
 __all__ = ["ServeSettings", "build_app", "serving", "serving_app"]
 
@@ -91,6 +91,8 @@ class ServeSettings:
         defaults: the env, env_kwargs, task and task_kwargs a request leaves out.
         seed: the families' seed (which problems there are).
         records: the directory of ``episodes.jsonl``; None keeps records in memory.
+        max_records_bytes: the size of ``episodes.jsonl`` past which new
+            episodes get 503 (the running ones still write theirs).
         seat_timeout: seconds a seat has to act once its turn begins.
         max_episodes: the most multi-seat episodes running at once.
         max_sessions: the most OpenEnv single-seat sessions at once.
@@ -122,6 +124,7 @@ class ServeSettings:
     defaults: Defaults = field(default_factory=Defaults)
     seed: int = 0
     records: str | None = None
+    max_records_bytes: int = MAX_RECORDS_BYTES
     seat_timeout: float = 300.0
     max_episodes: int = 1024
     max_sessions: int = 64
@@ -157,7 +160,7 @@ def build_app(settings: ServeSettings) -> FastAPI:
     families = Families(seed=settings.seed)
     if settings.defaults.env is not None:  # bad flags fail at start-up, not at the first request
         families.family(resolve(EpisodeRequest(), settings.defaults))
-    store = EpisodeStore(settings.records)
+    store = EpisodeStore(settings.records, max_bytes=settings.max_records_bytes)
     hub = Hub(
         families,
         store,

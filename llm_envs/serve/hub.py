@@ -410,7 +410,8 @@ class Hub:
 
         Raises:
             Unavailable: ``max_episodes`` are running, ``max_stuck`` threads are
-                stuck past their deadline, or the hub is closing.
+                stuck past their deadline, the records file is full, or the hub
+                is closing.
             Invalid: settings the family refuses.
             Failed: the environment raised on reset, or its reset (or building
                 the episode) ran past its deadline.
@@ -745,7 +746,8 @@ class Hub:
             if close:
                 self._close_env(episode)
         try:
-            self.store.append(entry)
+            with as_client(episode.client):  # the record is its creator's
+                self.store.append(entry)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", episode.id)
             why = f": {entry['error']}" if "error" in entry else ""
@@ -813,6 +815,7 @@ class Hub:
     def _admit(self, client: str) -> None:
         if self._closing is not None:
             raise Unavailable(f"the server takes no new episodes: {self._closing}")
+        self.store.check_room()
         if len(self._running) + self._creating >= self.max_episodes:
             raise Unavailable(
                 f"the server is full (max_episodes={self.max_episodes} running); "

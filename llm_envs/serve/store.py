@@ -8,8 +8,16 @@ loses at most the line it was writing. At start-up the file is read back
 not JSON (the last one, cut short by a crash mid-write) is skipped with a
 warning, never fatal; the next record starts on a line of its own.
 
+The file is bounded (:data:`MAX_RECORDS_BYTES`): once it holds that many
+bytes, :meth:`EpisodeStore.check_room` refuses new episodes, so that a full
+disk never turns the episodes that run then into lost records, and start-up
+(one pass over the file, a line at a time) takes time bounded by the bound.
+
 Without a directory the records live in memory, as their JSON text, the
-latest :data:`MEMORY_BYTES` characters of them (the oldest are dropped).
+latest :data:`MEMORY_BYTES` characters of them. Past it the oldest go, but a
+client's records are kept from other clients: a client holding more than its
+share (a quarter) only drops its own, so one client's many big episodes
+cannot push out another's record.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from llm_envs.sandbox.fair import current_client, tally
+from llm_envs.serve.errors import Unavailable
 from llm_envs.serve.protocol import dumps
 
-__all__ = ["MEMORY_BYTES", "RECORDS_FILE", "EpisodeStore", "utc_now"]
+__all__ = ["MAX_RECORDS_BYTES", "MEMORY_BYTES", "RECORDS_FILE", "EpisodeStore", "utc_now"]
 
 RECORDS_FILE = "episodes.jsonl"
 """The file, in the records directory, that holds one finished episode per line."""
@@ -36,17 +46,32 @@ MEMORY_BYTES = 256 << 20
 Unbounded, one client playing debates of 1 MiB actions one after another grew
 the server by about 15 MiB per episode until the machine ran out."""
 
+MAX_RECORDS_BYTES = 4 << 30
+"""Bytes of ``episodes.jsonl`` past which new episodes are refused (503, ``--max-records-bytes``).
+
+Unbounded, one client wrote 25 MB/s of records until the disk was full, and
+then every client's episode ended with its record lost; start-up reads the
+file back at about 20 MB/s (measured under load), so 4 GiB is minutes at most."""
+
 log = logging.getLogger(__name__)
 
 
 class EpisodeStore:
     """Finished episodes by id: appended to a JSON-lines file, or held in memory.
 
+    A record belongs to the client its :meth:`append` runs as
+    (:func:`~llm_envs.sandbox.fair.current_client`; the hub appends as the
+    episode's creator).
+
     Args:
         directory: where ``episodes.jsonl`` lives (created if missing); None
             keeps the records in memory only.
         memory_bytes: without a directory, the characters of JSON kept: the
-            latest records within it (always the latest one), the older dropped.
+            latest records within it (always the latest one), the older dropped,
+            a client past a quarter of it dropping its own first.
+        max_bytes: with a directory, the file's size past which
+            :meth:`check_room` refuses new episodes (the episodes running then
+            still write theirs).
 
     Example:
         >>> import tempfile
@@ -57,13 +82,24 @@ class EpisodeStore:
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str] | None = None, memory_bytes: int = MEMORY_BYTES
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        memory_bytes: int = MEMORY_BYTES,
+        max_bytes: int = MAX_RECORDS_BYTES,
     ) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_records_bytes must be >= 1, got {max_bytes}")
         self.path = Path(directory) / RECORDS_FILE if directory is not None else None
         self.memory_bytes = memory_bytes
+        self.memory_share = max(1, memory_bytes // 4)
+        self.max_bytes = max_bytes
+        self.size = 0  # bytes of the file
         self._lock = threading.Lock()
-        self._memory: OrderedDict[str, str] = OrderedDict()  # id -> the record's JSON
+        self._memory: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (client, JSON)
         self._memory_size = 0
+        self._mine: dict[str, dict[str, None]] = {}  # client -> its records' ids, oldest first
+        self._sizes: dict[str, int] = {}  # client -> characters of its records
+        self._over: dict[str, None] = {}  # clients past their share (a few: each holds a quarter)
         self._places: dict[str, tuple[int, int]] = {}  # id -> (offset, length) in the file
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,17 +111,35 @@ class EpisodeStore:
     def __len__(self) -> int:
         return len(self._places) + len(self._memory)
 
+    def check_room(self) -> None:
+        """Refuse a new episode once the records file holds ``max_bytes``.
+
+        Raises:
+            Unavailable: the file is full (503 naming ``--max-records-bytes``).
+        """
+        if self.path is not None and self.size >= self.max_bytes:
+            raise Unavailable(
+                f"the records file {self.path} holds {self.size} bytes, past "
+                f"--max-records-bytes {self.max_bytes}: the server takes no new episodes; "
+                "move the file away (or raise the flag) and restart the server"
+            )
+
     def append(self, entry: dict[str, Any]) -> None:
         """Keep a finished episode (``entry["id"]`` names it); on disk when this returns."""
         episode_id = str(entry["id"])
         if self.path is None:
             text = dumps(entry)
             with self._lock:
-                self._memory_size -= len(self._memory.pop(episode_id, ""))
-                self._memory[episode_id] = text
-                self._memory_size += len(text)
-                while self._memory_size > self.memory_bytes and len(self._memory) > 1:
-                    self._memory_size -= len(self._memory.popitem(last=False)[1])
+                self._forget(episode_id)
+                client = current_client()
+                self._memory[episode_id] = (client, text)
+                self._mine.setdefault(client, {})[episode_id] = None
+                self._count(client, len(text))
+                while self._memory_size > self.memory_bytes:
+                    victim = self._victim(client, episode_id)
+                    if victim is None:
+                        break
+                    self._forget(victim)
             return
         # A lone surrogate (a client's JSON "\ud800") has no UTF-8 form: it is written
         # as its JSON escape, which reads back as the same text (as the run directory does).
@@ -96,13 +150,46 @@ class EpisodeStore:
             file.flush()
             os.fsync(file.fileno())
             self._places[episode_id] = (offset, len(line))
+            self.size = offset + len(line)
+
+    def _victim(self, client: str, latest: str) -> str | None:
+        """The record to drop: the oldest of a client past its share, else the oldest of all.
+
+        The latest record is never dropped: a client past its share with no
+        other record keeps it, over the budget, until the next record.
+        """
+        for owner in (client, *self._over):
+            if owner in self._over:
+                oldest = next(iter(self._mine[owner]))
+                if oldest != latest:
+                    return oldest
+                if owner == client:
+                    return None
+        oldest = next(iter(self._memory))
+        return oldest if oldest != latest else None
+
+    def _forget(self, episode_id: str) -> None:
+        kept = self._memory.pop(episode_id, None)
+        if kept is not None:
+            client, text = kept
+            del self._mine[client][episode_id]
+            if not self._mine[client]:
+                del self._mine[client]
+            self._count(client, -len(text))
+
+    def _count(self, client: str, chars: int) -> None:
+        self._memory_size += chars
+        if tally(self._sizes, client, chars) > self.memory_share:
+            self._over[client] = None
+        else:
+            self._over.pop(client, None)
 
     def get(self, episode_id: str) -> dict[str, Any] | None:
         """The finished episode ``episode_id``, or None."""
         if self.path is None:
             with self._lock:
-                text = self._memory.get(episode_id)
-            return json.loads(text) if text is not None else None
+                kept = self._memory.get(episode_id)
+            return json.loads(kept[1]) if kept is not None else None
         place = self._places.get(episode_id)
         if place is None:
             return None
@@ -126,11 +213,13 @@ class EpisodeStore:
                     self._places[episode_id] = (offset, len(line))
                 offset += len(line)
                 last = line
+        self.size = offset
         if last and not last.endswith(b"\n"):
             with path.open("ab") as file:  # the next record must not continue the cut line
                 file.write(b"\n")
                 file.flush()
                 os.fsync(file.fileno())
+            self.size += 1
 
 
 def _episode_id(line: bytes) -> str | None:

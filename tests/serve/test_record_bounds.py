@@ -1,0 +1,88 @@
+"""Records are bounded per client in memory and as a whole on disk (attack round 9, F5).
+
+In memory, 65 big episodes of one client pushed another client's record out
+(its ``GET`` 404). On disk the file grew until the disk was full, and then
+every client's episode ended 500 with its record lost; start-up read it all.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from llm_envs.debate.agents import ScriptedDebater
+from llm_envs.sandbox.fair import as_client
+from llm_envs.serve.app import ServeSettings, serving
+from llm_envs.serve.errors import Unavailable
+from llm_envs.serve.families import Defaults
+from llm_envs.serve.store import EpisodeStore
+
+DEBATE = Defaults("debate", {"num_agents": 3, "max_rounds": 1}, "arithmetic")
+
+
+def _record(episode: str, size: int) -> dict:
+    return {"id": episode, "text": "x" * size}
+
+
+def test_one_client_past_its_share_drops_its_own_records_not_another_clients():
+    store = EpisodeStore(memory_bytes=40_000)  # a quarter each: 10,000
+    with as_client("127.0.0.2"):
+        store.append(_record("honest", 100))
+    with as_client("127.0.0.3"):
+        for n in range(65):
+            store.append(_record(f"big{n}", 3_000))
+    assert store.get("honest") is not None
+    assert store.get("big64") is not None and store.get("big0") is None
+    with as_client("127.0.0.3"):
+        store.append(_record("huge", 50_000))  # past the whole budget: the latest is kept
+    assert store.get("honest") is not None and store.get("huge") is not None
+    with as_client("127.0.0.2"):  # the next record drops the over-share one first
+        store.append(_record("honest2", 100))
+    assert store.get("huge") is None
+    assert store.get("honest") is not None and store.get("honest2") is not None
+
+
+def test_clients_within_their_shares_drop_the_oldest_record_first():
+    store = EpisodeStore(memory_bytes=4_000)
+    for n in range(6):
+        with as_client(f"10.0.0.{n}"):
+            store.append(_record(f"e{n}", 700))
+    assert [store.get(f"e{n}") is not None for n in range(6)] == [False] + [True] * 5
+
+
+def test_a_full_records_file_refuses_new_episodes_and_survives_a_restart(tmp_path):
+    store = EpisodeStore(tmp_path, max_bytes=200)
+    store.check_room()
+    store.append(_record("e1", 300))
+    with pytest.raises(Unavailable, match=r"holds 3\d\d bytes, past --max-records-bytes 200"):
+        store.check_room()
+    with pytest.raises(Unavailable, match="--max-records-bytes"):
+        EpisodeStore(tmp_path, max_bytes=200).check_room()  # read back full
+    EpisodeStore(tmp_path, max_bytes=1_000).check_room()  # the operator raised it
+
+
+def _play(url: str, client: httpx.Client, episode: str) -> httpx.Response:
+    """Play every seat of ``episode`` (one round); the last seat's action."""
+    base = f"{url}/episodes/{episode}/seats"
+    tokens = {s: client.post(f"{base}/{s}/join").json()["token"] for s in ("agent_0", "agent_1")}
+    tokens["agent_2"] = client.post(f"{base}/agent_2/join").json()["token"]
+    for seat, token in tokens.items():
+        headers = {"X-Seat-Token": token}
+        turn = client.get(f"{base}/{seat}/turn?wait=10", headers=headers).json()
+        text = ScriptedDebater(int(seat[-1]), 3)(turn["observation"], turn["info"])
+        acted = client.post(f"{base}/{seat}/act", json={"text": text}, headers=headers)
+    return acted
+
+
+def test_the_server_refuses_new_episodes_once_the_records_file_is_full(tmp_path):
+    settings = ServeSettings(defaults=DEBATE, records=str(tmp_path), max_records_bytes=1_000)
+    with serving(settings) as url, httpx.Client(timeout=30) as client:
+        first = client.post(f"{url}/episodes", json={"problem": 3}).json()["id"]
+        running = client.post(f"{url}/episodes", json={"problem": 4}).json()["id"]
+        assert _play(url, client, first).status_code == 200  # its record fills the file
+        refused = client.post(f"{url}/episodes", json={"problem": 3})
+        assert refused.status_code == 503
+        assert "--max-records-bytes 1000" in refused.json()["detail"]
+        assert _play(url, client, running).status_code == 200  # still written, never lost
+        assert client.get(f"{url}/episodes/{running}").json()["status"] == "finished"
+    assert running in EpisodeStore(tmp_path)
