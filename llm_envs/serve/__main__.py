@@ -135,7 +135,7 @@ def build_parser(prog: str) -> CommandParser:
         type=_whole,
         default=1 << 30,
         help="characters of actions the running episodes may hold together; an action past it "
-        "gets 503 until episodes end (default 1073741824: about 1 GiB of memory)",
+        "gets 503 until episodes end (default 1073741824: about 2.5 GiB of memory)",
     )
     parser.add_argument(
         "--max-episodes-per-client",

@@ -67,7 +67,10 @@ BUILD_DEADLINE = 60.0
 RECORD_DEADLINE = 10.0
 """Seconds an ended episode's record may take to be taken and written, off the steps' threads."""
 MAX_HELD_CHARS = 1 << 30
-"""Characters of actions the running episodes may hold together (about 1 byte of memory each)."""
+"""Characters of actions the running episodes may hold together.
+
+Measured (attack round 9): 2.1 to 2.5 bytes of server memory each while the
+episodes run, 6 to 10 for a moment as one ends and its record is built."""
 
 
 def quarter(limit: int) -> int:
