@@ -132,9 +132,9 @@ class HeldChars:
             mine = self._by_client.get(client, 0)
             if mine + chars > self.per_client:
                 raise Unavailable(
-                    f"client {client}'s running episodes hold {mine} characters of actions and "
+                    f"client {client}'s actions in running episodes hold {mine} characters and "
                     f"this one has {chars}: past one client's {self.per_client} "
-                    "(--max-held-chars-per-client); retry when its episodes end"
+                    "(--max-held-chars-per-client); retry when those episodes end"
                 )
             self._held += chars
             tally(self._by_client, client, chars)

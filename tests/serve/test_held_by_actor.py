@@ -65,7 +65,7 @@ def test_the_seat_that_acts_pays_for_its_action_not_the_creator():
         solo_seat = Seat(url, solo, "agent_0", opponent)
         refused = solo_seat.act(2_000)
         assert refused.status_code == 503
-        assert "client 127.0.0.2's running episodes hold" in refused.json()["detail"]
+        assert "client 127.0.0.2's actions in running episodes hold" in refused.json()["detail"]
 
         # The shared episode ends (round 2): its characters go back to whoever sent them.
         assert mine.act(0).status_code == 200
