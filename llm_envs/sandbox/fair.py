@@ -50,6 +50,7 @@ _GIVE_UP: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_UNROUTED = ipaddress.ip_network("::/48")  # loopback, unspecified, IPv4-compatible and -translated
 
 
 def client_key(host: str | None) -> str:
@@ -58,18 +59,30 @@ def client_key(host: str | None) -> str:
     One site is commonly given a whole IPv6 /48 (a home or a customer a /56
     or /48 of it), so its 65,536 /64s count as one client: any finer and one
     site could count as thousands and take all but one turn in thousands.
-    Addresses that carry an IPv4 address count as that address: mapped
-    (``::ffff:a.b.c.d``), 6to4 (``2002::/16``: one IPv4 host has 65,536
-    /64s there), Teredo's client and NAT64 (``64:ff9b::/96``). Each
-    ``127.0.0.0/8`` loopback address is a client of its own: a process on the
-    server's machine can count as many clients, on purpose (it can already
-    stop the server, and trainers sharing one machine are told apart so).
+    The same rule counts a 6to4 host (``2002:WWXX:YYZZ::/48``, its IPv4
+    address's) as one client. An IPv6 address never counts as an IPv4
+    client, since whoever can route it would take that client's share: only
+    a dual-stack socket's mapped form (``::ffff:a.b.c.d``) is the IPv4 peer.
+    A Teredo address counts as ``teredo`` and its client's IPv4 address
+    (``2001::/32``: one host has 2**48 of them, by server, port and flags), a
+    NAT64 address (``64:ff9b::/96``, the well-known prefix) as itself: one
+    IPv4 host counts as at most a handful of clients, never as another host.
+    Behind a local-use (``64:ff9b:1::/48``) or an operator's own NAT64
+    prefix, as behind any NAT, every IPv4 client is one client (the /48).
+    Each loopback address (``127.0.0.0/8``, ``::1``) is a client of its own,
+    and so is each address of ``::/48`` (``::``, ``::a.b.c.d``,
+    ``::ffff:0:a.b.c.d``), which no router forwards between sites: a process
+    on the server's machine can count as many clients, on purpose (it can
+    already stop the server, and trainers sharing one machine are told
+    apart so).
 
     Example:
         >>> client_key("127.0.0.1"), client_key("2001:db8:1:2::1"), client_key("2001:db8:1:ff::2")
         ('127.0.0.1', '2001:db8:1::/48', '2001:db8:1::/48')
-        >>> client_key("2002:c000:204::1"), client_key("64:ff9b::c000:221")
-        ('192.0.2.4', '192.0.2.33')
+        >>> client_key("::ffff:192.0.2.4"), client_key("2002:c000:204::1"), client_key("::1")
+        ('192.0.2.4', '2002:c000:204::/48', '::1')
+        >>> client_key("2001:0:4136:e378:8000:63bf:3fff:fdd2"), client_key("64:ff9b::c000:221")
+        ('teredo 192.0.2.45', '64:ff9b::c000:221')
     """
     if not host:
         return "unknown"
@@ -77,18 +90,15 @@ def client_key(host: str | None) -> str:
         address = ipaddress.ip_address(host)
     except ValueError:  # a unix socket's path, a test client's name
         return host
-    if isinstance(address, ipaddress.IPv6Address):
-        teredo = address.teredo
-        embedded = (
-            address.ipv4_mapped
-            or address.sixtofour
-            or (teredo[1] if teredo else None)
-            or (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) if address in _NAT64 else None)
-        )
-        if embedded is not None:
-            return str(embedded)
-        return str(ipaddress.ip_network(f"{address}/48", strict=False))
-    return str(address)
+    if not isinstance(address, ipaddress.IPv6Address):
+        return str(address)
+    if address.ipv4_mapped is not None:  # an IPv4 peer of a dual-stack socket
+        return str(address.ipv4_mapped)
+    if address.teredo is not None:
+        return f"teredo {address.teredo[1]}"
+    if address in _NAT64 or address in _UNROUTED:
+        return str(address)
+    return str(ipaddress.ip_network(f"{address}/48", strict=False))
 
 
 def tally(counts: dict[_K, int], key: _K, change: int) -> int:

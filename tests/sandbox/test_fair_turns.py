@@ -165,18 +165,35 @@ def test_a_site_of_thousands_of_ipv6_prefixes_is_one_client_and_takes_one_turn_i
     served = [turns.pop() for _ in range(3)]
     assert "honest" in served
     assert {client_key(a) for a in site} == {"2001:db8:7::/48"}
-    assert {client_key(a) for a in sixtofour} == {"192.0.2.4"}
+    assert {client_key(a) for a in sixtofour} == {"2002:c000:204::/48"}
+
+
+def test_one_host_behind_teredo_is_one_client_whatever_its_server_port_and_flags():
+    # 2001:0:SERVER:FLAGS:~PORT:~CLIENT: 2**48 addresses of one host (192.0.2.45)
+    addresses = [
+        f"2001:0:{server >> 16:x}:{server & 0xFFFF:x}:{flags:x}:{port:x}:3fff:fdd2"
+        for server, flags, port in [(0x4136E378, 0x8000, 0x63BF), (0x01020304, 0, 1), (0, 1, 2)]
+    ]
+    assert {client_key(a) for a in addresses} == {"teredo 192.0.2.45"}
 
 
 @pytest.mark.parametrize(
     ("address", "client"),
     [
-        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.0.2.45"),  # Teredo: its client's IPv4
-        ("64:ff9b::c000:221", "192.0.2.33"),  # NAT64
-        ("::ffff:192.0.2.1", "192.0.2.1"),
+        ("::ffff:192.0.2.1", "192.0.2.1"),  # a dual-stack socket's IPv4 peer
+        ("2002:c000:201:ffff::2", "2002:c000:201::/48"),  # 6to4: its IPv4 address's /48
+        ("2001:0:4136:e378:8000:63bf:3fff:fdfe", "teredo 192.0.2.1"),
+        ("64:ff9b::c000:201", "64:ff9b::c000:201"),  # NAT64, the well-known prefix
+        ("64:ff9b:1::c000:201", "64:ff9b:1::/48"),  # NAT64, local use: the NAT is one client
+        ("::c000:201", "::c000:201"),  # IPv4-compatible
+        ("::ffff:0:c000:201", "::ffff:0:c000:201"),  # IPv4-translated
+        ("::1", "::1"),
+        ("::", "::"),
         ("2001:db8:1:ffff:1::1", "2001:db8:1::/48"),
         ("fe80::1", "fe80::/48"),
     ],
 )
-def test_addresses_that_carry_an_ipv4_address_count_as_it(address, client):
+def test_no_ipv6_address_counts_as_an_ipv4_client_but_its_mapped_form(address, client):
+    # Round 9: 6to4, Teredo and NAT64 sources counted as the IPv4 address they carry, so
+    # whoever routes one took that IPv4 client's share; ::1, ::, ::a.b.c.d shared "::/48".
     assert client_key(address) == client
