@@ -59,7 +59,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TOKEN_VARIABLE = "LLM_ENVS_SERVE_TOKEN"
 """The environment variable a server (``--token``) and its clients read the token from."""
 OPEN_PATHS = frozenset({"/health"})
-"""Paths answered without the token: a liveness probe carries none."""
+"""Paths answered without the token: a liveness probe carries none (nor a body: 413 unread)."""
+CLOSED_PATHS = frozenset({"/openenv/mcp"})
+"""OpenEnv's routes the server does not serve (404, HTTP and WebSocket): its MCP
+sessions are created over plain HTTP, outside ``--max-sessions-per-client``'s
+count of ``/openenv/ws`` sockets, and the view offers no MCP tools."""
+BUFFERED_SHARE = 4
+"""One client may buffer a ``1/BUFFERED_SHARE`` of the request bodies the server buffers."""
 MAX_HEAD_BYTES = 64 * 1024
 """The most bytes of a request's path and headers taken (431); the HTTP parser stops
 buffering a head that arrives in pieces past about this size (400)."""
@@ -170,6 +176,12 @@ class Guard:
             one client holds at once; past it, the handshake is refused (503),
             so that one client cannot hold every session (None: no bound).
         sessions_path: the OpenEnv view's session socket.
+        max_buffered_bytes: the request bodies held at once, read or being
+            read, until their requests are answered (by their declared
+            length, else as they arrive); past it 503, and past a quarter
+            of it for one client (None: 64 bodies of ``max_body_bytes``).
+            Without it, connections that each send all but the last byte of
+            a body hold ``max_body_bytes`` apiece.
     """
 
     def __init__(
@@ -180,6 +192,7 @@ class Guard:
         max_body_bytes: int,
         max_sessions_per_client: int | None = None,
         sessions_path: str = "/openenv/ws",
+        max_buffered_bytes: int | None = None,
     ) -> None:
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
@@ -190,7 +203,10 @@ class Guard:
         self.max_body_bytes = max_body_bytes
         self.max_sessions_per_client = max_sessions_per_client
         self.sessions_path = sessions_path
+        self.max_buffered_bytes = max_buffered_bytes or 64 * max_body_bytes
         self._sessions: dict[str, int] = {}  # open session sockets by client (the loop's only)
+        self._buffered: dict[str, int] = {}  # body bytes held by client (the loop's only)
+        self._buffered_total = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse, or pass the request on (its body read and counted first) as its peer's.
@@ -221,6 +237,10 @@ class Guard:
         if not self._authorized(scope):
             await self._refuse(scope, receive, send, 401, self._unauthorized())
             return
+        if scope.get("path") in CLOSED_PATHS:
+            detail = "not served here: the OpenEnv view's sessions are its WebSocket, /openenv/ws"
+            await self._refuse(scope, receive, send, 404, detail)
+            return
         if kind == "websocket":
             if scope.get("path") != self.sessions_path or self.max_sessions_per_client is None:
                 await self._socket(scope, receive, send)
@@ -241,24 +261,63 @@ class Guard:
                 tally(self._sessions, client, -1)
             return
         length = _header(scope, b"content-length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
-            await _respond(send, 413, self._too_large(f"{int(length)} bytes"))
+        declared = int(length) if length is not None and length.strip().isdigit() else None
+        if declared is not None and declared > self.max_body_bytes:
+            await _respond(send, 413, self._too_large(f"{declared} bytes"))
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left before its body ended
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                await _respond(send, 413, self._too_large(f"more than {self.max_body_bytes} bytes"))
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        if scope.get("path") in OPEN_PATHS and (declared or _header(scope, b"transfer-encoding")):
+            await _respond(send, 413, f"{scope['path']} takes no body: send none")
+            return
+        client = current_client()
+        held = 0  # this request's part of the buffered bytes, given back once it is answered
+        try:
+            if declared:
+                if refusal := self._buffer(client, declared):
+                    await _respond(send, 503, refusal)
+                    return
+                held = declared
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # the client left before its body ended
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    detail = self._too_large(f"more than {self.max_body_bytes} bytes")
+                    await _respond(send, 413, detail)
+                    return
+                if size > held:  # no declared length, or more than declared: count it as it comes
+                    if refusal := self._buffer(client, size - held):
+                        await _respond(send, 503, refusal)
+                        return
+                    held = size
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+            await self.app(scope, _replay(b"".join(chunks), receive), send)
+        finally:
+            self._buffered_total -= held
+            tally(self._buffered, client, -held)
+
+    def _buffer(self, client: str, more: int) -> str | None:
+        """Count ``more`` bytes of bodies as ``client``'s, or say which bound refuses them."""
+        mine = self._buffered.get(client, 0)
+        share = max(self.max_buffered_bytes // BUFFERED_SHARE, self.max_body_bytes)
+        if mine + more > share:
+            return (
+                f"client {client}'s requests hold {mine} bytes of bodies and this one takes "
+                f"{more} more: past one client's {share}; retry when they are answered"
+            )
+        if self._buffered_total + more > self.max_buffered_bytes:
+            return (
+                f"the server holds {self._buffered_total} bytes of request bodies, and this one "
+                f"takes {more} more: past its {self.max_buffered_bytes}; retry shortly"
+            )
+        self._buffered_total += more
+        tally(self._buffered, client, more)
+        return None
 
     def _authorized(self, scope: Scope) -> bool:
         if self.token is None or (scope["type"] == "http" and scope["path"] in OPEN_PATHS):
