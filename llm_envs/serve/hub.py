@@ -339,6 +339,11 @@ class Hub:
         workers: threads that run environment steps (None: Python's default,
             ``min(32, CPUs + 4)``).
         keep_finished: ended episodes kept in memory, so late clients still get their end.
+        keep_finished_chars: the characters of actions those ended episodes
+            held, together, past which the oldest are forgotten (their seats
+            then get 409, over): a seat's last message echoes its last action
+            (a debate's ``info``), so 1,024 ended episodes of 1 MiB actions
+            kept 2.7 GB.
         step_deadline: seconds one environment step (or reset) may run; past it, its
             episode ends as ``timed_out``.
         max_stuck: threads still running steps past their deadline, per pool, at
@@ -364,6 +369,7 @@ class Hub:
         max_episodes: int = 1024,
         workers: int | None = None,
         keep_finished: int = 1024,
+        keep_finished_chars: int = 1 << 28,
         step_deadline: float = 60.0,
         max_stuck: int = 16,
         max_held_chars: int = MAX_HELD_CHARS,
@@ -378,6 +384,8 @@ class Hub:
         )
         self.max_episodes = check_int("max_episodes", max_episodes, minimum=1)
         self.keep_finished = keep_finished
+        self.keep_finished_chars = keep_finished_chars
+        self._finished_chars = 0
         self.step_deadline = check_number(
             "step_deadline", step_deadline, minimum=0, open_minimum=True, unit=" of seconds"
         )
@@ -811,9 +819,18 @@ class Hub:
             for actor, chars in episode.held.items():
                 self.held.give(chars, actor)
             tally(self._by_client, episode.client, -1)
+        self._forget_finished(episode.id)
         self._finished[episode.id] = _kept(episode)
-        while len(self._finished) > self.keep_finished:
-            self._finished.popitem(last=False)
+        self._finished_chars += sum(episode.held.values())
+        while len(self._finished) > self.keep_finished or (
+            self._finished_chars > self.keep_finished_chars and len(self._finished) > 1
+        ):
+            self._forget_finished(next(iter(self._finished)))
+
+    def _forget_finished(self, episode_id: str) -> None:
+        forgotten = self._finished.pop(episode_id, None)
+        if forgotten is not None:
+            self._finished_chars -= sum(forgotten.held.values())
 
     def _admit(self, client: str) -> None:
         if self._closing is not None:
