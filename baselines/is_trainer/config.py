@@ -282,9 +282,14 @@ class ISTrainerConfig(TrainerConfig):
     scaled by ``w_s / n_s`` (the expert-iteration plan's stratified mixture). None weights every
     trajectory equally.
     """
+    debates_per_question: PositiveInt = 1
+    """debate only: debates of one question in each training group. Within one debate the later
+    seats often repeat the first answer, so all are equally right and ``group_mean`` cannot tell a
+    correct answer from a wrong one; several debates of the question can.
+    """
     groups_per_batch: PositiveInt = 4
-    """groups sampled per iteration: debates (each of ``num_agents`` trajectories) or problems (each
-    of ``sum(strategy_mix)`` episodes). Under several processes (``accelerate launch``, each process
+    """groups sampled per iteration: questions of a debate (each ``debates_per_question`` debates of
+    ``num_agents`` trajectories) or problems (each of ``sum(strategy_mix)`` episodes). Under several processes (``accelerate launch``, each process
     on its own GPU) each samples its share.
     """
     adam_betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.95)

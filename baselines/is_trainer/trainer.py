@@ -87,7 +87,11 @@ class ISTrainer(TrainingRun):
         acc = self.accelerator = start.accelerator
         self.run_dir = start.run_dir
         self.output_dir = Path(config.output_dir)
-        self.family = family_of(config, strategy_mix=config.strategy_mix)
+        self.family = family_of(
+            config,
+            strategy_mix=config.strategy_mix,
+            debates_per_question=config.debates_per_question,
+        )
         # A league's settings are checked before the model loads.
         league = new_league(config.league, self.family) if config.opponents == "league" else None
         loaded = load_policy_model(config, acc)

@@ -1,7 +1,8 @@
 """The debate family: what trainers, the evaluator and the report need from debates.
 
-* Training: one group per debate, every seat played by the trained policy
-  (self-play), at most ``max_rounds`` turns per agent. Questions come from
+* Training: one group per question, ``debates_per_question`` debates of it
+  (one by default), every seat played by the trained policy (self-play), at most
+  ``max_rounds`` turns per agent. Questions come from
   ``task``: ``default`` (the built-in questions), ``arithmetic`` or ``gsm8k``
   (problems with reference answers; the answers are metrics, never reward
   unless shaping asks for them). With the run option ``chat_observations``
@@ -26,6 +27,7 @@ from typing import Any, ClassVar, Unpack, get_args
 
 import numpy as np
 
+from llm_envs.arguments import check_int
 from llm_envs.client_settings import (
     ARITHMETIC_SETTINGS,
     ClientSettings,
@@ -57,6 +59,10 @@ class DebateFamily(FamilyBase):
         chat_observations: play every debate in ``observation_mode="chat"`` (each
             agent's observation extends its previous one), for a trainer that
             trains an agent's debate as one sequence.
+        debates_per_question: debates of each question in a training group. Within one debate the later seats often repeat the first
+            answer, so every seat is equally right and a group-centred reward
+            cannot tell a correct answer from a wrong one; several debates of
+            the question can.
 
     Raises:
         ValueError: a bad setting, or ``chat_observations`` with
@@ -64,7 +70,7 @@ class DebateFamily(FamilyBase):
     """
 
     name: ClassVar[str] = "debate"
-    run_options: ClassVar[tuple[str, ...]] = ("chat_observations",)
+    run_options: ClassVar[tuple[str, ...]] = ("chat_observations", "debates_per_question")
     tasks: ClassVar[tuple[str, ...]] = ("default", "arithmetic", "gsm8k")
     headline_metrics: ClassVar[tuple[str, ...]] = ("solution_correct", "answer_in_text")
     metric_titles: ClassVar[Mapping[str, str]] = {
@@ -98,6 +104,7 @@ class DebateFamily(FamilyBase):
         env_kwargs: Mapping[str, Any],
         *,
         chat_observations: bool = False,
+        debates_per_question: int = 1,
         **run: Unpack[RunSettings],
     ) -> None:
         from llm_envs.debate import DEFAULT_QUESTIONS, DebateQuestion, env
@@ -105,6 +112,9 @@ class DebateFamily(FamilyBase):
 
         if "questions" in env_kwargs:
             raise ValueError("pass debate questions through `task`, not env_kwargs['questions']")
+        self.debates_per_question = check_int(
+            "debates_per_question", debates_per_question, minimum=1
+        )
         super().__init__(env_kwargs, **run)
         task, seed, task_kwargs = self.task, self.seed, self.task_kwargs
         if chat_observations:
@@ -161,12 +171,25 @@ class DebateFamily(FamilyBase):
         )
 
     def training(self, group_indices: Sequence[int], seed: int) -> EpisodePlan:
-        """One self-play debate per group index."""
+        """``debates_per_question`` self-play debates of one question per group index."""
+        return self._debates(group_indices, seed, self.debates_per_question)
+
+    def _debates(self, group_indices: Sequence[int], seed: int, per_question: int) -> EpisodePlan:
         everyone = frozenset(self.agents)
         questions = [ordered(self.train_questions, g, self.seed) for g in group_indices]
-        return self._plan(
-            questions, [derive_seed(seed, g) for g in group_indices], [everyone] * len(questions)
+        if per_question == 1:
+            return self._plan(
+                questions,
+                [derive_seed(seed, g) for g in group_indices],
+                [everyone] * len(questions),
+            )
+        plan = self._plan(
+            [q for q in questions for _ in range(per_question)],
+            [derive_seed(seed, g, k) for g in group_indices for k in range(per_question)],
+            [everyone] * (len(questions) * per_question),
         )
+        plan.group_keys = [g for g in group_indices for _ in range(per_question)]
+        return plan
 
     def demonstrations(
         self,
@@ -192,7 +215,7 @@ class DebateFamily(FamilyBase):
         from llm_envs.debate.agents import JudgingDebater
         from llm_envs.tasks.math_answers import format_number, parse_number
 
-        plan = self.training(group_indices, seed)
+        plan = self._debates(group_indices, seed, 1)  # the teacher's debates: one per question
         answers = {o["question"].text: o["question"].answer for o in plan.options}
         if any(a is None for a in answers.values()):
             raise ValueError(
