@@ -48,11 +48,11 @@ class ServiceSettings:
             (503 past it).
         max_queued_per_client: requests of one client queued or running at once
             (429 past it; a client is its address, see :mod:`~llm_envs.sandbox.service.fair`).
-        max_queued_bytes: bodies of the requests queued or running, together
-            (503 past it).
-        max_queued_bytes_per_client: bodies of one client's requests queued
-            or running (429 past it): a client declaring large bodies and
-            sending them slowly holds at most this much of ``max_queued_bytes``.
+        max_queued_bytes: bodies of the requests being read or held, every
+            route's (``/list_ids`` too), together (503 past it).
+        max_queued_bytes_per_client: bodies of one client's requests (429
+            past it): a client declaring large bodies and sending them slowly
+            holds at most this much of ``max_queued_bytes``.
         site_packages: let scripts import installed third-party packages (numpy).
         pin_cpus: keep each pool worker and its runs on one CPU (None: the pool
             decides, see :class:`~llm_envs.sandbox.Sandbox`).
