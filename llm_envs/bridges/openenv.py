@@ -211,6 +211,7 @@ class SeatEnvironment(Environment):
 
         Raises:
             ValueError: unknown settings or a bad value, or an ``episode_id`` taken.
+            Unavailable: the records file is full (``--max-records-bytes``).
             NotFound: an unknown env.
             Invalid: a seat the env does not have, settings the family refuses, or
                 a family without reference players (the message says why).
@@ -219,6 +220,7 @@ class SeatEnvironment(Environment):
             request = SingleSeatRequest.model_validate({"seed": seed or 0, **settings})
         except ValidationError as exc:
             raise ValueError(validation_message(exc.errors(), _RESET_SHAPE)) from exc
+        self._shared.store.check_room()  # a full records file takes no new episode
         if episode_id is not None and episode_id in self._shared.store:
             raise ValueError(
                 f"episode_id {episode_id!r} names a finished episode; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from openenv.core import GenericEnvClient
 
 from llm_envs.debate.agents import ScriptedDebater
 from llm_envs.sandbox.fair import as_client
@@ -83,6 +84,9 @@ def test_the_server_refuses_new_episodes_once_the_records_file_is_full(tmp_path)
         refused = client.post(f"{url}/episodes", json={"problem": 3})
         assert refused.status_code == 503
         assert "--max-records-bytes 1000" in refused.json()["detail"]
+        session = GenericEnvClient(base_url=f"{url}/openenv", message_timeout_s=60).sync()
+        with session, pytest.raises(RuntimeError, match="--max-records-bytes 1000"):
+            session.reset(problem=3, seat="agent_0")  # nor an OpenEnv session's
         assert _play(url, client, running).status_code == 200  # still written, never lost
         assert client.get(f"{url}/episodes/{running}").json()["status"] == "finished"
     assert running in EpisodeStore(tmp_path)
