@@ -79,7 +79,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = CommandParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help="HF id, folder, or 'tiny'")
     parser.add_argument("--iterations", type=int, default=5, help="training iterations")
-    parser.add_argument("--groups", type=int, default=12, help="debates per iteration")
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=12,
+        help="questions per iteration, each debated --debates-per-question times",
+    )
+    parser.add_argument(
+        "--debates-per-question",
+        type=int,
+        default=1,
+        help="debates of each question, rewards centred over them all (the later seats of one "
+        "debate mostly repeat the first answer, so one debate alone rarely tells a correct sum "
+        "from a wrong one)",
+    )
     parser.add_argument("--agents", type=int, default=3, help="debaters per debate")
     parser.add_argument("--rounds", type=int, default=1, help="most rounds per debate")
     parser.add_argument("--max-tokens", type=int, default=128, help="most tokens per answer")
@@ -209,6 +222,7 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         task=args.task,
         task_kwargs={"max_digits": 1, "operations": ["+"]} if args.task == "arithmetic" else {},
         groups_per_batch=args.groups,
+        debates_per_question=args.debates_per_question,
         num_iterations=args.iterations,
         max_tokens=args.max_tokens,
         learning_rate=args.learning_rate,
@@ -223,7 +237,8 @@ def build_config(args: argparse.Namespace) -> ISTrainerConfig:
         eval_every=args.iterations if args.eval_groups else 0,
         eval_groups=args.eval_groups,
         save_every=0,  # one checkpoint, after the last iteration
-        save_episodes=args.groups,  # every debate's transcript goes into the report
+        # every debate's transcript goes into the report
+        save_episodes=args.groups * args.debates_per_question,
         seed=args.seed,
         output_dir=args.output_dir,
     )
@@ -242,7 +257,10 @@ MEASURED_MINUTES: dict[tuple[str, str], str | None] = {
 }
 
 
-MAIN_JOB_SIZE = ("model", "iterations", "groups", "agents", "rounds", "max_tokens", "eval_groups")
+MAIN_JOB_SIZE = (
+    *("model", "iterations", "groups", "debates_per_question", "agents", "rounds", "max_tokens"),
+    "eval_groups",
+)
 """The flags that size the main job: its measured durations hold at their defaults."""
 
 
