@@ -289,8 +289,8 @@ class ISTrainerConfig(TrainerConfig):
     """
     groups_per_batch: PositiveInt = 4
     """groups sampled per iteration: questions of a debate (each ``debates_per_question`` debates of
-    ``num_agents`` trajectories) or problems (each of ``sum(strategy_mix)`` episodes). Under several processes (``accelerate launch``, each process
-    on its own GPU) each samples its share.
+    ``num_agents`` trajectories) or problems (each of ``sum(strategy_mix)`` episodes). Under
+    several processes (``accelerate launch``, each process on its own GPU) each samples its share.
     """
     adam_betas: tuple[AdamBeta, AdamBeta] = (0.9, 0.95)
     """AdamW betas."""

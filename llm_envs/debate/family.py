@@ -59,10 +59,11 @@ class DebateFamily(FamilyBase):
         chat_observations: play every debate in ``observation_mode="chat"`` (each
             agent's observation extends its previous one), for a trainer that
             trains an agent's debate as one sequence.
-        debates_per_question: debates of each question in a training group. Within one debate the later seats often repeat the first
-            answer, so every seat is equally right and a group-centred reward
-            cannot tell a correct answer from a wrong one; several debates of
-            the question can.
+        debates_per_question: debates of each question in a training group.
+            Within one debate the later seats often repeat the first answer,
+            so every seat is equally right and a group-centred reward cannot
+            tell a correct answer from a wrong one; several debates of the
+            question can.
 
     Raises:
         ValueError: a bad setting, or ``chat_observations`` with
