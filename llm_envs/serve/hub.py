@@ -177,6 +177,38 @@ class _Advanced:
     late: bool = False
 
 
+class _Handoff:
+    """A step's result, for the loop's awaiter, or for ``adopt`` once the awaiter gave up.
+
+    A step may end its episode (and claim its record) just before its deadline
+    passes; the loop's timeout then finds the episode ended and leaves it to
+    the step. The step's result must still reach the seats and free the
+    episode's place, whenever the step returns.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.result: _Advanced | None = None
+        self.adopt: Callable[[_Advanced], None] | None = None
+
+    def deliver(self, result: _Advanced) -> None:
+        """(The step's thread.) Keep the result, or hand it to ``adopt`` on the loop."""
+        with self.lock:
+            adopt = self.adopt
+            if adopt is None:
+                self.result = result
+        if adopt is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+                self.loop.call_soon_threadsafe(adopt, result)
+
+    def give_up(self, adopt: Callable[[_Advanced], None]) -> _Advanced | None:
+        """(The loop.) Whatever the step returns from now goes to ``adopt``; its result if in."""
+        with self.lock:
+            self.adopt = adopt
+            return self.result
+
+
 class Seat:
     """One seat of an episode: its client's token, its turn count, what it must see now.
 
@@ -636,13 +668,17 @@ class Hub:
         ended is recorded in the same thread call, so its record is on file
         before any seat is told the episode ended.
         """
+        handoff = _Handoff(asyncio.get_running_loop())
         with as_client(episode.client):
-            future = pool.submit(self.step_deadline, self._advance, episode, call, args)
+            future = pool.submit(self.step_deadline, self._advance, episode, call, args, handoff)
         episode.step = future
         try:
             advanced = await future
         except Overdue:
             await self._cut(episode, "timed_out", self._overdue_message(episode, what))
+            returned = handoff.give_up(lambda late: self._adopt(episode, late))
+            if returned is not None:
+                self._adopt(episode, returned)
             return
         except _Interrupted as exc:
             raise Unavailable(str(exc)) from None
@@ -657,6 +693,24 @@ class Hub:
             raise Failed(detail) from exc
         finally:
             episode.step = None
+        self._settle(episode, advanced)
+
+    def _adopt(self, episode: Episode, advanced: _Advanced) -> None:
+        """A step that ended its episode after its awaiter gave up: its seats told, the place freed.
+
+        A step that did not end it (or ran late) leaves it to the timeout, which ended it.
+        """
+        if advanced.outcome is not None and not advanced.late:
+            with contextlib.suppress(ServeError):  # its awaiter was answered already
+                self._settle(episode, advanced)
+
+    def _settle(self, episode: Episode, advanced: _Advanced) -> None:
+        """Tell the seats what a step did; free the episode it ended.
+
+        Raises:
+            Conflict: the episode had ended before the step returned.
+            Failed: the step's environment raised, or the record was lost.
+        """
         if advanced.late:
             raise Conflict(
                 f"episode {episode.id} is over; GET /episodes/{episode.id} for its record"
@@ -679,9 +733,20 @@ class Hub:
             self._release(episode, outcome)
 
     def _advance(
-        self, episode: Episode, call: Callable[..., dict[str, SeatUpdate]], args: tuple[Any, ...]
+        self,
+        episode: Episode,
+        call: Callable[..., dict[str, SeatUpdate]],
+        args: tuple[Any, ...],
+        handoff: _Handoff,
     ) -> _Advanced:
         """The driver call, and the record when it ended the episode (in a pool thread)."""
+        advanced = self._play_step(episode, call, args)
+        handoff.deliver(advanced)
+        return advanced
+
+    def _play_step(
+        self, episode: Episode, call: Callable[..., dict[str, SeatUpdate]], args: tuple[Any, ...]
+    ) -> _Advanced:
         if not episode.begin_step():
             return _Advanced(late=True)  # ended while the call waited for a thread
         try:
