@@ -267,7 +267,10 @@ class RunDirectory:
         except json.JSONDecodeError:
             return  # torn by a crash: nothing to compare with
         now = json.loads(config_json)
-        changed = sorted(k for k, v in now.items() if before.get(k) != v and k not in may_change)
+        # A setting the saved config lacks is newer than the run: it took that setting's default.
+        changed = sorted(
+            k for k, v in now.items() if k in before and before[k] != v and k not in may_change
+        )
         if changed:
             warnings.warn(f"resuming {self.path} with changed settings {changed}", stacklevel=3)
 

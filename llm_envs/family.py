@@ -255,14 +255,17 @@ class FamilyBase:
 
     def __init__(
         self,
-        env_kwargs: Mapping[str, Any],
+        env_kwargs: Mapping[str, Any] | None = None,
         *,
         task: str = "default",
         seed: int = 0,
         task_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        """Keep the run's settings (``task_kwargs``: ``{}`` for None); a subclass checks them."""
-        self.env_kwargs = dict(env_kwargs)
+        """Keep the run's settings (``{}`` for None); a subclass checks them.
+
+        Every argument has a default, so a family that takes none (``MyFamily()``) still builds.
+        """
+        self.env_kwargs = dict(env_kwargs or {})
         self.task = task
         self.seed = seed
         self.task_kwargs = dict(task_kwargs or {})

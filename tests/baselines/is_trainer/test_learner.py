@@ -102,8 +102,12 @@ def test_an_old_flat_config_json_loads_into_the_grouped_config():
     assert config.league.group_size == 2 and config.league.anchors == ("scripted:random",)
     assert config.evaluation == EvalSettings(groups=3, scripted=True)
     assert config.sampling.sampler == "transformers" and config.adam_betas == (0.8, 0.9)
-    # Written again, it is the same file: the keys are the flags' names, as before.
-    assert json.loads(config.to_json()) == old == json.loads(json.dumps(flat_values(config)))
+    # Written again, it is the same file: the keys are the flags' names, as before, and the
+    # settings added since at their defaults.
+    written = json.loads(config.to_json())
+    assert written == json.loads(json.dumps(flat_values(config)))
+    assert {k: v for k, v in written.items() if k in old} == old
+    assert {k: v for k, v in written.items() if k not in old} == {"debates_per_question": 1}
 
 
 def test_an_old_run_folder_resumes_without_a_changed_settings_warning(tmp_path):
