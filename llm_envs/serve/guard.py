@@ -19,7 +19,9 @@ does not cover:
 * a WebSocket message larger than ``max_body_bytes`` closes the socket with
   code 1009 (message too big). The server's own WebSocket layer is given the
   same bound (:func:`uvicorn_limits`), so such a message is never buffered
-  whole; this check holds where another server runs the app.
+  whole, and counts the messages its sockets buffer
+  (:mod:`llm_envs.serve.sockets`); this check holds where another server runs
+  the app.
 
 :func:`check_exposure` refuses a server that listens beyond loopback without a
 token. Nothing here knows episodes.
@@ -122,24 +124,28 @@ def uvicorn_limits(
     (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`; None: its
     defaults), or h11, which bounds a head itself but parses several times
     slower and bounds neither time nor connections, where httptools is not
-    installed. A WebSocket message: ``ws_max_size``.
+    installed. A WebSocket message: ``ws_max_size``; and the messages all
+    sockets buffer until the app takes them, 64 of ``max_body_bytes`` and a
+    quarter of that per client
+    (:class:`~llm_envs.serve.sockets.BoundedWebSocketProtocol`).
     """
+    from llm_envs.serve.sockets import BoundedWebSocketProtocol, MessageBudget
+
+    socket = functools.partial(
+        BoundedWebSocketProtocol, budget=MessageBudget(64 * max_body_bytes, max_body_bytes)
+    )
+    limits = {"ws": socket, "ws_max_size": max_body_bytes, "proxy_headers": False}
     try:
         from llm_envs.serve.heads import BoundedHttpToolsProtocol, default_max_connections
     except ImportError:  # uvicorn without httptools
-        return {
-            "http": "h11",
-            "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
-            "ws_max_size": max_body_bytes,
-            "proxy_headers": False,
-        }
+        return {**limits, "http": "h11", "h11_max_incomplete_event_size": MAX_HEAD_BYTES}
     protocol = functools.partial(
         BoundedHttpToolsProtocol,
         max_connections=max_connections or default_max_connections(),
         max_per_address=max_per_address,
         per_address={},  # this server's connections by client
     )
-    return {"http": protocol, "ws_max_size": max_body_bytes, "proxy_headers": False}
+    return {**limits, "http": protocol}
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

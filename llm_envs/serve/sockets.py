@@ -1,0 +1,169 @@
+"""uvicorn's WebSocket protocol with the messages it buffers counted, per client and in all.
+
+uvicorn reads a WebSocket's frames into memory until a message is whole, and
+queues the whole message until the app takes it. ``ws_max_size`` bounds one
+message, but not how many sockets hold one: a client that opens many sockets
+and sends each all but the last fragment of a message held about
+``--max-body-bytes`` per socket, bounded only by its share of the connections
+(about 6 GB from one client at the defaults, measured at 1.22 MB a socket).
+
+:class:`BoundedWebSocketProtocol` counts, after each read from the socket,
+the bytes that socket holds for messages the app has not taken: the frame
+still arriving, the fragments of an unfinished message, and the whole
+messages queued. The counts meet in one :class:`MessageBudget` per server;
+a read that takes a client past its share, or the server past the total,
+closes that socket with code 1013 (try again later) and a reason naming the
+bound, and what it held is let go. The bound is the HTTP bodies' twin
+(:class:`~llm_envs.serve.guard.Guard`): 64 messages of ``--max-body-bytes``
+in all, a quarter of that per client.
+
+This module imports uvicorn and websockets (the ``serve`` extra).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from llm_envs.sandbox.fair import client_key, tally
+
+__all__ = ["BUFFERED_SHARE", "TRY_LATER", "BoundedWebSocketProtocol", "MessageBudget"]
+
+BUFFERED_SHARE = 4
+"""One client may hold a ``1/BUFFERED_SHARE`` of the message bytes the server holds."""
+TRY_LATER = 1013
+"""The close code of a socket past the budget (RFC 6455's registry: try again later)."""
+
+
+class MessageBudget:
+    """Bytes of WebSocket messages the app has not taken, held by a server's sockets.
+
+    Args:
+        total: the most bytes all sockets hold at once.
+        largest: the largest message (``--max-body-bytes``): a client's share
+            is a quarter of ``total`` and never less than one message.
+
+    Example:
+        >>> budget = MessageBudget(total=100, largest=10)
+        >>> budget.take("a", 25), budget.take("a", 1)  # a's share is 25
+        (None, 'client a holds 25 message bytes, and 1 more is past its share, 25')
+        >>> budget.give("a", 25); budget.held
+        0
+    """
+
+    def __init__(self, total: int, largest: int) -> None:
+        if largest < 1 or total < largest:
+            raise ValueError(f"a budget needs total >= largest >= 1, got {total}, {largest}")
+        self.total = total
+        self.share = max(total // BUFFERED_SHARE, largest)
+        self.held = 0
+        self._by_client: dict[str, int] = {}
+
+    def take(self, client: str, more: int) -> str | None:
+        """Count ``more`` bytes as ``client``'s, or say which bound refuses them.
+
+        The reason is a close frame's (at most 123 bytes): short, and whole.
+        """
+        mine = self._by_client.get(client, 0)
+        if mine + more > self.share:
+            return (
+                f"client {client} holds {mine} message bytes, "
+                f"and {more} more is past its share, {self.share}"
+            )
+        if self.held + more > self.total:
+            return (
+                f"the server holds {self.held} message bytes, "
+                f"and {more} more is past its {self.total}"
+            )
+        self.held += more
+        tally(self._by_client, client, more)
+        return None
+
+    def give(self, client: str, bytes_: int) -> None:
+        """Count out ``bytes_`` of ``client``'s."""
+        self.held -= bytes_
+        tally(self._by_client, client, -bytes_)
+
+
+class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (websockets' parser) with its buffered messages counted.
+
+    Args:
+        budget: the server's :class:`MessageBudget`, shared by all its sockets
+            (the server's factory binds it).
+    """
+
+    def __init__(self, *args: Any, budget: MessageBudget, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._budget = budget
+        self._client = ""  # the peer's client key, once connected
+        self._counted = 0  # bytes of this socket's counted in the budget
+        self._queued: deque[int] = deque()  # sizes of the whole messages the app has not taken
+
+    def connection_made(self, transport: Any) -> None:
+        """The socket opens (uvicorn hands it over from the HTTP upgrade): its client is known."""
+        super().connection_made(transport)
+        self._client = client_key(self.client[0]) if self.client else ""
+
+    def data_received(self, data: bytes) -> None:
+        """Parse ``data``; count what the socket holds now; close it past the budget."""
+        super().data_received(data)
+        self._recount()
+
+    def send_receive_event_to_app(self) -> None:
+        """A message is whole: queued for the app, its size counted until the app takes it."""
+        if not self.close_sent:
+            self._queued.append(sum(map(len, self.frames)))
+        super().send_receive_event_to_app()
+
+    async def receive(self) -> Any:
+        """The app takes the next event; a message taken is no longer the socket's to count."""
+        message = await super().receive()
+        if message["type"] == "websocket.receive" and self._queued:
+            self._queued.popleft()
+            self._recount()
+        return message
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The socket is gone: what it held is let go."""
+        self._queued.clear()
+        self._settle(0)
+        super().connection_lost(exc)
+
+    def _holding(self) -> int:
+        # The frame still arriving sits in the parser's reader; an unfinished
+        # message's fragments in uvicorn's list; whole messages in its queue.
+        return len(self.conn.reader.buffer) + sum(map(len, self.frames)) + sum(self._queued)
+
+    def _recount(self) -> None:
+        if self.transport.is_closing():
+            self._settle(0)
+            return
+        refusal = self._settle(self._holding())
+        if refusal is not None:
+            self._close_over(refusal)
+
+    def _settle(self, holding: int) -> str | None:
+        more = holding - self._counted
+        if more <= 0:
+            self._budget.give(self._client, -more)
+            self._counted = holding
+            return None
+        refusal = self._budget.take(self._client, more)
+        if refusal is None:
+            self._counted = holding
+        return refusal
+
+    def _close_over(self, refusal: str) -> None:
+        """Close the socket with :data:`TRY_LATER`; the app hears it as a disconnect."""
+        self.frames = []
+        self._queued.clear()
+        self._settle(0)
+        reason = refusal.encode()[:123].decode("utf-8", "ignore")  # an IPv6 key may be long
+        self.conn.fail(TRY_LATER, reason)
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": TRY_LATER, "reason": reason})
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        self.transport.close()

@@ -1,0 +1,222 @@
+"""WebSocket messages the app has not taken are counted: per client, and in all.
+
+Attack round 10: uvicorn buffers an unfinished fragmented message of up to
+``--max-body-bytes`` per socket, and nothing counted it, so one client's 144
+seat sockets each holding 0.94 MiB of a message never finished took the server
+from 110 to 285 MB (about 6 GB from one client at the defaults). Now each
+socket's buffered bytes count in the server's budget (64 messages, a quarter
+per client); a socket past it is closed with 1013.
+
+The sockets here speak raw frames, so a test can send a message's first
+fragment and never its last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from websockets.frames import Close, Frame, Opcode
+
+from llm_envs.serve.guard import uvicorn_limits
+from llm_envs.serve.sockets import TRY_LATER, MessageBudget
+from tests.serve.conftest import create, debate_settings, serving
+
+LARGEST = 4096
+SHARE = 64 * LARGEST // 4  # one client's quarter of 64 messages
+PIECE = 4000  # a first fragment: 16 fit a share, the 17th does not
+
+
+@pytest.mark.parametrize(
+    ("takes", "refused_at"),
+    [
+        ([("a", 25), ("a", 1)], 1),  # a's share is 100 // 4
+        ([("a", 25), ("b", 25), ("c", 25), ("d", 25), ("e", 1)], 4),  # the total
+        ([("a", 20), ("a", -20), ("a", 25)], None),  # given back, taken again
+    ],
+)
+def test_the_budget_refuses_past_a_share_or_the_total(
+    takes: list[tuple[str, int]], refused_at: int | None
+) -> None:
+    budget = MessageBudget(total=100, largest=10)
+    refusals = []
+    for client, more in takes:
+        if more < 0:
+            budget.give(client, -more)
+            refusals.append(None)
+        else:
+            refusals.append(budget.take(client, more))
+    refused = [i for i, r in enumerate(refusals) if r is not None]
+    assert refused == ([] if refused_at is None else [refused_at])
+    if refused_at is not None:
+        assert "past" in str(refusals[refused_at])
+
+
+def test_a_share_is_never_less_than_one_message() -> None:
+    budget = MessageBudget(total=10, largest=10)
+    assert budget.share == 10 and budget.take("a", 10) is None
+    with pytest.raises(ValueError, match="total >= largest"):
+        MessageBudget(total=5, largest=10)
+
+
+async def never_reads(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An app that accepts each socket and never takes a message from it."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    await asyncio.sleep(3600)
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    config = uvicorn.Config(
+        never_reads,
+        host="127.0.0.1",
+        port=0,
+        lifespan="off",
+        log_level="warning",
+        **uvicorn_limits(LARGEST),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield server.servers[0].sockets[0].getsockname()[1]
+    server.should_exit = True
+    thread.join(10)
+
+
+def handshake(port: int, source: str = "127.0.0.1", path: str = "/ws") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), source_address=(source, 0), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def frame(opcode: Any, data: bytes, fin: bool) -> bytes:
+    return Frame(opcode, data, fin=fin).serialize(mask=True)
+
+
+def closed_with(sock: socket.socket, wait: float) -> Close | None:
+    """The close frame the server sent within ``wait`` seconds, or None (still open).
+
+    The server's frames are unmasked; its messages (a seat's turn) are skipped.
+    """
+    sock.settimeout(wait)
+    try:
+        while True:
+            first, second = exact(sock, 2)
+            length = second & 0x7F
+            if length >= 126:
+                length = int.from_bytes(exact(sock, 2 if length == 126 else 8), "big")
+            payload = exact(sock, length)
+            if first & 0x0F == Opcode.CLOSE.value:
+                return Close.parse(payload)
+    except TimeoutError:
+        return None
+
+
+def exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "the server dropped the socket without a close frame"
+        data += chunk
+    return data
+
+
+def still_open(held: list[socket.socket]) -> bool:
+    time.sleep(0.3)
+    return all(closed_with(sock, 0.01) is None for sock in held)
+
+
+@contextlib.contextmanager
+def sockets(port: int, count: int, source: str = "127.0.0.1") -> Iterator[list[socket.socket]]:
+    held: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            held.append(handshake(port, source))
+        yield held
+    finally:
+        for sock in held:
+            sock.close()
+        time.sleep(0.2)  # the server has let them go
+
+
+def test_unfinished_messages_past_a_client_s_share_close_its_socket(port: int) -> None:
+    with sockets(port, 17) as held:
+        for sock in held[:16]:
+            sock.sendall(frame(Opcode.TEXT, b"a" * PIECE, fin=False))
+        assert still_open(held[:16])
+        held[16].sendall(frame(Opcode.TEXT, b"a" * PIECE, fin=False))
+        close = closed_with(held[16], 10)
+        assert close is not None and close.code == TRY_LATER
+        assert "127.0.0.1" in close.reason and "past its share" in close.reason
+        # Another client has its own share, and the first one's sockets stay open.
+        with sockets(port, 2, source="127.0.0.2") as others:
+            for sock in others:
+                sock.sendall(frame(Opcode.BINARY, b"b" * PIECE, fin=False))
+            assert still_open(others)
+        assert still_open(held[:16])
+    # Closed sockets give their bytes back: the same client holds 16 again.
+    with sockets(port, 16) as again:
+        for sock in again:
+            sock.sendall(frame(Opcode.TEXT, b"a" * PIECE, fin=False))
+        assert still_open(again)
+
+
+def test_a_frame_still_arriving_and_whole_messages_not_taken_count_too(port: int) -> None:
+    with sockets(port, 21) as held:
+        for sock in held[:9]:  # whole messages, fragmented, that the app never takes: 36,000
+            sock.sendall(frame(Opcode.TEXT, b"c" * (PIECE // 2), fin=False))
+            sock.sendall(frame(Opcode.CONT, b"c" * (PIECE // 2), fin=True))
+        for sock in held[9:17]:  # half of a frame each, held by the parser: 16,000
+            sock.sendall(frame(Opcode.BINARY, b"c" * PIECE, fin=True)[: 8 + PIECE // 2])
+        for sock in held[17:20]:  # 12,000 more: 64,000 of the share's 65,536
+            sock.sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
+        assert still_open(held[:20])
+        held[20].sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
+        close = closed_with(held[20], 10)
+        assert close is not None and close.code == TRY_LATER
+
+
+def test_the_episode_server_counts_its_seat_sockets(tmp_path: Any) -> None:
+    """The real server's sockets are bounded: 17 unfinished seat messages of one client."""
+    settings = debate_settings(records=str(tmp_path), max_body_bytes=LARGEST)
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+        port = int(url.rsplit(":", 1)[1])
+        paths = []
+        for _ in range(2):  # 3 seats x 4 sockets each: 12 a debate
+            episode = create(client)
+            for seat in episode["seats"]:
+                joined = client.post(f"/episodes/{episode['id']}/seats/{seat}/join")
+                token = joined.json()["token"]
+                paths += [f"/episodes/{episode['id']}/seats/{seat}/ws?token={token}"] * 4
+        held = [handshake(port, path=path) for path in paths[:17]]
+        try:
+            for sock in held[:16]:
+                sock.sendall(frame(Opcode.TEXT, b"e" * PIECE, fin=False))
+            assert still_open(held[:16])
+            held[16].sendall(frame(Opcode.TEXT, b"e" * PIECE, fin=False))
+            close = closed_with(held[16], 10)
+            assert close is not None and close.code == TRY_LATER
+        finally:
+            for sock in held:
+                sock.close()
