@@ -822,7 +822,7 @@ class Hub:
             if close:
                 self._close_env(episode)
         try:
-            with as_client(episode.client):  # the record is its creator's
+            with as_client(_payer(episode)):
                 self.store.append(entry)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", episode.id)
@@ -1079,3 +1079,16 @@ class Hub:
                 f"its seats are {', '.join(episode.seats)}"
             )
         return place
+
+
+def _payer(episode: Episode) -> str:
+    """The client an episode's record counts against: the one that sent most of its characters.
+
+    The creator when nobody sent more than it did. Charged to the creator, an
+    opponent's long actions in an honest client's episodes filled that
+    client's share of the records and pushed out its other records.
+    """
+    most = max(episode.held.values(), default=0)
+    if episode.held.get(episode.client, 0) >= most:
+        return episode.client
+    return max(episode.held, key=episode.held.__getitem__)

@@ -61,7 +61,7 @@ class EpisodeStore:
 
     A record belongs to the client its :meth:`append` runs as
     (:func:`~llm_envs.sandbox.fair.current_client`; the hub appends as the
-    episode's creator).
+    client that sent most of the episode's characters, its creator on a tie).
 
     Args:
         directory: where ``episodes.jsonl`` lives (created if missing); None
