@@ -68,7 +68,7 @@ from pydantic import Field, StrictStr, ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
-from llm_envs.sandbox.fair import current_client
+from llm_envs.sandbox.fair import as_client, current_client
 from llm_envs.seats import SeatView, family_seat
 from llm_envs.serve.errors import Conflict, Invalid, ServeError, Unavailable
 from llm_envs.serve.families import Defaults, EpisodeSpec, Families, resolve
@@ -163,7 +163,7 @@ class _Play:
         self.steps = 0
         self.status: Status | None = None
         self._budget = budget
-        self._client = current_client()  # the session's peer (the server's door set it)
+        self.client = current_client()  # the session's peer (the server's door set it)
         self._held = 0  # characters of the client's actions its environment holds
         self._guard = threading.Lock()
 
@@ -175,7 +175,7 @@ class _Play:
         """
         with self._guard:
             if self.status is None:  # else the step refuses it
-                self._budget.take(len(text), self._client)
+                self._budget.take(len(text), self.client)
                 self._held += len(text)
 
     def end(self, status: Status) -> bool:
@@ -184,7 +184,7 @@ class _Play:
             if self.status is not None:
                 return False
             self.status = status
-            self._budget.give(self._held, self._client)
+            self._budget.give(self._held, self.client)
             return True
 
 
@@ -220,7 +220,7 @@ class SeatEnvironment(Environment):
             request = SingleSeatRequest.model_validate({"seed": seed or 0, **settings})
         except ValidationError as exc:
             raise ValueError(validation_message(exc.errors(), _RESET_SHAPE)) from exc
-        self._shared.store.check_room()  # a full records file takes no new episode
+        self._shared.store.check_room(current_client())  # a full file (or share) takes no more
         if episode_id is not None and episode_id in self._shared.store:
             raise ValueError(
                 f"episode_id {episode_id!r} names a finished episode; "
@@ -417,7 +417,8 @@ class SeatEnvironment(Environment):
         if detail:
             entry["error"] = detail
         try:
-            self._shared.store.append(entry)
+            with as_client(play.client):  # whatever thread ends it, the record is the client's
+                self._shared.store.append(entry)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", play.id)
             raise RuntimeError(

@@ -900,7 +900,7 @@ class Hub:
     def _admit(self, client: str) -> None:
         if self._closing is not None:
             raise Unavailable(f"the server takes no new episodes: {self._closing}")
-        self.store.check_room()
+        self.store.check_room(client)
         if len(self._running) + self._creating >= self.max_episodes:
             raise Unavailable(
                 f"the server is full (max_episodes={self.max_episodes} running); "

@@ -12,6 +12,9 @@ The file is bounded (:data:`MAX_RECORDS_BYTES`): once it holds that many
 bytes, :meth:`EpisodeStore.check_room` refuses new episodes, so that a full
 disk never turns the episodes that run then into lost records, and start-up
 (one pass over the file, a line at a time) takes time bounded by the bound.
+One client's records written since start-up may fill a quarter of it; past
+that, that client's new episodes are refused and the others' are not, so one
+client alone cannot close the server to everyone.
 
 Without a directory the records live in memory, as their JSON text, the
 latest :data:`MEMORY_BYTES` characters of them. Past it the oldest go, but a
@@ -71,7 +74,8 @@ class EpisodeStore:
             a client past a quarter of it dropping its own first.
         max_bytes: with a directory, the file's size past which
             :meth:`check_room` refuses new episodes (the episodes running then
-            still write theirs).
+            still write theirs); a client whose records written since start-up
+            hold a quarter of it is refused too.
 
     Example:
         >>> import tempfile
@@ -101,6 +105,8 @@ class EpisodeStore:
         self._sizes: dict[str, int] = {}  # client -> characters of its records
         self._over: dict[str, None] = {}  # clients past their share (a few: each holds a quarter)
         self._places: dict[str, tuple[int, int]] = {}  # id -> (offset, length) in the file
+        self.file_share = max(1, max_bytes // 4)
+        self._written: dict[str, int] = {}  # client -> bytes of its records in the file, this run
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._load(self.path)
@@ -111,17 +117,31 @@ class EpisodeStore:
     def __len__(self) -> int:
         return len(self._places) + len(self._memory)
 
-    def check_room(self) -> None:
-        """Refuse a new episode once the records file holds ``max_bytes``.
+    def check_room(self, client: str) -> None:
+        """Refuse ``client`` a new episode once the records file is full, or its share is.
+
+        The file is full at ``max_bytes``; a client's share is a quarter of it,
+        counting the records written as that client since start-up.
 
         Raises:
-            Unavailable: the file is full (503 naming ``--max-records-bytes``).
+            Unavailable: the file is full, or the client's share of it is (503
+                naming ``--max-records-bytes``).
         """
-        if self.path is not None and self.size >= self.max_bytes:
+        if self.path is None:
+            return
+        if self.size >= self.max_bytes:
             raise Unavailable(
                 f"the records file {self.path} holds {self.size} bytes, past "
                 f"--max-records-bytes {self.max_bytes}: the server takes no new episodes; "
                 "move the file away (or raise the flag) and restart the server"
+            )
+        written = self._written.get(client, 0)
+        if written >= self.file_share:
+            raise Unavailable(
+                f"client {client}'s records written since the server started hold {written} "
+                f"bytes, its share (a quarter of --max-records-bytes {self.max_bytes}): it "
+                "takes no new episodes of this client until the server restarts with the "
+                "file moved away or the flag raised"
             )
 
     def append(self, entry: dict[str, Any]) -> None:
@@ -151,6 +171,7 @@ class EpisodeStore:
             os.fsync(file.fileno())
             self._places[episode_id] = (offset, len(line))
             self.size = offset + len(line)
+            tally(self._written, current_client(), len(line))
 
     def _victim(self, client: str, latest: str) -> str | None:
         """The record to drop: the oldest of a client past its share, else the oldest of all.

@@ -53,13 +53,31 @@ def test_clients_within_their_shares_drop_the_oldest_record_first():
 
 def test_a_full_records_file_refuses_new_episodes_and_survives_a_restart(tmp_path):
     store = EpisodeStore(tmp_path, max_bytes=200)
-    store.check_room()
+    store.check_room("10.0.0.1")
     store.append(_record("e1", 300))
     with pytest.raises(Unavailable, match=r"holds 3\d\d bytes, past --max-records-bytes 200"):
-        store.check_room()
+        store.check_room("10.0.0.2")
     with pytest.raises(Unavailable, match="--max-records-bytes"):
-        EpisodeStore(tmp_path, max_bytes=200).check_room()  # read back full
-    EpisodeStore(tmp_path, max_bytes=1_000).check_room()  # the operator raised it
+        EpisodeStore(tmp_path, max_bytes=200).check_room("10.0.0.2")  # read back full
+    EpisodeStore(tmp_path, max_bytes=1_000).check_room("10.0.0.2")  # the operator raised it
+
+
+def test_one_client_fills_a_quarter_of_the_records_file_and_the_others_go_on(tmp_path):
+    """One client's records past a quarter of the file refuse that client only.
+
+    Attack round 10, finding 4: one client alone filled the file in 0.2 s, and then
+    every client's new episode got 503 until an operator acted.
+    """
+    store = EpisodeStore(tmp_path, max_bytes=4_000)  # a quarter each: 1,000
+    with as_client("10.0.0.1"):
+        store.append(_record("e1", 1_000))
+    with pytest.raises(Unavailable, match=r"client 10.0.0.1's records .* hold 10\d\d bytes"):
+        store.check_room("10.0.0.1")
+    store.check_room("10.0.0.2")
+    with as_client("10.0.0.2"):
+        store.append(_record("e2", 900))
+    store.check_room("10.0.0.2")  # 900 and a bit: under its share
+    EpisodeStore(tmp_path, max_bytes=4_000).check_room("10.0.0.1")  # a restart counts anew
 
 
 def _play(url: str, client: httpx.Client, episode: str) -> httpx.Response:
