@@ -50,6 +50,7 @@ _GIVE_UP: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_LINK_LOCAL = ipaddress.ip_network("fe80::/10")
 _UNROUTED = ipaddress.ip_network("::/48")  # loopback, unspecified, IPv4-compatible and -translated
 
 
@@ -69,6 +70,8 @@ def client_key(host: str | None) -> str:
     IPv4 host counts as at most a handful of clients, never as another host.
     Behind a local-use (``64:ff9b:1::/48``) or an operator's own NAT64
     prefix, as behind any NAT, every IPv4 client is one client (the /48).
+    Every link-local client (``fe80::/10``) is one client: a neighbour on
+    the link may give itself any of its 2**38 /48s.
     Each loopback address (``127.0.0.0/8``, ``::1``) is a client of its own,
     and so is each address of ``::/48`` (``::``, ``::a.b.c.d``,
     ``::ffff:0:a.b.c.d``), which no router forwards between sites: a process
@@ -98,6 +101,8 @@ def client_key(host: str | None) -> str:
         return f"teredo {address.teredo[1]}"
     if address in _NAT64 or address in _UNROUTED:
         return str(address)
+    if address.is_link_local:  # a neighbour on the link picks any of fe80::/10's addresses
+        return str(_LINK_LOCAL)
     return str(ipaddress.ip_network(f"{address}/48", strict=False))
 
 

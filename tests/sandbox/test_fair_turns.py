@@ -190,7 +190,9 @@ def test_one_host_behind_teredo_is_one_client_whatever_its_server_port_and_flags
         ("::1", "::1"),
         ("::", "::"),
         ("2001:db8:1:ffff:1::1", "2001:db8:1::/48"),
-        ("fe80::1", "fe80::/48"),
+        ("fe80::1", "fe80::/10"),  # link-local: one client, whatever /48 of it
+        ("fe80:1234::1", "fe80::/10"),
+        ("febf:ffff::1%eth0", "fe80::/10"),
     ],
 )
 def test_no_ipv6_address_counts_as_an_ipv4_client_but_its_mapped_form(address, client):
