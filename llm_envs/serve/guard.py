@@ -124,17 +124,24 @@ def uvicorn_limits(
     (:class:`~llm_envs.serve.heads.BoundedHttpToolsProtocol`; None: its
     defaults), or h11, which bounds a head itself but parses several times
     slower and bounds neither time nor connections, where httptools is not
-    installed. A WebSocket message: ``ws_max_size``; and the messages all
+    installed. A WebSocket message: ``ws_max_size``; the messages all
     sockets buffer until the app takes them, 64 of ``max_body_bytes`` and a
-    quarter of that per client
-    (:class:`~llm_envs.serve.sockets.BoundedWebSocketProtocol`).
+    quarter of that per client, and the pongs of a peer that does not read
+    (:class:`~llm_envs.serve.sockets.BoundedWebSocketProtocol`); and no
+    compression (per-message deflate), so that what a socket buffers is what
+    its peer sent, not a thousand times that.
     """
     from llm_envs.serve.sockets import BoundedWebSocketProtocol, MessageBudget
 
     socket = functools.partial(
         BoundedWebSocketProtocol, budget=MessageBudget(64 * max_body_bytes, max_body_bytes)
     )
-    limits = {"ws": socket, "ws_max_size": max_body_bytes, "proxy_headers": False}
+    limits = {
+        "ws": socket,
+        "ws_max_size": max_body_bytes,
+        "ws_per_message_deflate": False,  # else one read of 64 KiB inflates to 64 messages
+        "proxy_headers": False,
+    }
     try:
         from llm_envs.serve.heads import BoundedHttpToolsProtocol, default_max_connections
     except ImportError:  # uvicorn without httptools

@@ -29,12 +29,21 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 
 from llm_envs.sandbox.fair import client_key, tally
 
-__all__ = ["BUFFERED_SHARE", "TRY_LATER", "BoundedWebSocketProtocol", "MessageBudget"]
+__all__ = [
+    "BUFFERED_SHARE",
+    "MESSAGE_OVERHEAD",
+    "TRY_LATER",
+    "BoundedWebSocketProtocol",
+    "MessageBudget",
+]
 
 BUFFERED_SHARE = 4
 """One client may hold a ``1/BUFFERED_SHARE`` of the message bytes the server holds."""
 TRY_LATER = 1013
 """The close code of a socket past the budget (RFC 6455's registry: try again later)."""
+MESSAGE_OVERHEAD = 512
+"""Bytes a queued message counts beyond its own: the event and objects that carry it
+(a read of 64 KiB of empty messages queues thousands of them)."""
 
 
 class MessageBudget:
@@ -88,7 +97,15 @@ class MessageBudget:
 
 
 class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's WebSocket protocol (websockets' parser) with its buffered messages counted.
+    """uvicorn's WebSocket protocol (websockets' parser) with what it buffers bounded.
+
+    Messages the app has not taken count in the server's :class:`MessageBudget`
+    (a queued message with :data:`MESSAGE_OVERHEAD` more, for the objects that
+    carry it). And a peer that stops reading stops being read: while the
+    transport's outgoing buffer is past its high-water mark, the socket reads
+    nothing, so the pongs the protocol answers every ping with (written
+    straight to the transport, where the app's messages wait their turn)
+    cannot pile up on the server for a peer that sends pings and never reads.
 
     Args:
         budget: the server's :class:`MessageBudget`, shared by all its sockets
@@ -101,6 +118,7 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._client = ""  # the peer's client key, once connected
         self._counted = 0  # bytes of this socket's counted in the budget
         self._queued: deque[int] = deque()  # sizes of the whole messages the app has not taken
+        self._peer_reads = True  # False while the transport's outgoing buffer is full
 
     def connection_made(self, transport: Any) -> None:
         """The socket opens (uvicorn hands it over from the HTTP upgrade): its client is known."""
@@ -115,16 +133,31 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
     def send_receive_event_to_app(self) -> None:
         """A message is whole: queued for the app, its size counted until the app takes it."""
         if not self.close_sent:
-            self._queued.append(sum(map(len, self.frames)))
+            self._queued.append(sum(map(len, self.frames)) + MESSAGE_OVERHEAD)
         super().send_receive_event_to_app()
 
     async def receive(self) -> Any:
         """The app takes the next event; a message taken is no longer the socket's to count."""
         message = await super().receive()
+        if not self._peer_reads:  # uvicorn resumed reading for the app: the peer must read first
+            self.transport.pause_reading()
         if message["type"] == "websocket.receive" and self._queued:
             self._queued.popleft()
             self._recount()
         return message
+
+    def pause_writing(self) -> None:
+        """The peer does not take what is sent: read nothing more from it until it does."""
+        super().pause_writing()
+        self._peer_reads = False
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        """The peer took enough: read again, unless a message still waits for the app."""
+        super().resume_writing()
+        self._peer_reads = True
+        if not self.read_paused and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The socket is gone: what it held is let go."""

@@ -29,7 +29,7 @@ import uvicorn
 from websockets.frames import Close, Frame, Opcode
 
 from llm_envs.serve.guard import uvicorn_limits
-from llm_envs.serve.sockets import TRY_LATER, MessageBudget
+from llm_envs.serve.sockets import MESSAGE_OVERHEAD, TRY_LATER, MessageBudget
 from tests.serve.conftest import create, debate_settings, serving
 
 LARGEST = 4096
@@ -183,18 +183,67 @@ def test_unfinished_messages_past_a_client_s_share_close_its_socket(port: int) -
 
 
 def test_a_frame_still_arriving_and_whole_messages_not_taken_count_too(port: int) -> None:
-    with sockets(port, 21) as held:
-        for sock in held[:9]:  # whole messages, fragmented, that the app never takes: 36,000
+    with sockets(port, 20) as held:
+        for sock in held[:8]:  # whole messages, fragmented, that the app never takes: 36,096
             sock.sendall(frame(Opcode.TEXT, b"c" * (PIECE // 2), fin=False))
             sock.sendall(frame(Opcode.CONT, b"c" * (PIECE // 2), fin=True))
-        for sock in held[9:17]:  # half of a frame each, held by the parser: 16,000
+        for sock in held[8:16]:  # half of a frame each, held by the parser: 16,000
             sock.sendall(frame(Opcode.BINARY, b"c" * PIECE, fin=True)[: 8 + PIECE // 2])
-        for sock in held[17:20]:  # 12,000 more: 64,000 of the share's 65,536
+        for sock in held[16:19]:  # 12,000 more: 64,096 of the share's 65,536
             sock.sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
-        assert still_open(held[:20])
-        held[20].sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
-        close = closed_with(held[20], 10)
+        assert still_open(held[:19])
+        held[19].sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
+        close = closed_with(held[19], 10)
         assert close is not None and close.code == TRY_LATER
+
+
+def test_empty_messages_count_what_carries_them(port: int) -> None:
+    """A read of empty messages queues thousands of events: each counts MESSAGE_OVERHEAD."""
+    empties = frame(Opcode.TEXT, b"", fin=True) * (SHARE // MESSAGE_OVERHEAD + 1)
+    with sockets(port, 1) as held:
+        held[0].sendall(empties)  # 6 bytes each on the wire
+        close = closed_with(held[0], 10)
+        assert close is not None and close.code == TRY_LATER
+
+
+def test_no_compression_is_negotiated(port: int) -> None:
+    """A deflated read of 64 KiB held 63 MiB of messages before anything could count them."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 101"), head
+    assert b"permessage-deflate" not in head.lower(), head
+
+
+def test_a_peer_that_sends_pings_and_never_reads_is_not_read_either(port: int) -> None:
+    """The server stops reading a peer that sends pings and never reads their pongs.
+
+    Each pong was written to the transport at once: 418 MiB of pings from a peer
+    that never read grew the server by 400 MB.
+    """
+    pings = frame(Opcode.PING, b"p" * 125, fin=True) * 2000  # 262 KB
+    held = handshake(port)
+    held.settimeout(3)
+    sent = 0
+    try:
+        while sent < 128 << 20:
+            held.sendall(pings)
+            sent += len(pings)
+    except TimeoutError:
+        pass  # the server stopped reading: the kernel's buffers are full
+    finally:
+        held.close()
+    assert sent < 48 << 20, (
+        f"the server took {sent >> 20} MiB of pings from a peer that never reads"
+    )
 
 
 def test_the_episode_server_counts_its_seat_sockets(tmp_path: Any) -> None:
