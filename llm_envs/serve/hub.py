@@ -519,6 +519,8 @@ class Hub:
             NotFound: no such episode or seat.
             Conflict: the seat is joined already (without its token), abandoned,
                 or the episode is over.
+            Unavailable: a free seat of another client's episode, and the caller's
+                share of the records file is full (``--max-records-bytes``).
         """
         episode = self._episode(episode_id)
         place = self._seat(episode, seat)
@@ -529,6 +531,11 @@ class Hub:
         if place.abandoned:
             raise Conflict(self._abandoned_message(episode, seat))
         if place.token is None:
+            # A client past its share of the records file joins no more of others' episodes:
+            # else it fills the file through seats of episodes others created, whose records
+            # it pays. Its own episodes, admitted before, it may still play to their end.
+            if current_client() != episode.client:
+                self.store.check_share(current_client())
             place.token = secrets.token_urlsafe(16)
             return place.token
         if token is not None and secrets.compare_digest(token, place.token):
@@ -823,7 +830,7 @@ class Hub:
                 self._close_env(episode)
         try:
             with as_client(_payer(episode)):
-                self.store.append(entry)
+                self.store.append(entry, shares=episode.held)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", episode.id)
             why = f": {entry['error']}" if "error" in entry else ""

@@ -30,6 +30,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -135,8 +136,16 @@ class EpisodeStore:
                 f"--max-records-bytes {self.max_bytes}: the server takes no new episodes; "
                 "move the file away (or raise the flag) and restart the server"
             )
+        self.check_share(client)
+
+    def check_share(self, client: str) -> None:
+        """Refuse ``client`` once its records written since start-up hold a quarter of the file.
+
+        Raises:
+            Unavailable: the client's share is full (503 naming ``--max-records-bytes``).
+        """
         written = self._written.get(client, 0)
-        if written >= self.file_share:
+        if self.path is not None and written >= self.file_share:
             raise Unavailable(
                 f"client {client}'s records written since the server started hold {written} "
                 f"bytes, its share (a quarter of --max-records-bytes {self.max_bytes}): it "
@@ -144,8 +153,17 @@ class EpisodeStore:
                 "file moved away or the flag raised"
             )
 
-    def append(self, entry: dict[str, Any]) -> None:
-        """Keep a finished episode (``entry["id"]`` names it); on disk when this returns."""
+    def append(self, entry: dict[str, Any], shares: Mapping[str, int] | None = None) -> None:
+        """Keep a finished episode (``entry["id"]`` names it); on disk when this returns.
+
+        Args:
+            entry: the record.
+            shares: the characters each client sent in the episode: the record's
+                bytes in the file count against each client in proportion (the
+                records it wrote since start-up, for :meth:`check_room`). None,
+                or none sent: all against the client this runs as, which also
+                owns the record in memory.
+        """
         episode_id = str(entry["id"])
         if self.path is None:
             text = dumps(entry)
@@ -171,7 +189,8 @@ class EpisodeStore:
             os.fsync(file.fileno())
             self._places[episode_id] = (offset, len(line))
             self.size = offset + len(line)
-            tally(self._written, current_client(), len(line))
+            for client, part in _split(len(line), shares or {}, current_client()).items():
+                tally(self._written, client, part)
 
     def _victim(self, client: str, latest: str) -> str | None:
         """The record to drop: the oldest of a client past its share, else the oldest of all.
@@ -241,6 +260,19 @@ class EpisodeStore:
                 file.flush()
                 os.fsync(file.fileno())
             self.size += 1
+
+
+def _split(size: int, shares: Mapping[str, int], default: str) -> dict[str, int]:
+    """``size`` split in proportion to ``shares`` (rounded up), or all ``default``'s.
+
+    Example:
+        >>> _split(10, {"a": 3, "b": 1}, "c"), _split(10, {}, "c")
+        ({'a': 8, 'b': 3}, {'c': 10})
+    """
+    total = sum(shares.values())
+    if total <= 0:
+        return {default: size}
+    return {client: -(-size * sent // total) for client, sent in shares.items() if sent > 0}
 
 
 def _episode_id(line: bytes) -> str | None:

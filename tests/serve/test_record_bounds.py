@@ -108,3 +108,59 @@ def test_the_server_refuses_new_episodes_once_the_records_file_is_full(tmp_path)
         assert _play(url, client, running).status_code == 200  # still written, never lost
         assert client.get(f"{url}/episodes/{running}").json()["status"] == "finished"
     assert running in EpisodeStore(tmp_path)
+
+
+def _client_at(source: str) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=30)
+
+
+def _act(client: httpx.Client, seat_url: str, token: str, padding: int) -> httpx.Response:
+    headers = {"X-Seat-Token": token}
+    turn = client.get(f"{seat_url}/turn?wait=10", headers=headers).json()
+    text = ScriptedDebater(0, 2, agree_from_round=None)(turn["observation"], turn["info"])
+    return client.post(f"{seat_url}/act", json={"text": text + "x" * padding}, headers=headers)
+
+
+@pytest.mark.filterwarnings("ignore:a debate of 2 agents")
+def test_a_client_past_its_share_joins_no_more_of_others_episodes(tmp_path):
+    """A client past its share of the records file joins no more of others' episodes.
+
+    Attack round 11: an opponent joining seats of an honest client's episodes, each
+    record mostly its text, paid for them but was never refused (it created nothing),
+    and filled the file until every client's new episode got 503.
+    """
+    two = Defaults("debate", {"num_agents": 2, "max_rounds": 1}, "arithmetic")
+    settings = ServeSettings(defaults=two, records=str(tmp_path), max_records_bytes=400_000)
+    joins = []
+    with serving(settings) as url, _client_at("127.0.0.1") as honest:
+        with _client_at("127.0.0.2") as opponent:
+            for _ in range(8):
+                created = honest.post(f"{url}/episodes", json={"problem": 3})
+                assert created.status_code == 201, created.text
+                base = f"{url}/episodes/{created.json()['id']}/seats"
+                mine = honest.post(f"{base}/agent_0/join").json()["token"]
+                theirs = opponent.post(f"{base}/agent_1/join")
+                joins.append(theirs.status_code)
+                if theirs.status_code != 200:
+                    assert "its share (a quarter of --max-records-bytes" in theirs.text
+                    break
+                assert _act(honest, f"{base}/agent_0", mine, 0).status_code == 200
+                token = theirs.json()["token"]
+                assert _act(opponent, f"{base}/agent_1", token, 60_000).status_code == 200
+        assert joins[-1] == 503 and len(joins) <= 4, joins  # 100,000 bytes: 2 of its records
+        # The honest client's own episodes go on: the file is far from full.
+        assert honest.post(f"{url}/episodes", json={"problem": 4}).status_code == 201
+    assert (tmp_path / "episodes.jsonl").stat().st_size < 300_000
+
+
+def test_a_record_in_the_file_counts_against_each_client_by_what_it_sent(tmp_path):
+    store = EpisodeStore(tmp_path, max_bytes=4_000)  # a quarter each: 1,000
+    with as_client("10.0.0.1"):  # the creator, on a tie
+        store.append(_record("e1", 1_500), shares={"10.0.0.1": 50, "10.0.0.2": 50})
+    store.check_room("10.0.0.1")  # about 760 bytes each: both under 1,000
+    store.check_room("10.0.0.2")
+    with as_client("10.0.0.1"):
+        store.append(_record("e2", 600), shares={"10.0.0.2": 10})
+    store.check_room("10.0.0.1")
+    with pytest.raises(Unavailable, match=r"client 10\.0\.0\.2's records"):
+        store.check_room("10.0.0.2")
