@@ -24,9 +24,9 @@ DEADLINE = 0.3
 class SlowStore(EpisodeStore):
     """Records that take longer to write than a step may run."""
 
-    def append(self, entry: dict) -> None:
+    def append(self, entry: dict, shares: dict | None = None) -> None:
         time.sleep(2 * DEADLINE)
-        super().append(entry)
+        super().append(entry, shares)
 
 
 def test_an_episode_whose_record_outlasts_the_deadline_is_told_and_freed():

@@ -101,11 +101,11 @@ def test_record_raising_fails_the_episode_that_finished(server):
     serves_on(server)
 
 
-def full_disk(self: EpisodeStore, entry: dict[str, Any]) -> None:
+def full_disk(self: EpisodeStore, entry: dict[str, Any], shares: Any = None) -> None:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def not_json(self: EpisodeStore, entry: dict[str, Any]) -> None:
+def not_json(self: EpisodeStore, entry: dict[str, Any], shares: Any = None) -> None:
     raise ValueError("not JSON: a value the encoder refused")
 
 
