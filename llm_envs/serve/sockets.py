@@ -31,6 +31,7 @@ from llm_envs.sandbox.fair import client_key, tally
 
 __all__ = [
     "BUFFERED_SHARE",
+    "FRAME_OVERHEAD",
     "MESSAGE_OVERHEAD",
     "TRY_LATER",
     "BoundedWebSocketProtocol",
@@ -44,6 +45,9 @@ TRY_LATER = 1013
 MESSAGE_OVERHEAD = 512
 """Bytes a queued message counts beyond its own: the event and objects that carry it
 (a read of 64 KiB of empty messages queues thousands of them)."""
+FRAME_OVERHEAD = 64
+"""Bytes a fragment of an unfinished message counts beyond its own: the object that
+holds it (empty fragments cost nothing to send and about this much each to keep)."""
 
 
 class MessageBudget:
@@ -117,7 +121,9 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._budget = budget
         self._client = ""  # the peer's client key, once connected
         self._counted = 0  # bytes of this socket's counted in the budget
+        self._fragments = 0  # bytes of the unfinished message's fragments, with their overhead
         self._queued: deque[int] = deque()  # sizes of the whole messages the app has not taken
+        self._queued_total = 0
         self._peer_reads = True  # False while the transport's outgoing buffer is full
 
     def connection_made(self, transport: Any) -> None:
@@ -130,10 +136,28 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         super().data_received(data)
         self._recount()
 
+    def handle_text(self, event: Any) -> None:
+        """A message's first frame (text): its fragments are counted from here."""
+        self._fragments = len(event.data) + FRAME_OVERHEAD
+        super().handle_text(event)
+
+    def handle_bytes(self, event: Any) -> None:
+        """A message's first frame (binary): its fragments are counted from here."""
+        self._fragments = len(event.data) + FRAME_OVERHEAD
+        super().handle_bytes(event)
+
+    def handle_cont(self, event: Any) -> None:
+        """A message's next fragment, counted with what carries it (an empty one too)."""
+        self._fragments += len(event.data) + FRAME_OVERHEAD
+        super().handle_cont(event)
+
     def send_receive_event_to_app(self) -> None:
         """A message is whole: queued for the app, its size counted until the app takes it."""
         if not self.close_sent:
-            self._queued.append(sum(map(len, self.frames)) + MESSAGE_OVERHEAD)
+            size = self._fragments + MESSAGE_OVERHEAD
+            self._queued.append(size)
+            self._queued_total += size
+        self._fragments = 0
         super().send_receive_event_to_app()
 
     async def receive(self) -> Any:
@@ -142,7 +166,7 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         if not self._peer_reads:  # uvicorn resumed reading for the app: the peer must read first
             self.transport.pause_reading()
         if message["type"] == "websocket.receive" and self._queued:
-            self._queued.popleft()
+            self._queued_total -= self._queued.popleft()
             self._recount()
         return message
 
@@ -161,14 +185,19 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The socket is gone: what it held is let go."""
-        self._queued.clear()
-        self._settle(0)
+        self._forget()
         super().connection_lost(exc)
+
+    def _forget(self) -> None:
+        self._fragments = 0
+        self._queued.clear()
+        self._queued_total = 0
+        self._settle(0)
 
     def _holding(self) -> int:
         # The frame still arriving sits in the parser's reader; an unfinished
         # message's fragments in uvicorn's list; whole messages in its queue.
-        return len(self.conn.reader.buffer) + sum(map(len, self.frames)) + sum(self._queued)
+        return len(self.conn.reader.buffer) + self._fragments + self._queued_total
 
     def _recount(self) -> None:
         if self.transport.is_closing():
@@ -190,10 +219,20 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         return refusal
 
     def _close_over(self, refusal: str) -> None:
-        """Close the socket with :data:`TRY_LATER`; the app hears it as a disconnect."""
+        """Close the socket with :data:`TRY_LATER`; the app hears it as a disconnect.
+
+        The messages the app has not taken are dropped with it: "try again
+        later" must mean that none of them was acted on.
+        """
         self.frames = []
-        self._queued.clear()
-        self._settle(0)
+        self._forget()
+        waiting = []
+        while not self.queue.empty():
+            event = self.queue.get_nowait()
+            if event["type"] != "websocket.receive":
+                waiting.append(event)
+        for event in waiting:
+            self.queue.put_nowait(event)
         reason = refusal.encode()[:123].decode("utf-8", "ignore")  # an IPv6 key may be long
         self.conn.fail(TRY_LATER, reason)
         self.queue.put_nowait({"type": "websocket.disconnect", "code": TRY_LATER, "reason": reason})

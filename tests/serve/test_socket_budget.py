@@ -29,7 +29,7 @@ import uvicorn
 from websockets.frames import Close, Frame, Opcode
 
 from llm_envs.serve.guard import uvicorn_limits
-from llm_envs.serve.sockets import MESSAGE_OVERHEAD, TRY_LATER, MessageBudget
+from llm_envs.serve.sockets import FRAME_OVERHEAD, MESSAGE_OVERHEAD, TRY_LATER, MessageBudget
 from tests.serve.conftest import create, debate_settings, serving
 
 LARGEST = 4096
@@ -69,11 +69,22 @@ def test_a_share_is_never_less_than_one_message() -> None:
         MessageBudget(total=5, largest=10)
 
 
+TAKEN: dict[str, list[str]] = {}  # the events a /late socket's app took, by its query
+
+
 async def never_reads(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """An app that accepts each socket and never takes a message from it."""
+    """An app that accepts each socket and never takes a message from it.
+
+    On ``/late?NAME`` it takes them half a second later, noting their types in TAKEN.
+    """
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
-    await asyncio.sleep(3600)
+    if scope["path"] != "/late":
+        await asyncio.sleep(3600)
+    taken = TAKEN.setdefault(scope["query_string"].decode(), [])
+    await asyncio.sleep(0.5)
+    while not taken or taken[-1] != "websocket.disconnect":
+        taken.append((await receive())["type"])
 
 
 @pytest.fixture(scope="module")
@@ -184,12 +195,12 @@ def test_unfinished_messages_past_a_client_s_share_close_its_socket(port: int) -
 
 def test_a_frame_still_arriving_and_whole_messages_not_taken_count_too(port: int) -> None:
     with sockets(port, 20) as held:
-        for sock in held[:8]:  # whole messages, fragmented, that the app never takes: 36,096
+        for sock in held[:8]:  # whole messages, fragmented, that the app never takes: 37,120
             sock.sendall(frame(Opcode.TEXT, b"c" * (PIECE // 2), fin=False))
             sock.sendall(frame(Opcode.CONT, b"c" * (PIECE // 2), fin=True))
         for sock in held[8:16]:  # half of a frame each, held by the parser: 16,000
             sock.sendall(frame(Opcode.BINARY, b"c" * PIECE, fin=True)[: 8 + PIECE // 2])
-        for sock in held[16:19]:  # 12,000 more: 64,096 of the share's 65,536
+        for sock in held[16:19]:  # 12,192 more: 65,312 of the share's 65,536
             sock.sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
         assert still_open(held[:19])
         held[19].sendall(frame(Opcode.TEXT, b"d" * PIECE, fin=False))
@@ -204,6 +215,44 @@ def test_empty_messages_count_what_carries_them(port: int) -> None:
         held[0].sendall(empties)  # 6 bytes each on the wire
         close = closed_with(held[0], 10)
         assert close is not None and close.code == TRY_LATER
+
+
+def test_empty_fragments_count_what_carries_them(port: int) -> None:
+    empties = frame(Opcode.CONT, b"", fin=False) * (SHARE // FRAME_OVERHEAD + 1)
+    with sockets(port, 1) as held:
+        held[0].sendall(frame(Opcode.TEXT, b"f", fin=False) + empties)
+        close = closed_with(held[0], 10)
+        assert close is not None and close.code == TRY_LATER
+
+
+def test_a_socket_closed_past_the_budget_leaves_its_messages_untaken(port: int) -> None:
+    """The read that passed the bound is dropped whole, its whole messages untaken.
+
+    A client told to try again later had its message acted on all the same, and
+    acted twice when it did.
+    """
+    # (A client of its own: the sockets of other tests that hold a message the app
+    # never takes stay open on the server, their reading paused, until the keepalive.)
+    with sockets(port, 16, source="127.0.0.3") as held:
+        for sock in held:  # 16 x 4,064 = 65,024 of the share's 65,536
+            sock.sendall(frame(Opcode.TEXT, b"g" * PIECE, fin=False))
+        assert still_open(held)
+        late = handshake(port, "127.0.0.3", path="/late?refused")
+        try:  # 4,000 + 64 + 512 more, whole, in one read
+            late.sendall(frame(Opcode.TEXT, b"h" * PIECE, fin=True))
+            close = closed_with(late, 10)
+            assert close is not None and close.code == TRY_LATER
+        finally:
+            late.close()
+    time.sleep(1)  # the app has looked
+    assert TAKEN["refused"] == ["websocket.disconnect"]
+    with sockets(port, 0):  # and a message within the share is taken
+        late = handshake(port, "127.0.0.3", path="/late?taken")
+        late.sendall(frame(Opcode.TEXT, b"h" * PIECE, fin=True))
+        time.sleep(1)
+        late.close()
+    time.sleep(0.5)
+    assert TAKEN["taken"][0] == "websocket.receive"
 
 
 def test_no_compression_is_negotiated(port: int) -> None:
