@@ -22,7 +22,9 @@ This module imports uvicorn and websockets (the ``serve`` extra).
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -31,7 +33,9 @@ from llm_envs.sandbox.fair import client_key, tally
 
 __all__ = [
     "BUFFERED_SHARE",
+    "FRAMES_PER_SECOND",
     "FRAME_OVERHEAD",
+    "MAX_PACED_CLIENTS",
     "MESSAGE_OVERHEAD",
     "TRY_LATER",
     "BoundedWebSocketProtocol",
@@ -45,6 +49,11 @@ TRY_LATER = 1013
 MESSAGE_OVERHEAD = 512
 """Bytes a queued message counts beyond its own: the event and objects that carry it
 (a read of 64 KiB of empty messages queues thousands of them)."""
+FRAMES_PER_SECOND = 10_000.0
+"""Frames of one client parsed a second (and at once), over all its sockets: about 3.5 %
+of the event loop here, where 300,000 a second took all of it."""
+MAX_PACED_CLIENTS = 4096
+"""Clients whose frame allowance is remembered before those refilled are forgotten."""
 FRAME_OVERHEAD = 64
 """Bytes a fragment of an unfinished message counts beyond its own: the object that
 holds it (empty fragments cost nothing to send and about this much each to keep)."""
@@ -66,13 +75,26 @@ class MessageBudget:
         0
     """
 
-    def __init__(self, total: int, largest: int) -> None:
+    def __init__(
+        self,
+        total: int,
+        largest: int,
+        frames_per_second: float = FRAMES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if largest < 1 or total < largest:
             raise ValueError(f"a budget needs total >= largest >= 1, got {total}, {largest}")
+        if frames_per_second <= 0:
+            raise ValueError(f"frames_per_second must be > 0, got {frames_per_second}")
         self.total = total
         self.share = max(total // BUFFERED_SHARE, largest)
         self.held = 0
+        self.frames_per_second = frames_per_second
+        self._clock = clock
         self._by_client: dict[str, int] = {}
+        self._frames: dict[
+            str, tuple[float, float]
+        ] = {}  # client -> (frames it may still send, when)
 
     def take(self, client: str, more: int) -> str | None:
         """Count ``more`` bytes as ``client``'s, or say which bound refuses them.
@@ -98,6 +120,31 @@ class MessageBudget:
         """Count out ``bytes_`` of ``client``'s."""
         self.held -= bytes_
         tally(self._by_client, client, -bytes_)
+
+    def wait(self, client: str) -> float:
+        """Seconds until ``client`` may have another read parsed (0: now).
+
+        Each client may have :attr:`frames_per_second` frames parsed a second,
+        and as many at once: parsing is the event loop's work, and without a
+        pace one client's empty frames (300,000 a second from 1.7 MB/s) held
+        every other client's request for seconds.
+        """
+        allowed = self._allowed(client)
+        return 0.0 if allowed >= 0 else -allowed / self.frames_per_second
+
+    def spend(self, client: str, frames: int) -> None:
+        """Count ``frames`` parsed for ``client``."""
+        self._frames[client] = (self._allowed(client) - frames, self._clock())
+        if len(self._frames) > MAX_PACED_CLIENTS:  # forget the clients whose allowance is whole
+            now = self._clock()
+            for other, (allowed, at) in list(self._frames.items()):
+                if allowed + (now - at) * self.frames_per_second >= self.frames_per_second:
+                    del self._frames[other]
+
+    def _allowed(self, client: str) -> float:
+        allowed, at = self._frames.get(client, (self.frames_per_second, self._clock()))
+        refilled = allowed + (self._clock() - at) * self.frames_per_second
+        return min(self.frames_per_second, refilled)
 
 
 class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -125,6 +172,8 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._queued: deque[int] = deque()  # sizes of the whole messages the app has not taken
         self._queued_total = 0
         self._peer_reads = True  # False while the transport's outgoing buffer is full
+        self._deferred: bytearray | None = None  # a read kept, unparsed, while its client waits
+        self._frames_seen = 0
 
     def connection_made(self, transport: Any) -> None:
         """The socket opens (uvicorn hands it over from the HTTP upgrade): its client is known."""
@@ -132,9 +181,49 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._client = client_key(self.client[0]) if self.client else ""
 
     def data_received(self, data: bytes) -> None:
-        """Parse ``data``; count what the socket holds now; close it past the budget."""
+        """Parse ``data``; count what the socket holds now; close it past the budget.
+
+        While the client's frames are paced (:meth:`MessageBudget.wait`) the read
+        is kept, counted, and parsed when the client's allowance is back.
+        """
+        if self._deferred is not None:
+            self._deferred += data
+            self.transport.pause_reading()
+            self._recount()
+            return
+        wait = self._budget.wait(self._client)
+        if wait > 0:
+            self._deferred = bytearray(data)
+            self.transport.pause_reading()
+            self.loop.call_later(wait, self._parse_deferred)
+            self._recount()
+            return
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        self._frames_seen = 0
         super().data_received(data)
+        self._budget.spend(self._client, self._frames_seen)
         self._recount()
+
+    def _parse_deferred(self) -> None:
+        data, self._deferred = self._deferred, None
+        if data is None or self.transport.is_closing():
+            return
+        wait = self._budget.wait(self._client)
+        if wait > 0:  # another socket of the client spent the allowance meanwhile
+            self._deferred = data
+            self.loop.call_later(wait, self._parse_deferred)
+            return
+        self._parse(bytes(data))
+        resume = self._deferred is None and not self.read_paused and self._peer_reads
+        if resume and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def handle_events(self) -> None:
+        """Handle the frames parsed; count them for the client's pace."""
+        self._frames_seen += len(self.conn.events)
+        super().handle_events()
 
     def handle_text(self, event: Any) -> None:
         """A message's first frame (text): its fragments are counted from here."""
@@ -163,8 +252,8 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
     async def receive(self) -> Any:
         """The app takes the next event; a message taken is no longer the socket's to count."""
         message = await super().receive()
-        if not self._peer_reads:  # uvicorn resumed reading for the app: the peer must read first
-            self.transport.pause_reading()
+        if not self._peer_reads or self._deferred is not None:
+            self.transport.pause_reading()  # uvicorn resumed reading for the app: not yet
         if message["type"] == "websocket.receive" and self._queued:
             self._queued_total -= self._queued.popleft()
             self._recount()
@@ -180,7 +269,7 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         """The peer took enough: read again, unless a message still waits for the app."""
         super().resume_writing()
         self._peer_reads = True
-        if not self.read_paused and not self.transport.is_closing():
+        if not self.read_paused and self._deferred is None and not self.transport.is_closing():
             self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -189,6 +278,7 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         super().connection_lost(exc)
 
     def _forget(self) -> None:
+        self._deferred = None
         self._fragments = 0
         self._queued.clear()
         self._queued_total = 0
@@ -197,7 +287,8 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
     def _holding(self) -> int:
         # The frame still arriving sits in the parser's reader; an unfinished
         # message's fragments in uvicorn's list; whole messages in its queue.
-        return len(self.conn.reader.buffer) + self._fragments + self._queued_total
+        deferred = len(self._deferred) if self._deferred is not None else 0
+        return deferred + len(self.conn.reader.buffer) + self._fragments + self._queued_total
 
     def _recount(self) -> None:
         if self.transport.is_closing():

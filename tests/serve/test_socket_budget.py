@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import httpx
@@ -29,7 +30,13 @@ import uvicorn
 from websockets.frames import Close, Frame, Opcode
 
 from llm_envs.serve.guard import uvicorn_limits
-from llm_envs.serve.sockets import FRAME_OVERHEAD, MESSAGE_OVERHEAD, TRY_LATER, MessageBudget
+from llm_envs.serve.sockets import (
+    FRAME_OVERHEAD,
+    MESSAGE_OVERHEAD,
+    TRY_LATER,
+    BoundedWebSocketProtocol,
+    MessageBudget,
+)
 from tests.serve.conftest import create, debate_settings, serving
 
 LARGEST = 4096
@@ -62,6 +69,21 @@ def test_the_budget_refuses_past_a_share_or_the_total(
         assert "past" in str(refusals[refused_at])
 
 
+def test_a_client_s_frames_are_paced_and_others_are_not() -> None:
+    now = [0.0]
+    budget = MessageBudget(total=100, largest=10, frames_per_second=1000, clock=lambda: now[0])
+    assert budget.wait("a") == 0.0
+    budget.spend("a", 3000)  # 1,000 allowed at once: 2,000 over
+    assert budget.wait("a") == pytest.approx(2.0) and budget.wait("b") == 0.0
+    now[0] = 1.5
+    assert budget.wait("a") == pytest.approx(0.5)
+    now[0] = 10.0  # refilled, never past one second's frames
+    budget.spend("a", 1000)
+    assert budget.wait("a") == 0.0
+    budget.spend("a", 1)
+    assert budget.wait("a") == pytest.approx(0.001)
+
+
 def test_a_share_is_never_less_than_one_message() -> None:
     budget = MessageBudget(total=10, largest=10)
     assert budget.share == 10 and budget.take("a", 10) is None
@@ -87,15 +109,15 @@ async def never_reads(scope: dict[str, Any], receive: Any, send: Any) -> None:
         taken.append((await receive())["type"])
 
 
-@pytest.fixture(scope="module")
-def port() -> Iterator[int]:
+@contextlib.contextmanager
+def serving_sockets(largest: int, frames_per_second: float | None = None) -> Iterator[int]:
+    """A uvicorn server of :func:`never_reads` with the episode server's limits; its port."""
+    limits = uvicorn_limits(largest)
+    if frames_per_second is not None:
+        budget = MessageBudget(64 * largest, largest, frames_per_second=frames_per_second)
+        limits["ws"] = partial(BoundedWebSocketProtocol, budget=budget)
     config = uvicorn.Config(
-        never_reads,
-        host="127.0.0.1",
-        port=0,
-        lifespan="off",
-        log_level="warning",
-        **uvicorn_limits(LARGEST),
+        never_reads, host="127.0.0.1", port=0, lifespan="off", log_level="warning", **limits
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -105,6 +127,13 @@ def port() -> Iterator[int]:
     yield server.servers[0].sockets[0].getsockname()[1]
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    """Small messages, no pace: each test here counts bytes to the share's edge."""
+    with serving_sockets(LARGEST, frames_per_second=1e9) as bound:
+        yield bound
 
 
 def handshake(port: int, source: str = "127.0.0.1", path: str = "/ws") -> socket.socket:
@@ -272,27 +301,51 @@ def test_no_compression_is_negotiated(port: int) -> None:
     assert b"permessage-deflate" not in head.lower(), head
 
 
-def test_a_peer_that_sends_pings_and_never_reads_is_not_read_either(port: int) -> None:
+def test_a_peer_that_sends_pings_and_never_reads_is_not_read_either() -> None:
     """The server stops reading a peer that sends pings and never reads their pongs.
 
     Each pong was written to the transport at once: 418 MiB of pings from a peer
-    that never read grew the server by 400 MB.
+    that never read grew the server by 400 MB. (No pace here: it would slow the
+    pings down, not stop them.)
     """
     pings = frame(Opcode.PING, b"p" * 125, fin=True) * 2000  # 262 KB
-    held = handshake(port)
-    held.settimeout(3)
-    sent = 0
-    try:
-        while sent < 128 << 20:
-            held.sendall(pings)
-            sent += len(pings)
-    except TimeoutError:
-        pass  # the server stopped reading: the kernel's buffers are full
-    finally:
-        held.close()
+    with serving_sockets(1 << 20, frames_per_second=1e9) as bound:
+        held = handshake(bound)
+        held.settimeout(3)
+        sent = 0
+        try:
+            while sent < 128 << 20:
+                held.sendall(pings)
+                sent += len(pings)
+        except TimeoutError:
+            pass  # the server stopped reading: the kernel's buffers are full
+        finally:
+            held.close()
     assert sent < 48 << 20, (
         f"the server took {sent >> 20} MiB of pings from a peer that never reads"
     )
+
+
+def test_one_client_s_frames_are_parsed_at_its_pace() -> None:
+    """Empty frames cost nothing to send and the event loop microseconds each.
+
+    300,000 a second from one client held every other client's request for seconds.
+    A read is parsed whole once the client may send more (up to 256 KiB, about 43,000
+    empty frames), so 80,000 take at least (80,000 - 10,000 - 43,000) / 10,000 s.
+    """
+    pongs = frame(Opcode.PONG, b"", fin=True) * 80_000  # 480 KB; parsed unpaced in 0.3 s
+    with serving_sockets(1 << 20) as bound:
+        held = handshake(bound)
+        try:
+            started = time.perf_counter()
+            held.sendall(pongs + frame(Opcode.PING, b"last", fin=True))
+            held.settimeout(60)
+            answer = exact(held, 6)  # the last ping's pong: parsed after every pong before it
+            took = time.perf_counter() - started
+        finally:
+            held.close()
+    assert answer[0] & 0x0F == Opcode.PONG.value and answer.endswith(b"last")
+    assert took >= 2.5, f"80,000 frames parsed in {took:.2f} s: no pace"
 
 
 def test_the_episode_server_counts_its_seat_sockets(tmp_path: Any) -> None:
