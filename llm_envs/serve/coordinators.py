@@ -159,8 +159,8 @@ class _Latest(EpisodeStore):
     def __len__(self) -> int:
         return len(self._latest)
 
-    def append(self, entry: dict[str, Any]) -> None:
-        """Keep a finished episode; forget the oldest past ``keep``."""
+    def append(self, entry: dict[str, Any], shares: Mapping[str, int] | None = None) -> None:
+        """Keep a finished episode; forget the oldest past ``keep`` (``shares`` unused)."""
         with self._guard:
             self._latest[str(entry["id"])] = json.loads(dumps(entry))
             while len(self._latest) > self.keep:
