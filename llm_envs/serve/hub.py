@@ -49,7 +49,7 @@ from llm_envs.serve.driver import EpisodeDriver, SeatUpdate
 from llm_envs.serve.errors import Conflict, Failed, Forbidden, NotFound, ServeError, Unavailable
 from llm_envs.serve.families import EpisodeSpec, Families
 from llm_envs.serve.pool import DeadlinePool, Overdue
-from llm_envs.serve.protocol import Message, accepted, error
+from llm_envs.serve.protocol import Message, accepted, dumps, error
 from llm_envs.serve.store import EpisodeStore, utc_now
 
 __all__ = ["MAX_HELD_CHARS", "Episode", "HeldChars", "Hub", "Outcome", "Seat", "Status"]
@@ -300,6 +300,7 @@ class Episode:
         self.outcome: Outcome | None = None  # once its record was written (or not)
         self.step: asyncio.Future[_Advanced] | None = None  # the driver call awaited now
         self.held: dict[str, int] = {}  # its actions' characters, by the client that sent each
+        self.written: dict[str, int] = {}  # its actions' bytes as a record writes them, by sender
         self._guard = threading.Lock()
         self._ended = False
         self._stepping = False
@@ -604,6 +605,8 @@ class Hub:
             actor = current_client()  # the acting seat's peer (the server's door set it)
             self.held.take(len(text), actor)
             tally(episode.held, actor, len(text))
+            # A character may take 6 bytes in the record ("\u0001"): the record is split by these.
+            tally(episode.written, actor, len(dumps(text).encode("utf-8", "backslashreplace")))
             taken = place.turn
             self._stop_timer(place)
             place.publish(None)
@@ -830,7 +833,7 @@ class Hub:
                 self._close_env(episode)
         try:
             with as_client(_payer(episode)):
-                self.store.append(entry, shares=episode.held)
+                self.store.append(entry, shares=episode.written)
         except Exception as exc:
             log.exception("episode %s: its record could not be written", episode.id)
             why = f": {entry['error']}" if "error" in entry else ""
@@ -1089,13 +1092,13 @@ class Hub:
 
 
 def _payer(episode: Episode) -> str:
-    """The client an episode's record counts against: the one that sent most of its characters.
+    """The client an episode's record counts against: the one that sent most of its bytes.
 
     The creator when nobody sent more than it did. Charged to the creator, an
     opponent's long actions in an honest client's episodes filled that
     client's share of the records and pushed out its other records.
     """
-    most = max(episode.held.values(), default=0)
-    if episode.held.get(episode.client, 0) >= most:
+    most = max(episode.written.values(), default=0)
+    if episode.written.get(episode.client, 0) >= most:
         return episode.client
-    return max(episode.held, key=episode.held.__getitem__)
+    return max(episode.written, key=episode.written.__getitem__)

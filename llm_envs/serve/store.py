@@ -158,7 +158,7 @@ class EpisodeStore:
 
         Args:
             entry: the record.
-            shares: the characters each client sent in the episode: the record's
+            shares: the bytes of the text each client sent in the episode: the record's
                 bytes in the file count against each client in proportion (the
                 records it wrote since start-up, for :meth:`check_room`). None,
                 or none sent: all against the client this runs as, which also

@@ -114,11 +114,13 @@ def _client_at(source: str) -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=30)
 
 
-def _act(client: httpx.Client, seat_url: str, token: str, padding: int) -> httpx.Response:
+def _act(
+    client: httpx.Client, seat_url: str, token: str, padding: int, pad: str = "x"
+) -> httpx.Response:
     headers = {"X-Seat-Token": token}
     turn = client.get(f"{seat_url}/turn?wait=10", headers=headers).json()
     text = ScriptedDebater(0, 2, agree_from_round=None)(turn["observation"], turn["info"])
-    return client.post(f"{seat_url}/act", json={"text": text + "x" * padding}, headers=headers)
+    return client.post(f"{seat_url}/act", json={"text": text + pad * padding}, headers=headers)
 
 
 @pytest.mark.filterwarnings("ignore:a debate of 2 agents")
@@ -164,3 +166,36 @@ def test_a_record_in_the_file_counts_against_each_client_by_what_it_sent(tmp_pat
     store.check_room("10.0.0.1")
     with pytest.raises(Unavailable, match=r"client 10\.0\.0\.2's records"):
         store.check_room("10.0.0.2")
+
+
+@pytest.mark.filterwarnings("ignore:a debate of 2 agents")
+def test_characters_that_take_six_bytes_in_the_record_are_paid_by_their_sender(tmp_path):
+    r"""A record is split by the bytes each client's text takes in it, not its characters.
+
+    Attack round 12: split by characters, an opponent's control characters (6 bytes
+    each as JSON, "\u0001") filled the honest client's share three times as fast as
+    plain text did.
+    """
+    two = Defaults("debate", {"num_agents": 2, "max_rounds": 1}, "arithmetic")
+    settings = ServeSettings(defaults=two, records=str(tmp_path), max_records_bytes=1_200_000)
+    refused = None
+    with (
+        serving(settings) as url,
+        _client_at("127.0.0.1") as honest,
+        _client_at("127.0.0.2") as opponent,
+    ):
+        for _ in range(8):
+            created = honest.post(f"{url}/episodes", json={"problem": 3})
+            if created.status_code != 201:
+                refused = "honest"
+                break
+            base = f"{url}/episodes/{created.json()['id']}/seats"
+            mine = honest.post(f"{base}/agent_0/join").json()["token"]
+            theirs = opponent.post(f"{base}/agent_1/join")
+            if theirs.status_code != 200:
+                refused = "opponent"
+                break
+            assert _act(honest, f"{base}/agent_0", mine, 20_000, "e").status_code == 200
+            token = theirs.json()["token"]
+            assert _act(opponent, f"{base}/agent_1", token, 20_000, "\x01").status_code == 200
+    assert refused == "opponent"
