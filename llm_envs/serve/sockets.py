@@ -37,6 +37,7 @@ __all__ = [
     "FRAME_OVERHEAD",
     "MAX_PACED_CLIENTS",
     "MESSAGE_OVERHEAD",
+    "SMALLEST_FRAME",
     "TRY_LATER",
     "BoundedWebSocketProtocol",
     "MessageBudget",
@@ -52,6 +53,8 @@ MESSAGE_OVERHEAD = 512
 FRAMES_PER_SECOND = 10_000.0
 """Frames of one client parsed a second (and at once), over all its sockets: about 3.5 %
 of the event loop here, where 300,000 a second took all of it."""
+SMALLEST_FRAME = 6
+"""Bytes of the smallest frame a client sends (a 2-byte head and a 4-byte mask)."""
 MAX_PACED_CLIENTS = 4096
 """Clients whose frame allowance is remembered before those refilled are forgotten."""
 FRAME_OVERHEAD = 64
@@ -121,16 +124,20 @@ class MessageBudget:
         self.held -= bytes_
         tally(self._by_client, client, -bytes_)
 
-    def wait(self, client: str) -> float:
-        """Seconds until ``client`` may have another read parsed (0: now).
+    def allowance(self, client: str) -> int:
+        """Frames ``client`` may have parsed now (0: none until :meth:`wait` has passed).
 
         Each client may have :attr:`frames_per_second` frames parsed a second,
         and as many at once: parsing is the event loop's work, and without a
         pace one client's empty frames (300,000 a second from 1.7 MB/s) held
         every other client's request for seconds.
         """
+        return max(0, int(self._allowed(client)))
+
+    def wait(self, client: str) -> float:
+        """Seconds until ``client`` may have one more frame parsed (0: now)."""
         allowed = self._allowed(client)
-        return 0.0 if allowed >= 0 else -allowed / self.frames_per_second
+        return 0.0 if allowed >= 1 else (1 - allowed) / self.frames_per_second
 
     def spend(self, client: str, frames: int) -> None:
         """Count ``frames`` parsed for ``client``."""
@@ -172,7 +179,8 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._queued: deque[int] = deque()  # sizes of the whole messages the app has not taken
         self._queued_total = 0
         self._peer_reads = True  # False while the transport's outgoing buffer is full
-        self._deferred: bytearray | None = None  # a read kept, unparsed, while its client waits
+        self._deferred: bytearray | None = None  # what is read and not yet parsed
+        self._draining = False  # a timer parses the rest of _deferred
         self._frames_seen = 0
 
     def connection_made(self, transport: Any) -> None:
@@ -181,43 +189,44 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._client = client_key(self.client[0]) if self.client else ""
 
     def data_received(self, data: bytes) -> None:
-        """Parse ``data``; count what the socket holds now; close it past the budget.
+        """Parse ``data`` at its client's pace; count what it holds; close it past the budget.
 
-        While the client's frames are paced (:meth:`MessageBudget.wait`) the read
-        is kept, counted, and parsed when the client's allowance is back.
+        A read is parsed in pieces of at most the client's allowance of frames
+        (:meth:`MessageBudget.allowance`; a frame from a client is at least
+        :data:`SMALLEST_FRAME` bytes); what is left waits, kept and counted,
+        and the socket is not read until it is parsed.
         """
-        if self._deferred is not None:
-            self._deferred += data
-            self.transport.pause_reading()
-            self._recount()
-            return
-        wait = self._budget.wait(self._client)
-        if wait > 0:
+        if self._deferred is None:
             self._deferred = bytearray(data)
+        else:
+            self._deferred += data
+        if self._draining:  # a piece of an earlier read waits for the allowance
             self.transport.pause_reading()
-            self.loop.call_later(wait, self._parse_deferred)
             self._recount()
             return
-        self._parse(data)
+        self._drain()
 
-    def _parse(self, data: bytes) -> None:
-        self._frames_seen = 0
-        super().data_received(data)
-        self._budget.spend(self._client, self._frames_seen)
-        self._recount()
-
-    def _parse_deferred(self) -> None:
-        data, self._deferred = self._deferred, None
-        if data is None or self.transport.is_closing():
+    def _drain(self) -> None:
+        self._draining = False
+        left = self._deferred
+        if left is None or self.transport.is_closing():
             return
-        wait = self._budget.wait(self._client)
-        if wait > 0:  # another socket of the client spent the allowance meanwhile
-            self._deferred = data
-            self.loop.call_later(wait, self._parse_deferred)
+        allowed = self._budget.allowance(self._client)
+        if allowed:
+            piece = bytes(left[: allowed * SMALLEST_FRAME])
+            del left[: len(piece)]
+            self._frames_seen = 0
+            super().data_received(piece)
+            self._budget.spend(self._client, self._frames_seen)
+            self._recount()
+        if self._deferred and not self.transport.is_closing():  # (a close forgot it)
+            self.transport.pause_reading()
+            self._draining = True
+            self.loop.call_later(self._budget.wait(self._client), self._drain)
+            self._recount()
             return
-        self._parse(bytes(data))
-        resume = self._deferred is None and not self.read_paused and self._peer_reads
-        if resume and not self.transport.is_closing():
+        self._deferred = None
+        if not self.read_paused and self._peer_reads and not self.transport.is_closing():
             self.transport.resume_reading()
 
     def handle_events(self) -> None:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -72,14 +72,16 @@ def test_the_budget_refuses_past_a_share_or_the_total(
 def test_a_client_s_frames_are_paced_and_others_are_not() -> None:
     now = [0.0]
     budget = MessageBudget(total=100, largest=10, frames_per_second=1000, clock=lambda: now[0])
-    assert budget.wait("a") == 0.0
+    assert budget.wait("a") == 0.0 and budget.allowance("a") == 1000
     budget.spend("a", 3000)  # 1,000 allowed at once: 2,000 over
-    assert budget.wait("a") == pytest.approx(2.0) and budget.wait("b") == 0.0
+    assert budget.allowance("a") == 0 and budget.allowance("b") == 1000
+    assert budget.wait("a") == pytest.approx(2.001) and budget.wait("b") == 0.0
     now[0] = 1.5
-    assert budget.wait("a") == pytest.approx(0.5)
+    assert budget.wait("a") == pytest.approx(0.501)
     now[0] = 10.0  # refilled, never past one second's frames
-    budget.spend("a", 1000)
-    assert budget.wait("a") == 0.0
+    assert budget.allowance("a") == 1000
+    budget.spend("a", 999)
+    assert budget.wait("a") == 0.0 and budget.allowance("a") == 1
     budget.spend("a", 1)
     assert budget.wait("a") == pytest.approx(0.001)
 
@@ -346,6 +348,46 @@ def test_one_client_s_frames_are_parsed_at_its_pace() -> None:
             held.close()
     assert answer[0] & 0x0F == Opcode.PONG.value and answer.endswith(b"last")
     assert took >= 2.5, f"80,000 frames parsed in {took:.2f} s: no pace"
+
+
+class CountingProtocol(BoundedWebSocketProtocol):
+    """Notes how many frames each parse of a read handled."""
+
+    parses: ClassVar[list[int]] = []
+
+    def handle_events(self) -> None:
+        self.parses.append(len(self.conn.events))
+        super().handle_events()
+
+
+def test_a_read_is_parsed_in_pieces_of_the_client_s_allowance() -> None:
+    """No parse handles more frames than the client's allowance (10,000).
+
+    Attack round 12: a read of 256,000 bytes of empty frames (42,667) was parsed in
+    one callback of 135 to 262 ms once the client's allowance was above zero.
+    """
+    largest = 1 << 20
+    limits = uvicorn_limits(largest)
+    limits["ws"] = partial(CountingProtocol, budget=MessageBudget(64 * largest, largest))
+    config = uvicorn.Config(
+        never_reads, host="127.0.0.1", port=0, lifespan="off", log_level="warning", **limits
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        held = handshake(server.servers[0].sockets[0].getsockname()[1])
+        held.sendall(frame(Opcode.PONG, b"", fin=True) * 30_000 + frame(Opcode.PING, b"z", True))
+        held.settimeout(30)
+        assert exact(held, 3).endswith(b"z")  # every frame parsed
+        held.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert sum(CountingProtocol.parses) >= 30_001
+    assert max(CountingProtocol.parses) <= 10_000, sorted(CountingProtocol.parses)[-5:]
 
 
 def test_the_episode_server_counts_its_seat_sockets(tmp_path: Any) -> None:
