@@ -37,6 +37,7 @@ __all__ = [
     "FRAME_OVERHEAD",
     "MAX_PACED_CLIENTS",
     "MESSAGE_OVERHEAD",
+    "PIECE_FRAMES",
     "SMALLEST_FRAME",
     "TRY_LATER",
     "BoundedWebSocketProtocol",
@@ -55,6 +56,8 @@ FRAMES_PER_SECOND = 10_000.0
 of the event loop here, where 300,000 a second took all of it."""
 SMALLEST_FRAME = 6
 """Bytes of the smallest frame a client sends (a 2-byte head and a 4-byte mask)."""
+PIECE_FRAMES = 1000
+"""Frames of allowance a paced read waits for before its next piece is parsed."""
 MAX_PACED_CLIENTS = 4096
 """Clients whose frame allowance is remembered before those refilled are forgotten."""
 FRAME_OVERHEAD = 64
@@ -134,10 +137,10 @@ class MessageBudget:
         """
         return max(0, int(self._allowed(client)))
 
-    def wait(self, client: str) -> float:
-        """Seconds until ``client`` may have one more frame parsed (0: now)."""
+    def wait(self, client: str, frames: int = 1) -> float:
+        """Seconds until ``client`` may have ``frames`` more parsed (0: now)."""
         allowed = self._allowed(client)
-        return 0.0 if allowed >= 1 else (1 - allowed) / self.frames_per_second
+        return 0.0 if allowed >= frames else (frames - allowed) / self.frames_per_second
 
     def spend(self, client: str, frames: int) -> None:
         """Count ``frames`` parsed for ``client``."""
@@ -211,8 +214,11 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         left = self._deferred
         if left is None or self.transport.is_closing():
             return
+        # A piece is worth a callback: while the client is paced, wait for PIECE_FRAMES
+        # (or what is left), not for each frame (a callback per frame took a whole core).
+        wanted = min(PIECE_FRAMES, -(-len(left) // SMALLEST_FRAME))
         allowed = self._budget.allowance(self._client)
-        if allowed:
+        if allowed >= wanted:
             piece = bytes(left[: allowed * SMALLEST_FRAME])
             del left[: len(piece)]
             self._frames_seen = 0
@@ -222,7 +228,8 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
         if self._deferred and not self.transport.is_closing():  # (a close forgot it)
             self.transport.pause_reading()
             self._draining = True
-            self.loop.call_later(self._budget.wait(self._client), self._drain)
+            wanted = min(PIECE_FRAMES, -(-len(self._deferred) // SMALLEST_FRAME))
+            self.loop.call_later(self._budget.wait(self._client, wanted), self._drain)
             self._recount()
             return
         self._deferred = None
