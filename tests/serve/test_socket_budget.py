@@ -32,6 +32,7 @@ from websockets.frames import Close, Frame, Opcode
 from llm_envs.serve.guard import uvicorn_limits
 from llm_envs.serve.sockets import (
     FRAME_OVERHEAD,
+    FRAMES_PER_SECOND,
     MESSAGE_OVERHEAD,
     TRY_LATER,
     BoundedWebSocketProtocol,
@@ -56,7 +57,7 @@ def test_the_budget_refuses_past_a_share_or_the_total(
     takes: list[tuple[str, int]], refused_at: int | None
 ) -> None:
     budget = MessageBudget(total=100, largest=10)
-    refusals = []
+    refusals: list[str | None] = []
     for client, more in takes:
         if more < 0:
             budget.give(client, -more)
@@ -112,12 +113,17 @@ async def never_reads(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.contextmanager
-def serving_sockets(largest: int, frames_per_second: float | None = None) -> Iterator[int]:
+def serving_sockets(
+    largest: int,
+    frames_per_second: float | None = None,
+    protocol: type[BoundedWebSocketProtocol] = BoundedWebSocketProtocol,
+) -> Iterator[int]:
     """A uvicorn server of :func:`never_reads` with the episode server's limits; its port."""
     limits = uvicorn_limits(largest)
-    if frames_per_second is not None:
-        budget = MessageBudget(64 * largest, largest, frames_per_second=frames_per_second)
-        limits["ws"] = partial(BoundedWebSocketProtocol, budget=budget)
+    if frames_per_second is not None or protocol is not BoundedWebSocketProtocol:
+        pace = frames_per_second or FRAMES_PER_SECOND
+        budget = MessageBudget(64 * largest, largest, frames_per_second=pace)
+        limits["ws"] = partial(protocol, budget=budget)
     config = uvicorn.Config(
         never_reads, host="127.0.0.1", port=0, lifespan="off", log_level="warning", **limits
     )
@@ -366,26 +372,12 @@ def test_a_read_is_parsed_in_pieces_of_the_client_s_allowance() -> None:
     Attack round 12: a read of 256,000 bytes of empty frames (42,667) was parsed in
     one callback of 135 to 262 ms once the client's allowance was above zero.
     """
-    largest = 1 << 20
-    limits = uvicorn_limits(largest)
-    limits["ws"] = partial(CountingProtocol, budget=MessageBudget(64 * largest, largest))
-    config = uvicorn.Config(
-        never_reads, host="127.0.0.1", port=0, lifespan="off", log_level="warning", **limits
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        held = handshake(server.servers[0].sockets[0].getsockname()[1])
+    with serving_sockets(1 << 20, protocol=CountingProtocol) as bound:
+        held = handshake(bound)
         held.sendall(frame(Opcode.PONG, b"", fin=True) * 30_000 + frame(Opcode.PING, b"z", True))
         held.settimeout(30)
         assert exact(held, 3).endswith(b"z")  # every frame parsed
         held.close()
-    finally:
-        server.should_exit = True
-        thread.join(10)
     assert sum(CountingProtocol.parses) >= 30_001
     assert max(CountingProtocol.parses) <= 10_000, sorted(CountingProtocol.parses)[-5:]
 
